@@ -1,0 +1,33 @@
+# Everything runs inside .venv, created on first use with only python3.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck docs bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[tests,docs,bench]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python examples/quickstart.py
+
+test: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests examples benchmarks migrations_example
+	$(BIN)/ruff format --check src
+	$(BIN)/mypy --strict src
+
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_generation.py
+
+clean:
+	rm -rf $(VENV) site build dist .pytest_cache .mypy_cache .ruff_cache

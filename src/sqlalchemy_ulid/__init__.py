@@ -1,0 +1,31 @@
+"""ULIDs as first-class SQLAlchemy 2.x and Alembic citizens.
+
+Example:
+    >>> from sqlalchemy_ulid import ULID, new_ulid
+    >>> u = new_ulid()
+    >>> ULID(str(u)) == u
+    True
+"""
+
+from __future__ import annotations
+
+from ._codec import InvalidULID
+from ._generator import MonotonicGenerator, new_ulid
+from ._ulid import ULID
+
+__all__ = [
+    "ULID",
+    "InvalidULID",
+    "MonotonicGenerator",
+    "new_ulid",
+]
+
+__version__ = "0.1.0"
+
+# Show public objects under the package name in reprs, tracebacks and docs
+# rather than under the private module that happens to define them.
+for _name in __all__:
+    _obj = globals()[_name]
+    if getattr(_obj, "__module__", "").startswith(__name__ + "._"):
+        _obj.__module__ = __name__
+del _name, _obj

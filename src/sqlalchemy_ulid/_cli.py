@@ -1,0 +1,142 @@
+"""The command line: ``new`` and ``inspect``.
+
+:func:`main` is pure: it returns the exit status and the text for stdout and
+stderr, and prints nothing. Only :func:`run`, the entry point, prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from ._codec import InvalidULID
+from ._generator import MonotonicGenerator
+from ._time import to_ms
+from ._ulid import ULID
+
+__all__ = ["Result", "main", "run"]
+
+_FORMATS: dict[str, Callable[[ULID], str]] = {
+    "canonical": str,
+    "uuid": lambda u: str(u.to_uuid()),
+    "hex": lambda u: u.hex,
+}
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a command produced: exit status, stdout text, stderr text."""
+
+    status: int
+    stdout: str = ""
+    stderr: str = ""
+
+
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    # argparse prints and exits on a usage error; we want a value back.
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise _UsageError(message)
+
+
+def _parser() -> _Parser:
+    parser = _Parser(
+        prog="sqlalchemy-ulid",
+        description="Generate and inspect ULIDs.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    new = commands.add_parser("new", help="print new monotonic ULIDs, one per line")
+    new.add_argument("-n", type=int, default=1, metavar="N", help="how many (default 1)")
+    new.add_argument(
+        "--at",
+        metavar="WHEN",
+        help="timestamp: ISO 8601 with a zone (2024-04-05T19:34:38.901Z) or epoch milliseconds",
+    )
+    new.add_argument("--format", choices=sorted(_FORMATS), default="canonical")
+    inspect = commands.add_parser("inspect", help="decode ULIDs")
+    inspect.add_argument("ulids", nargs="+", metavar="ULID")
+    inspect.add_argument("--json", action="store_true", help="one JSON object per line")
+    return parser
+
+
+def _parse_when(text: str) -> int:
+    if text.lstrip("-").isdigit():
+        return to_ms(int(text))
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"--at: not an ISO 8601 time or epoch milliseconds: {text!r}") from None
+    return to_ms(when)
+
+
+def _new(count: int, at: str | None, fmt: str) -> Result:
+    if count < 1:
+        raise ValueError(f"-n must be at least 1, got {count}")
+    if at is None:
+        generator = MonotonicGenerator()
+    else:
+        ms = _parse_when(at)
+        generator = MonotonicGenerator(clock=lambda: ms)
+    render = _FORMATS[fmt]
+    return Result(0, "".join(render(generator()) + "\n" for _ in range(count)))
+
+
+def describe(ulid: ULID) -> dict[str, object]:
+    """Return the fields ``inspect`` shows for one ULID."""
+    try:
+        when: str | None = ulid.datetime.isoformat().replace("+00:00", "Z")
+    except OverflowError:
+        when = None
+    return {
+        "ulid": str(ulid),
+        "timestamp_ms": ulid.timestamp_ms,
+        "datetime": when,
+        "randomness": ulid.randomness.hex(),
+        "uuid": str(ulid.to_uuid()),
+        "hex": ulid.hex,
+    }
+
+
+def _inspect(texts: Sequence[str], as_json: bool) -> Result:
+    ulids = [ULID(text) for text in texts]  # all parsed before anything is shown
+    if as_json:
+        return Result(0, "".join(json.dumps(describe(u)) + "\n" for u in ulids))
+    blocks = []
+    for u in ulids:
+        fields = describe(u)
+        width = max(map(len, fields))
+        blocks.append("".join(f"{key:<{width}}  {value}\n" for key, value in fields.items()))
+    return Result(0, "\n".join(blocks))
+
+
+def main(argv: Sequence[str] | None = None) -> Result:
+    r"""Run the command line on ``argv`` and return what it produced.
+
+    Example:
+        >>> main(["inspect", "--json", "01HTQW311N1KR5G0Y75M3EF00H"]).status
+        0
+        >>> main(["inspect", "nope"]).stderr
+        'sqlalchemy-ulid: error: a ULID is 26 characters, got 4\\n'
+    """
+    try:
+        args = _parser().parse_args(sys.argv[1:] if argv is None else list(argv))
+        if args.command == "new":
+            return _new(args.n, args.at, args.format)
+        return _inspect(args.ulids, args.json)
+    except (_UsageError, InvalidULID, ValueError, TypeError) as exc:
+        return Result(2, "", f"sqlalchemy-ulid: error: {exc}\n")
+
+
+def run() -> None:
+    """Print what :func:`main` returns and exit with its status (the entry point)."""
+    result = main()
+    sys.stdout.write(result.stdout)
+    sys.stderr.write(result.stderr)
+    sys.exit(result.status)

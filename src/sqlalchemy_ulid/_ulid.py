@@ -1,0 +1,297 @@
+"""The ULID value type: immutable, hashable, ordered like its 16 bytes."""
+
+from __future__ import annotations
+
+import builtins
+import uuid
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Final
+
+from ._codec import InvalidULID, decode, encode, parse_hex
+from ._time import check_ms, datetime_from_ms, to_ms
+
+if TYPE_CHECKING:
+    from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
+    from pydantic.json_schema import JsonSchemaValue
+    from pydantic_core import CoreSchema
+
+__all__ = ["ULID"]
+
+_RANDOM_BITS: Final = 80
+_RANDOM_MASK: Final = (1 << _RANDOM_BITS) - 1
+_MAX_INT: Final = (1 << 128) - 1
+
+
+class ULID:
+    """A Universally Unique Lexicographically Sortable Identifier.
+
+    128 bits: a 48-bit Unix timestamp in milliseconds followed by 80 bits of
+    randomness. The canonical text is 26 characters of Crockford base32.
+    Objects compare, sort and hash by their 16 bytes, and that order is the
+    order of the canonical text and of the timestamps.
+
+    ``ULID(text)`` parses strictly: exactly 26 ASCII characters of Crockford's
+    alphabet (no I, L, O, U), in either case, the first one 0-7. Anything else
+    raises :class:`InvalidULID` saying what is wrong and where.
+
+    Example:
+        >>> from sqlalchemy_ulid import ULID
+        >>> u = ULID("01htqw311n1kr5g0y75m3ef00h")
+        >>> u
+        ULID('01HTQW311N1KR5G0Y75M3EF00H')
+        >>> u.timestamp_ms
+        1712345678901
+        >>> u.datetime.isoformat()
+        '2024-04-05T19:34:38.901000+00:00'
+        >>> ULID.from_bytes(u.bytes) == u
+        True
+    """
+
+    __slots__ = ("_bytes",)
+    _bytes: bytes
+
+    def __new__(cls, text: str) -> ULID:
+        if isinstance(text, ULID):
+            return text
+        self = object.__new__(cls)
+        _set_bytes(self, decode(text))
+        return self
+
+    # -- alternative constructors ---------------------------------------------
+
+    @classmethod
+    def from_bytes(cls, data: bytes | bytearray | memoryview) -> ULID:
+        """Return the ULID of 16 big-endian bytes.
+
+        Example:
+            >>> ULID.from_bytes(bytes(16))
+            ULID('00000000000000000000000000')
+        """
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"expected 16 bytes, not {type(data).__name__}")
+        data = bytes(data)
+        if len(data) != 16:
+            raise InvalidULID(f"a ULID is 16 bytes, got {len(data)}")
+        return _from_bytes(data)
+
+    @classmethod
+    def from_int(cls, value: int) -> ULID:
+        """Return the ULID of an integer 0 <= value < 2**128.
+
+        Example:
+            >>> ULID.from_int(1)
+            ULID('00000000000000000000000001')
+        """
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TypeError(f"expected int, not {type(value).__name__}")
+        if not 0 <= value <= _MAX_INT:
+            raise InvalidULID(f"a ULID integer is 0 .. 2**128 - 1, got {value}")
+        return _from_bytes(value.to_bytes(16, "big"))
+
+    @classmethod
+    def from_uuid(cls, value: uuid.UUID) -> ULID:
+        """Return the ULID with the same 128 bits as a :class:`uuid.UUID`.
+
+        Example:
+            >>> import uuid
+            >>> ULID.from_uuid(uuid.UUID(int=255))
+            ULID('0000000000000000000000007Z')
+        """
+        if not isinstance(value, uuid.UUID):
+            raise TypeError(f"expected uuid.UUID, not {type(value).__name__}")
+        return _from_bytes(value.bytes)
+
+    @classmethod
+    def from_hex(cls, text: str) -> ULID:
+        """Return the ULID of exactly 32 hexadecimal digits (either case).
+
+        Example:
+            >>> ULID.from_hex("0000000000000000000000000000000a")
+            ULID('0000000000000000000000000A')
+        """
+        return _from_bytes(parse_hex(text))
+
+    @classmethod
+    def from_parts(cls, timestamp_ms: int, randomness: bytes | int) -> ULID:
+        """Return the ULID of a millisecond timestamp and 80 random bits.
+
+        Args:
+            timestamp_ms: Unix milliseconds, 0 <= timestamp_ms < 2**48.
+            randomness: 10 bytes, or an int 0 <= randomness < 2**80.
+
+        Example:
+            >>> ULID.from_parts(1712345678901, bytes([12, 240, 88, 3, 199, 45, 6, 231, 128, 17]))
+            ULID('01HTQW311N1KR5G0Y75M3EF00H')
+        """
+        if not isinstance(timestamp_ms, int) or isinstance(timestamp_ms, bool):
+            raise TypeError(f"timestamp_ms must be int, not {type(timestamp_ms).__name__}")
+        check_ms(timestamp_ms)
+        if isinstance(randomness, (bytes, bytearray, memoryview)):
+            if len(randomness) != 10:
+                raise InvalidULID(f"randomness is 10 bytes, got {len(randomness)}")
+            return _from_bytes(timestamp_ms.to_bytes(6, "big") + bytes(randomness))
+        if not isinstance(randomness, int) or isinstance(randomness, bool):
+            raise TypeError(f"randomness must be bytes or int, not {type(randomness).__name__}")
+        if not 0 <= randomness <= _RANDOM_MASK:
+            raise InvalidULID(f"randomness is 0 .. 2**80 - 1, got {randomness}")
+        return _from_bytes(((timestamp_ms << _RANDOM_BITS) | randomness).to_bytes(16, "big"))
+
+    @classmethod
+    def min_at(cls, when: datetime | int) -> ULID:
+        """Return the smallest ULID of a millisecond: all-zero randomness.
+
+        ``column >= ULID.min_at(t)`` selects rows created at or after ``t``.
+
+        Args:
+            when: a timezone-aware datetime, or Unix milliseconds. A naive
+                datetime raises :class:`ValueError`.
+
+        Example:
+            >>> from datetime import datetime, timezone
+            >>> ULID.min_at(datetime(2024, 4, 5, 19, 34, 38, 901000, tzinfo=timezone.utc))
+            ULID('01HTQW311N0000000000000000')
+        """
+        return _from_bytes((to_ms(when) << _RANDOM_BITS).to_bytes(16, "big"))
+
+    @classmethod
+    def max_at(cls, when: datetime | int) -> ULID:
+        """Return the largest ULID of a millisecond: all-one randomness.
+
+        Example:
+            >>> ULID.max_at(1712345678901)
+            ULID('01HTQW311NZZZZZZZZZZZZZZZZ')
+        """
+        return _from_bytes(((to_ms(when) << _RANDOM_BITS) | _RANDOM_MASK).to_bytes(16, "big"))
+
+    # -- views ------------------------------------------------------------------
+
+    @property
+    def bytes(self) -> builtins.bytes:
+        """The 16 big-endian bytes."""
+        return self._bytes
+
+    @property
+    def int(self) -> builtins.int:
+        """The 128-bit unsigned integer."""
+        return int.from_bytes(self._bytes, "big")
+
+    @property
+    def hex(self) -> str:
+        """The 32 lowercase hexadecimal digits."""
+        return self._bytes.hex()
+
+    @property
+    def timestamp_ms(self) -> builtins.int:
+        """The Unix timestamp in milliseconds (the first 48 bits)."""
+        return int.from_bytes(self._bytes[:6], "big")
+
+    @property
+    def datetime(self) -> datetime:
+        """The timestamp as an aware UTC :class:`~datetime.datetime`."""
+        return datetime_from_ms(self.timestamp_ms)
+
+    @property
+    def randomness(self) -> builtins.bytes:
+        """The 10 bytes (80 bits) after the timestamp."""
+        return self._bytes[6:]
+
+    def to_uuid(self) -> uuid.UUID:
+        """Return a :class:`uuid.UUID` with the same 128 bits.
+
+        The result is a valid container for the bits, not an RFC 9562 UUID:
+        its version and variant fields hold whatever the ULID's bits are.
+        """
+        return uuid.UUID(bytes=self._bytes)
+
+    # -- protocols --------------------------------------------------------------
+
+    def __str__(self) -> str:
+        return encode(self._bytes)
+
+    def __repr__(self) -> str:
+        return f"ULID({encode(self._bytes)!r})"
+
+    def __bytes__(self) -> builtins.bytes:
+        return self._bytes
+
+    def __int__(self) -> builtins.int:
+        return int.from_bytes(self._bytes, "big")
+
+    def __hash__(self) -> builtins.int:
+        return hash(self._bytes)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, ULID):
+            return self._bytes == other._bytes
+        return NotImplemented
+
+    def __ne__(self, other: object) -> bool:
+        if isinstance(other, ULID):
+            return self._bytes != other._bytes
+        return NotImplemented
+
+    def __lt__(self, other: ULID) -> bool:
+        if isinstance(other, ULID):
+            return self._bytes < other._bytes
+        return NotImplemented
+
+    def __le__(self, other: ULID) -> bool:
+        if isinstance(other, ULID):
+            return self._bytes <= other._bytes
+        return NotImplemented
+
+    def __gt__(self, other: ULID) -> bool:
+        if isinstance(other, ULID):
+            return self._bytes > other._bytes
+        return NotImplemented
+
+    def __ge__(self, other: ULID) -> bool:
+        if isinstance(other, ULID):
+            return self._bytes >= other._bytes
+        return NotImplemented
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("ULID objects are immutable")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError("ULID objects are immutable")
+
+    def __reduce__(self) -> tuple[Any, tuple[builtins.bytes]]:
+        return (_from_bytes, (self._bytes,))
+
+    def __copy__(self) -> ULID:
+        return self
+
+    def __deepcopy__(self, memo: object) -> ULID:
+        return self
+
+    # -- pydantic v2 ------------------------------------------------------------
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source_type: Any, handler: GetCoreSchemaHandler
+    ) -> CoreSchema:
+        from ._pydantic import core_schema
+
+        return core_schema()
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        from ._pydantic import json_schema
+
+        return json_schema()
+
+
+# Writing the slot through its descriptor skips our __setattr__ guard; it is
+# the only way values get into a ULID.
+_set_bytes = ULID._bytes.__set__  # type: ignore[attr-defined,misc]
+_new = object.__new__
+
+
+def _from_bytes(data: bytes) -> ULID:
+    """Build a ULID from 16 bytes already known to be valid (no checks)."""
+    obj: ULID = _new(ULID)
+    _set_bytes(obj, data)
+    return obj

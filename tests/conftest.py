@@ -1,0 +1,179 @@
+"""Database backends for the whole suite.
+
+Every database test takes the ``engine`` (or ``backend``) fixture and runs once
+per backend: SQLite, PostgreSQL and MySQL/MariaDB. Where a backend's URL comes
+from, first match wins:
+
+1. a pytest option: ``--postgresql-url``, ``--mysql-url``, ``--sqlite-url``;
+2. an environment variable: ``SQLALCHEMY_ULID_POSTGRESQL_URL``, ...;
+3. a server answering at the conventional local address
+   (``127.0.0.1:5432`` user ``postgres`` database ``test``;
+   ``127.0.0.1:3306`` user ``root`` database ``test``);
+4. a testcontainers container, when a Docker engine answers.
+
+A backend that cannot be found is skipped, with the reason in the summary,
+unless it is required: ``--require-backends=postgresql,mysql`` (or ``all``),
+or ``SQLALCHEMY_ULID_REQUIRE_BACKENDS``. A required backend that is missing
+fails every test that wanted it. ``.ci/run`` requires all three.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine, make_url
+
+BACKENDS = ("sqlite", "postgresql", "mysql")
+
+_LOCAL = {
+    "postgresql": ("127.0.0.1", 5432, "postgresql+psycopg://postgres@127.0.0.1:5432/test"),
+    "mysql": ("127.0.0.1", 3306, "mysql+pymysql://root@127.0.0.1:3306/test"),
+}
+_ASYNC_DRIVERS = {
+    "postgresql": ("asyncpg", "psycopg"),
+    "mysql": ("asyncmy",),
+    "sqlite": ("aiosqlite",),
+}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("sqlalchemy-ulid backends")
+    for name in BACKENDS:
+        group.addoption(f"--{name}-url", default=None, help=f"SQLAlchemy URL of the {name} backend")
+    group.addoption(
+        "--require-backends",
+        default=None,
+        help="comma-separated backends that must be reachable (or 'all'); missing ones fail",
+    )
+
+
+@dataclass
+class Backend:
+    """One database to run tests against."""
+
+    name: str
+    url: str | None
+    reason: str = ""
+    engine: Engine | None = None
+    _container: object | None = field(default=None, repr=False)
+
+    @property
+    def async_urls(self) -> list[str]:
+        """The URL once per async driver we test on this backend."""
+        assert self.url is not None
+        url = make_url(self.url)
+        return [
+            url.set(drivername=f"{self.name}+{driver}").render_as_string(hide_password=False)
+            for driver in _ASYNC_DRIVERS[self.name]
+        ]
+
+
+def _required(config: pytest.Config) -> set[str]:
+    raw = config.getoption("--require-backends") or os.environ.get(
+        "SQLALCHEMY_ULID_REQUIRE_BACKENDS", ""
+    )
+    names = {part.strip() for part in raw.split(",") if part.strip()}
+    return set(BACKENDS) if "all" in names else names
+
+
+def _port_open(host: str, port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=1):
+        return True
+    return False
+
+
+def _docker_container(name: str) -> tuple[str, object] | None:
+    """Start a testcontainers server, or None where no Docker engine answers."""
+    try:
+        import docker  # type: ignore[import-untyped]
+
+        docker.from_env().ping()
+    except Exception:
+        return None
+    if name == "postgresql":
+        from testcontainers.postgres import PostgresContainer
+
+        container: object = PostgresContainer("postgres:15", driver="psycopg").start()
+    else:
+        from testcontainers.mysql import MySqlContainer
+
+        container = MySqlContainer("mariadb:10.11", dialect="pymysql").start()
+    return container.get_connection_url(), container  # type: ignore[attr-defined]
+
+
+def _find(config: pytest.Config, name: str, tmp_dir: str) -> Backend:
+    url = config.getoption(f"--{name}-url") or os.environ.get(
+        f"SQLALCHEMY_ULID_{name.upper()}_URL"
+    )
+    if url:
+        return Backend(name, url)
+    if name == "sqlite":
+        return Backend(name, f"sqlite:///{tmp_dir}/test.sqlite3")
+    host, port, local_url = _LOCAL[name]
+    if _port_open(host, port):
+        return Backend(name, local_url)
+    found = _docker_container(name)
+    if found is not None:
+        return Backend(name, found[0], _container=found[1])
+    return Backend(
+        name, None, f"{name}: no URL given, nothing at {host}:{port}, and no Docker engine"
+    )
+
+
+@pytest.fixture(scope="session")
+def backends(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Backend]]:
+    tmp_dir = str(tmp_path_factory.mktemp("sqlite"))
+    found = {name: _find(request.config, name, tmp_dir) for name in BACKENDS}
+    for backend in found.values():
+        if backend.url is None:
+            continue
+        engine = sa.create_engine(backend.url)
+        try:
+            with engine.connect():
+                pass
+        except Exception as exc:
+            backend.reason = f"{backend.name}: cannot connect to {backend.url}: {exc}"
+            backend.url = None
+            engine.dispose()
+            continue
+        backend.engine = engine
+    yield found
+    for backend in found.values():
+        if backend.engine is not None:
+            backend.engine.dispose()
+        if backend._container is not None:
+            backend._container.stop()  # type: ignore[attr-defined]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, backends: dict[str, Backend]) -> Backend:
+    """Each backend in turn; skipped (or failed, if required) when missing."""
+    found = backends[request.param]
+    if found.engine is None:
+        if found.name in _required(request.config):
+            pytest.fail(f"required backend missing: {found.reason}", pytrace=False)
+        pytest.skip(found.reason)
+    return found
+
+
+@pytest.fixture
+def engine(backend: Backend) -> Engine:
+    """The backend's engine (one per session, shared)."""
+    assert backend.engine is not None
+    return backend.engine
+
+
+@pytest.fixture
+def metadata(engine: Engine) -> Iterator[sa.MetaData]:
+    """A MetaData whose tables are dropped after the test."""
+    meta = sa.MetaData()
+    yield meta
+    meta.drop_all(engine)

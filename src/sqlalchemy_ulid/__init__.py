@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from ._codec import InvalidULID
 from ._generator import MonotonicGenerator, new_ulid
+from ._types import ULIDType
 from ._ulid import ULID
 
 __all__ = [
     "ULID",
     "InvalidULID",
     "MonotonicGenerator",
+    "ULIDType",
     "new_ulid",
 ]
 

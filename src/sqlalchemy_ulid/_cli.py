@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -40,10 +41,20 @@ class _UsageError(Exception):
     pass
 
 
+class _HelpRequested(Exception):
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+
 class _Parser(argparse.ArgumentParser):
-    # argparse prints and exits on a usage error; we want a value back.
+    # argparse prints and exits on a usage error and on --help; we want a
+    # value back, so both raise and main() turns them into a Result.
     def error(self, message: str) -> None:  # type: ignore[override]
         raise _UsageError(message)
+
+    def print_help(self, file: object = None) -> None:
+        raise _HelpRequested(self.format_help())
 
 
 def _parser() -> _Parser:
@@ -66,8 +77,12 @@ def _parser() -> _Parser:
     return parser
 
 
+# ASCII digits only: str.isdigit() and int() also take Arabic-Indic and other digits.
+_EPOCH_MS = re.compile(r"-?[0-9]+")
+
+
 def _parse_when(text: str) -> int:
-    if text.lstrip("-").isdigit():
+    if _EPOCH_MS.fullmatch(text):
         return to_ms(int(text))
     try:
         when = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
@@ -112,7 +127,12 @@ def _inspect(texts: Sequence[str], as_json: bool) -> Result:
     for u in ulids:
         fields = describe(u)
         width = max(map(len, fields))
-        blocks.append("".join(f"{key:<{width}}  {value}\n" for key, value in fields.items()))
+        blocks.append(
+            "".join(
+                f"{key:<{width}}  {'-' if value is None else value}\n"
+                for key, value in fields.items()
+            )
+        )
     return Result(0, "\n".join(blocks))
 
 
@@ -123,13 +143,15 @@ def main(argv: Sequence[str] | None = None) -> Result:
         >>> main(["inspect", "--json", "01HTQW311N1KR5G0Y75M3EF00H"]).status
         0
         >>> main(["inspect", "nope"]).stderr
-        'sqlalchemy-ulid: error: a ULID is 26 characters, got 4\\n'
+        'sqlalchemy-ulid: error: a ULID is 26 characters, got 4\n'
     """
     try:
         args = _parser().parse_args(sys.argv[1:] if argv is None else list(argv))
         if args.command == "new":
             return _new(args.n, args.at, args.format)
         return _inspect(args.ulids, args.json)
+    except _HelpRequested as help_requested:
+        return Result(0, help_requested.text)
     except (_UsageError, InvalidULID, ValueError, TypeError) as exc:
         return Result(2, "", f"sqlalchemy-ulid: error: {exc}\n")
 

@@ -1,0 +1,363 @@
+"""MonotonicGenerator and new_ulid: order, clock regression, overflow, threads, fork."""
+
+from __future__ import annotations
+
+import inspect
+import multiprocessing
+import os
+import select
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from itertools import pairwise
+
+import pytest
+import sqlalchemy as sa
+
+from sqlalchemy_ulid import ULID, MonotonicGenerator, new_ulid
+
+MS = 1_712_345_678_901
+MAX_RANDOM = (1 << 80) - 1
+
+
+class FakeClock:
+    """A clock in milliseconds that moves only when told to."""
+
+    def __init__(self, now: int = MS) -> None:
+        self.now = now
+        self.reads = 0
+
+    def __call__(self) -> int:
+        self.reads += 1
+        return self.now
+
+
+class TickingClock:
+    """A clock that moves on by one millisecond every ``every`` reads."""
+
+    def __init__(self, start: int = MS, every: int = 3) -> None:
+        self.start = start
+        self.every = every
+        self.reads = 0
+
+    def __call__(self) -> int:
+        self.reads += 1
+        return self.start + self.reads // self.every
+
+
+class ScriptedRandom:
+    """Returns the given byte strings in turn, recording each request."""
+
+    def __init__(self, *values: bytes) -> None:
+        self.values: Iterator[bytes] = iter(values)
+        self.requests: list[int] = []
+
+    def __call__(self, n: int) -> bytes:
+        self.requests.append(n)
+        return next(self.values)
+
+
+def ints(values: list[ULID]) -> list[int]:
+    return [u.int for u in values]
+
+
+# -- within a millisecond ------------------------------------------------------------
+
+
+def test_returns_ulids() -> None:
+    gen = MonotonicGenerator()
+    u = gen()
+    assert isinstance(u, ULID)
+    assert ULID(str(u)) == u
+
+
+def test_first_value_uses_randomness_as_drawn() -> None:
+    drawn = bytes([12, 240, 88, 3, 199, 45, 6, 231, 128, 17])
+    random = ScriptedRandom(drawn)
+    gen = MonotonicGenerator(clock=FakeClock(), random_bytes=random)
+    assert gen() == ULID("01HTQW311N1KR5G0Y75M3EF00H")
+    assert random.requests == [10]
+
+
+def test_same_millisecond_adds_exactly_one() -> None:
+    random = ScriptedRandom(bytes(range(10)))
+    gen = MonotonicGenerator(clock=FakeClock(), random_bytes=random)
+    values = [gen() for _ in range(1000)]
+    first = values[0].int
+    assert ints(values) == list(range(first, first + 1000))
+    assert {u.timestamp_ms for u in values} == {MS}
+    assert random.requests == [10]  # drawn once for the millisecond
+
+
+def test_fresh_randomness_each_new_millisecond_used_as_drawn() -> None:
+    clock = FakeClock()
+    draws = [os.urandom(10) for _ in range(5)]
+    random = ScriptedRandom(*draws)
+    gen = MonotonicGenerator(clock=clock, random_bytes=random)
+    for step, drawn in enumerate(draws):
+        clock.now = MS + 7 * step
+        assert gen() == ULID.from_parts(MS + 7 * step, drawn)
+        assert gen() == ULID.from_parts(MS + 7 * step, int.from_bytes(drawn, "big") + 1)
+    assert random.requests == [10] * 5
+
+
+def test_real_clock_values_strictly_increase() -> None:
+    gen = MonotonicGenerator()
+    values = [gen() for _ in range(20_000)]
+    assert all(a < b for a, b in pairwise(values))
+    assert len({u.timestamp_ms for u in values}) < len(values)  # many share a millisecond
+
+
+# -- clock regression ----------------------------------------------------------------
+
+
+def test_clock_stepping_back_keeps_the_last_timestamp() -> None:
+    clock = FakeClock()
+    gen = MonotonicGenerator(clock=clock, random_bytes=lambda n: bytes(n))
+    before = [gen() for _ in range(3)]
+    clock.now = MS - 5_000  # NTP steps the clock back five seconds
+    during = [gen() for _ in range(3)]
+    values = before + during
+    assert ints(values) == list(range(MS << 80, (MS << 80) + 6))
+    assert {u.timestamp_ms for u in during} == {MS}
+    clock.now = MS - 1  # still behind
+    assert gen().timestamp_ms == MS
+    clock.now = MS + 1  # caught up: a fresh millisecond, fresh randomness
+    assert gen() == ULID.from_parts(MS + 1, bytes(10))
+
+
+def test_clock_regression_with_real_randomness() -> None:
+    clock = FakeClock()
+    gen = MonotonicGenerator(clock=clock)
+    values = [gen()]
+    for now in (MS - 1, MS - 1000, MS - 1, MS, MS - 3):
+        clock.now = now
+        values += [gen(), gen()]
+    assert all(b.int == a.int + 1 for a, b in pairwise(values))
+
+
+# -- overflow of the random part -------------------------------------------------------
+
+
+def test_overflow_waits_for_the_next_millisecond() -> None:
+    clock = TickingClock(every=4)
+    random = ScriptedRandom(*([b"\xff" * 10] * 3))
+    gen = MonotonicGenerator(clock=clock, random_bytes=random)
+    values = [gen(), gen(), gen()]
+    assert [u.randomness for u in values] == [b"\xff" * 10] * 3  # never wrapped to zero
+    stamps = [u.timestamp_ms for u in values]
+    assert stamps[0] == MS
+    assert stamps[0] < stamps[1] < stamps[2]
+    assert all(a < b for a, b in pairwise(values))
+    assert clock.reads > 3  # it read the clock again while waiting
+
+
+def test_overflow_after_counting_up() -> None:
+    clock = FakeClock()
+    random = ScriptedRandom((MAX_RANDOM - 2).to_bytes(10, "big"), bytes(10))
+    gen = MonotonicGenerator(clock=clock, random_bytes=random)
+    values = [gen(), gen(), gen()]
+    assert [u.randomness for u in values][-1] == b"\xff" * 10
+    # The clock will move on while the generator waits for it.
+    timer = threading.Timer(0.05, lambda: setattr(clock, "now", MS + 1))
+    timer.start()
+    try:
+        after = gen()
+    finally:
+        timer.cancel()
+    assert after == ULID.from_parts(MS + 1, bytes(10))
+    assert values[-1] < after
+
+
+def test_overflow_with_the_clock_stuck_behind_moves_on_by_itself() -> None:
+    clock = FakeClock()
+    gen = MonotonicGenerator(clock=clock, random_bytes=lambda n: b"\xff" * n)
+    first = gen()
+    clock.now = MS - 60_000  # a minute behind, and it never catches up
+    values = [first] + [gen() for _ in range(5)]
+    assert [u.timestamp_ms for u in values] == [MS + i for i in range(6)]
+    assert all(u.randomness == b"\xff" * 10 for u in values)
+    assert all(a < b for a, b in pairwise(values))
+
+
+def test_clock_past_48_bits_is_an_error_not_a_wrap() -> None:
+    gen = MonotonicGenerator(clock=lambda: 1 << 48)
+    with pytest.raises(OverflowError, match="2\\*\\*48"):
+        gen()
+
+
+# -- threads ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("generate", [MonotonicGenerator(), new_ulid], ids=["instance", "default"])
+def test_many_threads_never_collide(generate: Callable[[], ULID]) -> None:
+    threads_count, per_thread = 8, 20_000
+    results: list[list[ULID]] = [[] for _ in range(threads_count)]
+    start = threading.Barrier(threads_count)
+
+    def work(out: list[ULID]) -> None:
+        start.wait()
+        append = out.append
+        for _ in range(per_thread):
+            append(generate())
+
+    threads = [threading.Thread(target=work, args=(out,)) for out in results]
+    old_interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old_interval)
+    everything = [u for out in results for u in out]
+    assert len(everything) == threads_count * per_thread
+    assert len(set(everything)) == len(everything)
+    for out in results:
+        assert all(a < b for a, b in pairwise(out))
+
+
+# -- fork ------------------------------------------------------------------------------
+
+needs_fork = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+
+
+def _read_all(fd: int, timeout: float = 20.0) -> bytes:
+    chunks = []
+    while True:
+        ready, _, _ = select.select([fd], [], [], timeout)
+        if not ready:
+            raise TimeoutError("the child process sent nothing in time")
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
+def _in_child(produce: Callable[[], bytes]) -> bytes:
+    """Fork; the child runs ``produce`` and sends its bytes back. Return them."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        status = 0
+        try:
+            os.close(read_end)
+            data = produce()
+            view = memoryview(data)
+            while view:
+                view = view[os.write(write_end, view) :]
+        except BaseException:
+            status = 1
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    try:
+        data = _read_all(read_end)
+    except TimeoutError:
+        os.kill(pid, signal.SIGKILL)
+        raise
+    finally:
+        os.close(read_end)
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    return data
+
+
+def _split(data: bytes) -> list[ULID]:
+    return [ULID.from_bytes(data[i : i + 16]) for i in range(0, len(data), 16)]
+
+
+@needs_fork
+def test_fork_child_does_not_repeat_parent_in_the_same_millisecond() -> None:
+    gen = MonotonicGenerator(clock=lambda: MS)  # parent and child share one millisecond
+    parent_before = [gen() for _ in range(10)]
+    child = _split(_in_child(lambda: b"".join(gen().bytes for _ in range(2000))))
+    parent_after = [gen() for _ in range(2000)]
+    assert len(child) == 2000
+    assert parent_after[0].int == parent_before[-1].int + 1  # the parent just carries on
+    assert not set(child) & set(parent_after)
+    assert not set(child) & set(parent_before)
+    assert {u.timestamp_ms for u in child} == {MS}  # it kept the timestamp
+    assert all(b.int == a.int + 1 for a, b in pairwise(child))
+
+
+@needs_fork
+def test_fork_default_generator() -> None:
+    new_ulid()
+    child = _split(_in_child(lambda: b"".join(new_ulid().bytes for _ in range(1000))))
+    parent = [new_ulid() for _ in range(1000)]
+    assert len(child) == 1000
+    assert not set(child) & set(parent)
+
+
+@needs_fork
+def test_two_children_of_one_parent_differ() -> None:
+    gen = MonotonicGenerator(clock=lambda: MS)
+    gen()
+    first = _split(_in_child(lambda: b"".join(gen().bytes for _ in range(500))))
+    second = _split(_in_child(lambda: b"".join(gen().bytes for _ in range(500))))
+    assert not set(first) & set(second)
+
+
+@needs_fork
+def test_child_lock_works_even_if_a_parent_thread_held_it() -> None:
+    parent = os.getpid()
+    inside = threading.Event()
+    leave = threading.Event()
+
+    def clock() -> int:
+        # Called with the generator's lock held: park a parent thread here.
+        if os.getpid() == parent and not leave.is_set():
+            inside.set()
+            leave.wait(30)
+        return MS
+
+    gen = MonotonicGenerator(clock=clock)
+    holder = threading.Thread(target=gen)
+    holder.start()
+    assert inside.wait(10)
+    try:
+        data = _in_child(lambda: b"".join(gen().bytes for _ in range(3)))
+    finally:
+        leave.set()
+        holder.join()
+    assert len(_split(data)) == 3
+    assert gen().timestamp_ms == MS  # the parent's lock was released normally
+
+
+_SHARED = MonotonicGenerator(clock=lambda: MS)
+
+
+def _values_from_shared(count: int) -> list[bytes]:
+    return [_SHARED().bytes for _ in range(count)]
+
+
+@needs_fork
+def test_multiprocessing_fork_start_method() -> None:
+    _SHARED()  # the parent has a sequence under way before the workers fork
+    context = multiprocessing.get_context("fork")
+    with context.Pool(2) as pool:
+        batches = pool.map(_values_from_shared, [500, 500, 500, 500])
+    parent = _values_from_shared(2000)
+    children = [b for batch in batches for b in batch]
+    assert len(set(children)) == len(children) == 2000
+    assert not set(children) & set(parent)
+
+
+# -- as a column default ----------------------------------------------------------------
+
+
+def test_new_ulid_is_a_zero_argument_default() -> None:
+    assert not inspect.signature(new_ulid).parameters
+    default = sa.ColumnDefault(new_ulid)
+    assert default.is_callable
+    made = default.arg(None)  # SQLAlchemy wraps zero-argument callables like this
+    assert isinstance(made, ULID)
+    assert new_ulid() > made
+
+
+def test_new_ulid_increases() -> None:
+    values = [new_ulid() for _ in range(5000)]
+    assert all(a < b for a, b in pairwise(values))

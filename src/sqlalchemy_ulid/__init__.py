@@ -10,6 +10,14 @@ Example:
 from __future__ import annotations
 
 from ._codec import InvalidULID
+from ._defaults import (
+    drop_ulid_function,
+    drop_ulid_function_ddl,
+    install_ulid_function,
+    register_ulid_function,
+    ulid_function_ddl,
+    ulid_server_default,
+)
 from ._generator import MonotonicGenerator, new_ulid
 from ._types import ULIDType
 from ._ulid import ULID
@@ -19,7 +27,13 @@ __all__ = [
     "InvalidULID",
     "MonotonicGenerator",
     "ULIDType",
+    "drop_ulid_function",
+    "drop_ulid_function_ddl",
+    "install_ulid_function",
     "new_ulid",
+    "register_ulid_function",
+    "ulid_function_ddl",
+    "ulid_server_default",
 ]
 
 __version__ = "0.1.0"

@@ -1,0 +1,297 @@
+"""Server-side ULID generators: DDL per dialect, installed only on request.
+
+Nothing here runs at import. The SQL for every dialect lives in
+:data:`_SERVER_SQL`, keyed by dialect name like ``_types._DIALECTS``.
+
+Which generators are monotonic (ULIDs sort in the order they were made, even
+within one millisecond):
+
+=====================================  ==========================================
+generator                              monotonic?
+=====================================  ==========================================
+``default=new_ulid`` (Python)          yes, within one process
+SQLite ``gen_ulid()`` (registered)     yes, within one process (it calls
+                                       :func:`new_ulid`)
+PostgreSQL ``gen_ulid()``              no: ordered by millisecond only; rows of
+                                       one millisecond are in random order
+MySQL / MariaDB default and            no: ordered by millisecond only
+``gen_ulid()``
+=====================================  ==========================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import Connection, Dialect, Engine
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.visitors import InternalTraversal
+
+from ._generator import new_ulid
+from ._types import _STORAGES, Storage, _kind
+
+__all__ = [
+    "FUNCTION_NAME",
+    "drop_ulid_function",
+    "drop_ulid_function_ddl",
+    "install_ulid_function",
+    "register_ulid_function",
+    "ulid_function_ddl",
+    "ulid_server_default",
+]
+
+#: The name of the server-side function on every database.
+FUNCTION_NAME = "gen_ulid"
+
+
+@dataclass(frozen=True)
+class _ServerSQL:
+    """One dialect's server-side generator: DDL and DEFAULT expressions."""
+
+    create: tuple[str, ...]
+    drop: tuple[str, ...]
+    #: storage kind ("uuid", "binary") -> the SQL of a DEFAULT expression
+    default: dict[str, str]
+
+
+# 48-bit millisecond timestamp then 80 random bits. gen_random_uuid() (core
+# since PostgreSQL 13, no pgcrypto needed) gives a UUIDv4: bytes 1-3 and
+# 10-16 are fully random (the version and variant bits sit in bytes 7 and 9).
+# floor(), not a cast: a cast rounds, which could date a ULID in the future.
+_PG_CREATE = f"""\
+CREATE OR REPLACE FUNCTION {FUNCTION_NAME}() RETURNS uuid
+LANGUAGE sql VOLATILE PARALLEL SAFE AS $$
+SELECT encode(
+    substring(int8send(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint) FROM 3)
+    || substring(g.r FROM 10 FOR 7) || substring(g.r FROM 1 FOR 3),
+    'hex')::uuid
+FROM uuid_send(gen_random_uuid()) AS g(r)
+$$"""
+
+# MySQL 8.0.13+ and MariaDB 10.10+ (RANDOM_BYTES) accept this expression as a
+# column DEFAULT. Stored functions are not allowed there (MariaDB error 1901),
+# so the DEFAULT inlines it and needs no installed function. SYSDATE, not NOW:
+# NOW is fixed at statement start, SYSDATE is read per row.
+_MYSQL_EXPR = (
+    "CONCAT(UNHEX(LPAD(HEX(FLOOR(UNIX_TIMESTAMP(SYSDATE(3)) * 1000)), 12, '0')), RANDOM_BYTES(10))"
+)
+_MYSQL_CREATE = (
+    f"CREATE FUNCTION IF NOT EXISTS {FUNCTION_NAME}() RETURNS BINARY(16) "
+    f"NOT DETERMINISTIC NO SQL RETURN {_MYSQL_EXPR}"
+)
+
+_POSTGRESQL = _ServerSQL(
+    create=(_PG_CREATE,),
+    drop=(f"DROP FUNCTION IF EXISTS {FUNCTION_NAME}()",),
+    default={"uuid": f"{FUNCTION_NAME}()", "binary": f"uuid_send({FUNCTION_NAME}())"},
+)
+_MYSQL = _ServerSQL(
+    create=(_MYSQL_CREATE,),
+    drop=(f"DROP FUNCTION IF EXISTS {FUNCTION_NAME}",),
+    default={"binary": _MYSQL_EXPR},
+)
+
+#: Dialect name -> server-side generator, keyed like ``_types._DIALECTS``.
+_SERVER_SQL: dict[str, _ServerSQL] = {
+    "postgresql": _POSTGRESQL,
+    "mysql": _MYSQL,
+    "mariadb": _MYSQL,
+    # SQLite keeps no functions in the database: register_ulid_function()
+    # defines gen_ulid() on each connection instead.
+    "sqlite": _ServerSQL(create=(), drop=(), default={"binary": f"{FUNCTION_NAME}()"}),
+}
+
+
+def _server_sql(dialect: Dialect | str) -> _ServerSQL:
+    name = dialect if isinstance(dialect, str) else dialect.name
+    try:
+        return _SERVER_SQL[name]
+    except KeyError:
+        raise NotImplementedError(
+            f"no server-side ULID generator for {name!r}; "
+            f"use default=new_ulid (supported: {', '.join(sorted(_SERVER_SQL))})"
+        ) from None
+
+
+def ulid_function_ddl(dialect: Dialect | str) -> list[str]:
+    """Return the statements that create ``gen_ulid()`` on a database.
+
+    For scripts and Alembic's offline mode. Empty for SQLite, whose function
+    lives in the connection (see :func:`register_ulid_function`).
+
+    Args:
+        dialect: a SQLAlchemy dialect or its name (``"postgresql"``, ...).
+
+    Example:
+        >>> from sqlalchemy_ulid import ulid_function_ddl
+        >>> ulid_function_ddl("postgresql")[0].splitlines()[0]
+        'CREATE OR REPLACE FUNCTION gen_ulid() RETURNS uuid'
+        >>> ulid_function_ddl("sqlite")
+        []
+    """
+    return list(_server_sql(dialect).create)
+
+
+def drop_ulid_function_ddl(dialect: Dialect | str) -> list[str]:
+    """Return the statements that drop ``gen_ulid()`` (if it exists).
+
+    Example:
+        >>> from sqlalchemy_ulid import drop_ulid_function_ddl
+        >>> drop_ulid_function_ddl("mysql")
+        ['DROP FUNCTION IF EXISTS gen_ulid']
+    """
+    return list(_server_sql(dialect).drop)
+
+
+def _sqlite_gen_ulid() -> bytes:
+    return new_ulid().bytes
+
+
+def _register_on(dbapi_connection: Any) -> None:
+    # deterministic=False: SQLite must call it once per row, never fold it.
+    dbapi_connection.create_function(FUNCTION_NAME, 0, _sqlite_gen_ulid, deterministic=False)
+
+
+def install_ulid_function(connection: Connection) -> None:
+    """Create ``gen_ulid()`` in the connected database.
+
+    On PostgreSQL (13+) it creates a SQL function returning ``uuid``; on
+    MySQL / MariaDB a stored function returning ``BINARY(16)``, for raw SQL
+    such as ``INSERT ... VALUES (gen_ulid(), ...)``. On SQLite it defines the
+    function on this one connection only; use :func:`register_ulid_function`
+    to give every connection of an engine the function.
+
+    Neither server function is monotonic: ULIDs of one millisecond are in
+    random order. The SQLite function is (it calls :func:`new_ulid`).
+
+    Args:
+        connection: a SQLAlchemy connection; the DDL runs in its transaction.
+
+    Example:
+        >>> import sqlalchemy as sa
+        >>> from sqlalchemy_ulid import ULID, install_ulid_function
+        >>> engine = sa.create_engine("sqlite://")
+        >>> with engine.connect() as conn:
+        ...     install_ulid_function(conn)
+        ...     raw = conn.scalar(sa.text("SELECT gen_ulid()"))
+        >>> len(ULID.from_bytes(raw).bytes)
+        16
+    """
+    sql = _server_sql(connection.dialect)
+    for statement in sql.create:
+        connection.exec_driver_sql(statement)
+    if not sql.create:
+        _register_on(connection.connection.dbapi_connection)
+
+
+def drop_ulid_function(connection: Connection) -> None:
+    """Drop ``gen_ulid()`` from the connected database, if it is there.
+
+    On SQLite this does nothing: the function goes with the connection.
+
+    Example:
+        >>> import sqlalchemy as sa
+        >>> from sqlalchemy_ulid import drop_ulid_function
+        >>> with sa.create_engine("sqlite://").connect() as conn:
+        ...     drop_ulid_function(conn)
+    """
+    for statement in _server_sql(connection.dialect).drop:
+        connection.exec_driver_sql(statement)
+
+
+def register_ulid_function(engine: Engine) -> None:
+    """Define ``gen_ulid()`` on every new SQLite connection of one engine.
+
+    The listener is attached to this engine only. Call it before the engine
+    opens its first connection (connections already in its pool do not get
+    the function). For an ``AsyncEngine`` pass ``async_engine.sync_engine``.
+    The function calls :func:`new_ulid`, so it is monotonic in this process.
+
+    Example:
+        >>> import sqlalchemy as sa
+        >>> from sqlalchemy_ulid import ULIDType, register_ulid_function
+        >>> from sqlalchemy_ulid import ulid_server_default
+        >>> engine = sa.create_engine("sqlite://")
+        >>> register_ulid_function(engine)
+        >>> t = sa.Table("t", sa.MetaData(),
+        ...     sa.Column("id", ULIDType(), primary_key=True,
+        ...               server_default=ulid_server_default()),
+        ...     sa.Column("x", sa.Integer))
+        >>> with engine.begin() as conn:
+        ...     t.create(conn)
+        ...     _ = conn.exec_driver_sql("INSERT INTO t (x) VALUES (1)")
+        ...     conn.scalar(sa.select(t.c.id)) is not None
+        True
+    """
+    event.listen(engine, "connect", _on_connect)
+
+
+def _on_connect(dbapi_connection: Any, connection_record: Any) -> None:
+    _register_on(dbapi_connection)
+
+
+class _ULIDServerDefault(ColumnElement[Any]):
+    """A DEFAULT expression that calls the dialect's ULID generator."""
+
+    inherit_cache = True
+    # A plain list, as SQLAlchemy declares it (a ClassVar annotation would
+    # clash with its base class under mypy).
+    _traverse_internals = [("storage", InternalTraversal.dp_string)]  # noqa: RUF012
+
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+
+
+# Registers a compiler for our own element class only: no dialect or other
+# SQLAlchemy object is touched, so importing this module changes nothing else.
+@compiles(_ULIDServerDefault)
+def _compile_server_default(element: _ULIDServerDefault, compiler: SQLCompiler, **kw: Any) -> str:
+    dialect = compiler.dialect
+    kind, _ = _kind(element.storage, dialect)
+    try:
+        expression = _server_sql(dialect).default[kind]
+    except KeyError:
+        raise NotImplementedError(
+            f"no server-side ULID generator for storage {element.storage!r} "
+            f"on {dialect.name}; use default=new_ulid"
+        ) from None
+    # Parenthesised: MySQL and SQLite accept an expression DEFAULT only so.
+    return f"({expression})"
+
+
+def ulid_server_default(storage: Storage = "auto") -> ColumnElement[Any]:
+    """Return a ``server_default=`` that makes the database generate ULIDs.
+
+    Rows inserted without an id, by raw SQL or by other programs, get a ULID
+    from the database. Pass the same ``storage`` as the column's
+    :class:`ULIDType`; ``"text"`` storage has no server-side generator.
+
+    * PostgreSQL: calls ``gen_ulid()``; install it first with
+      :func:`install_ulid_function`. Not monotonic within a millisecond.
+    * MySQL 8.0.13+ / MariaDB 10.10+: an inline expression (stored functions
+      are not allowed in a DEFAULT), nothing to install. Not monotonic within
+      a millisecond. Its timestamp comes from ``UNIX_TIMESTAMP(SYSDATE(3))``,
+      so it can be an hour off during a DST fall-back hour unless the session
+      ``time_zone`` is UTC or has no DST.
+    * SQLite: calls ``gen_ulid()``; call :func:`register_ulid_function` on the
+      engine. Monotonic within the process.
+
+    Args:
+        storage: the column's storage, ``"auto"``, ``"native"`` or ``"binary"``.
+
+    Example:
+        >>> import sqlalchemy as sa
+        >>> from sqlalchemy.dialects import postgresql
+        >>> from sqlalchemy_ulid import ULIDType, ulid_server_default
+        >>> col = sa.Column("id", ULIDType(), server_default=ulid_server_default())
+        >>> _ = sa.Table("t", sa.MetaData(), col)
+        >>> print(sa.schema.CreateColumn(col).compile(dialect=postgresql.dialect()))
+        id UUID DEFAULT (gen_ulid())
+    """
+    if storage not in _STORAGES:
+        raise ValueError(f"storage must be one of {', '.join(_STORAGES)}; got {storage!r}")
+    return _ULIDServerDefault(storage)

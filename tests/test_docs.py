@@ -1,0 +1,157 @@
+"""Every ```python block in docs/*.md and README.md runs here.
+
+How a page is run:
+
+* The blocks of one page run in order, in one namespace, in a fresh temporary
+  working directory, so a later block can use what an earlier one defined.
+* By default a page runs once, with ``DATABASE_URL`` set to the suite's SQLite
+  URL. Blocks that want a database write
+  ``create_engine(os.environ.get("DATABASE_URL", "sqlite://"))``, which also
+  works for a reader who copies the block.
+* A page that should run on the servers too says so anywhere in its text::
+
+      <!-- docs-test: backends=sqlite,postgresql,mysql -->
+
+  It then runs once per listed backend (the conftest ``backend`` fixture, so a
+  required backend that is missing fails), with ``DATABASE_URL`` set to it.
+  Tables the page creates are dropped afterwards.
+* Markers on the line just before a fence apply to that block only:
+
+      <!-- docs-test: only=postgresql -->     run only on these backends
+      <!-- docs-test: skip=REASON -->         never run; REASON is required
+
+  Keep skips rare: each one is a block that can drift from the code.
+* A line ``--8<-- "path"`` inside a block (pymdownx.snippets) is replaced by
+  the file at that path, relative to the repository root, as MkDocs does.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
+
+_FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>[\w+-]*)[^\n]*$")
+_MARKER = re.compile(r"<!--\s*docs-test:\s*(?P<body>.*?)\s*-->")
+_SNIPPET = re.compile(r'^\s*--8<--\s+"(?P<path>[^"]+)"\s*$')
+
+
+@dataclass
+class Block:
+    page: Path
+    line: int  # 1-based line of the opening fence
+    source: str
+    only: frozenset[str] | None = None
+    skip: str | None = None
+
+
+def _expand_snippets(source: str) -> str:
+    lines = []
+    for line in source.splitlines():
+        match = _SNIPPET.match(line)
+        lines.append((ROOT / match["path"]).read_text() if match else line)
+    return "\n".join(lines) + "\n"
+
+
+def parse(page: Path) -> tuple[list[str], list[Block]]:
+    """Return the page's backends and its python blocks."""
+    text = page.read_text()
+    backends = ["sqlite"]
+    for match in _MARKER.finditer(text):
+        key, _, value = match["body"].partition("=")
+        if key == "backends":
+            backends = [name.strip() for name in value.split(",")]
+    blocks: list[Block] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        opening = _FENCE.match(lines[i])
+        if not opening:
+            i += 1
+            continue
+        indent, lang = opening["indent"], opening["lang"]
+        body: list[str] = []
+        j = i + 1
+        while j < len(lines) and lines[j].strip() != "```":
+            body.append(lines[j][len(indent) :])
+            j += 1
+        if lang == "python":
+            block = Block(page, i + 1, _expand_snippets("\n".join(body)))
+            previous = lines[i - 1].strip() if i else ""
+            marker = _MARKER.fullmatch(previous)
+            if marker:
+                key, _, value = marker["body"].partition("=")
+                if key == "skip":
+                    assert value.strip(), f"{page.name}:{i + 1}: a skip needs a reason"
+                    block.skip = value.strip()
+                elif key == "only":
+                    block.only = frozenset(name.strip() for name in value.split(","))
+                else:
+                    raise AssertionError(f"{page.name}:{i}: unknown docs-test marker {key!r}")
+            blocks.append(block)
+        i = j + 1
+    return backends, blocks
+
+
+def _cases() -> Iterator[object]:
+    for page in PAGES:
+        backends, blocks = parse(page)
+        if not any(block.skip is None for block in blocks):
+            continue
+        for name in backends:
+            yield pytest.param(page, name, id=f"{page.name}-{name}")
+
+
+@pytest.mark.parametrize(("page", "backend"), list(_cases()), indirect=["backend"])
+def test_page_runs(
+    page: Path,
+    backend: object,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    engine: sa.Engine = backend.engine  # type: ignore[attr-defined]
+    name: str = backend.name  # type: ignore[attr-defined]
+    url = engine.url.render_as_string(hide_password=False)
+    monkeypatch.setenv("DATABASE_URL", url)
+    monkeypatch.chdir(tmp_path)
+    tables_before = set(sa.inspect(engine).get_table_names())
+    namespace: dict[str, object] = {"__name__": f"docs_{page.stem}"}
+    # Declarative classes and pydantic models look their module up by name.
+    module = type(sys)(namespace["__name__"])
+    module.__dict__.update(namespace)
+    monkeypatch.setitem(sys.modules, str(namespace["__name__"]), module)
+    namespace = module.__dict__
+    try:
+        for block in parse(page)[1]:
+            if block.skip is not None or (block.only is not None and name not in block.only):
+                continue
+            code = compile(block.source, f"{page.relative_to(ROOT)}:{block.line}", "exec")
+            exec(code, namespace)
+    finally:
+        for value in namespace.values():
+            if isinstance(value, sa.Engine) and value is not engine:
+                value.dispose()
+        _drop_new_tables(engine, tables_before)
+
+
+def _drop_new_tables(engine: sa.Engine, before: set[str]) -> None:
+    engine.dispose()  # the page may have left connections holding locks
+    new = set(sa.inspect(engine).get_table_names()) - before
+    if new:
+        meta = sa.MetaData()
+        meta.reflect(engine, only=sorted(new))
+        meta.drop_all(engine)
+
+
+def test_every_skip_has_a_reason_and_markers_parse() -> None:
+    skipped = [block for page in PAGES for block in parse(page)[1] if block.skip]
+    # Skips are for blocks that truly cannot run here; keep them rare.
+    assert len(skipped) <= 3, [(b.page.name, b.line, b.skip) for b in skipped]

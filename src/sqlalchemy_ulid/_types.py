@@ -244,7 +244,9 @@ class ULIDType(TypeDecorator[ULID]):
     impl = sa.LargeBinary
     cache_ok = True
 
-    def __init__(self, storage: Storage = "auto", *, as_str: bool = False) -> None:
+    # as_str is deliberately not keyword-only: SQLAlchemy's cache key reads
+    # the positional-or-keyword parameter names, and skips keyword-only ones.
+    def __init__(self, storage: Storage = "auto", as_str: bool = False) -> None:
         if storage not in _STORAGES:
             raise ValueError(f"storage must be one of {', '.join(_STORAGES)}; got {storage!r}")
         super().__init__()
@@ -261,6 +263,14 @@ class ULIDType(TypeDecorator[ULID]):
             args.append("as_str=True")
         return f"ULIDType({', '.join(args)})"
 
+    def _set_parent(self, parent: Any, outer: bool = False, **kw: Any) -> None:
+        # Called when this type is attached to a Column: the moment to make
+        # sure mapped ULID attributes convert assigned values (see _orm.py).
+        super()._set_parent(parent, outer=outer, **kw)
+        from ._orm import enable
+
+        enable()
+
     @property
     def python_type(self) -> type[Any]:
         return str if self.as_str else ULID
@@ -273,7 +283,10 @@ class ULIDType(TypeDecorator[ULID]):
             column_type = row.binary()
         else:
             column_type = row.text()
-        return dialect.type_descriptor(column_type)
+        # Not dialect.type_descriptor(): that adapts CHAR to the dialect's
+        # String (VARCHAR on PostgreSQL) for DDL; SQLAlchemy adapts the
+        # returned type itself when it builds the processors.
+        return column_type
 
     def bind_processor(self, dialect: Dialect) -> Callable[[Any], Any] | None:
         kind, _ = _kind(self.storage, dialect)

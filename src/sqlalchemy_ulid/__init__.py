@@ -19,6 +19,9 @@ from ._defaults import (
     ulid_server_default,
 )
 from ._generator import MonotonicGenerator, new_ulid
+from ._pagination import Page, PaginationError, after, apaginate, before, paginate
+from ._partitions import create_partitions, partition_ddl
+from ._timerange import created_before, created_between, created_since
 from ._types import ULIDType
 from ._ulid import ULID
 
@@ -26,11 +29,22 @@ __all__ = [
     "ULID",
     "InvalidULID",
     "MonotonicGenerator",
+    "Page",
+    "PaginationError",
     "ULIDType",
+    "after",
+    "apaginate",
+    "before",
+    "create_partitions",
+    "created_before",
+    "created_between",
+    "created_since",
     "drop_ulid_function",
     "drop_ulid_function_ddl",
     "install_ulid_function",
     "new_ulid",
+    "paginate",
+    "partition_ddl",
     "register_ulid_function",
     "ulid_function_ddl",
     "ulid_server_default",

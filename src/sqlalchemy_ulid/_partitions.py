@@ -1,0 +1,179 @@
+"""PostgreSQL range partitions of a ULID-keyed table, by day or month.
+
+A partition for a day holds ``[min_at(day start), min_at(next day start))``:
+every ULID created that day, in UTC. Because ``created_since`` is a plain
+comparison on the same column, the planner prunes partitions that end
+before the bound.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta, timezone
+from typing import Any, Literal
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.dialects.postgresql.base import PGDialect
+from sqlalchemy.engine import Connection, Dialect
+
+from ._ulid import ULID
+
+__all__ = ["create_partitions", "partition_ddl"]
+
+Interval = Literal["day", "month"]
+
+
+def _utc_start(when: date | datetime, what: str) -> datetime:
+    if isinstance(when, datetime):
+        if when.tzinfo is None or when.utcoffset() is None:
+            raise ValueError(f"{what} is a naive datetime; pass an aware one or a date")
+        return when.astimezone(timezone.utc)
+    if isinstance(when, date):
+        return datetime(when.year, when.month, when.day, tzinfo=timezone.utc)
+    raise TypeError(f"{what} must be a date or an aware datetime, not {type(when).__name__}")
+
+
+def _floor(moment: datetime, interval: Interval) -> datetime:
+    day = moment.replace(hour=0, minute=0, second=0, microsecond=0)
+    return day.replace(day=1) if interval == "month" else day
+
+
+def _step(moment: datetime, interval: Interval) -> datetime:
+    if interval == "day":
+        return moment + timedelta(days=1)
+    year, month = divmod(moment.month, 12)
+    return moment.replace(year=moment.year + year, month=month + 1)
+
+
+def _boundaries(
+    start: date | datetime, end: date | datetime, interval: Interval
+) -> list[tuple[datetime, datetime]]:
+    if interval not in ("day", "month"):
+        raise ValueError(f"interval must be 'day' or 'month', got {interval!r}")
+    low = _floor(_utc_start(start, "start"), interval)
+    high = _utc_start(end, "end")
+    if low > high:
+        raise ValueError(f"start {start!r} is after end {end!r}")
+    spans = []
+    while low < high:
+        spans.append((low, _step(low, interval)))
+        low = spans[-1][1]
+    return spans
+
+
+def _check_dialect(dialect: Dialect) -> None:
+    # Declarative range partitioning is PostgreSQL's syntax; MariaDB's
+    # PARTITION BY RANGE takes integers only and SQLite has no partitions.
+    if not isinstance(dialect, PGDialect):
+        raise ValueError(
+            f"time partitions are a PostgreSQL feature; the {dialect.name} dialect has "
+            "no range partitions over a ULID column"
+        )
+
+
+def partition_ddl(
+    column: sa.Column[Any],
+    start: date | datetime,
+    end: date | datetime,
+    *,
+    interval: Interval = "day",
+    dialect: Dialect | None = None,
+) -> list[str]:
+    r"""Return ``CREATE TABLE ... PARTITION OF`` statements covering a time span.
+
+    One partition per UTC day (or month) from the one holding ``start`` up
+    to the one holding the instant before ``end``, each bounded by
+    zero-randomness ULIDs: ``FOR VALUES FROM (min_at(day)) TO
+    (min_at(next day))``. The parent table must be declared with
+    ``postgresql_partition_by="RANGE (<column>)"``. Partitions are named
+    ``<table>_pYYYYMMDD`` (``<table>_pYYYYMM`` by month). Bounds are
+    rendered by the column's type, so they match its storage.
+
+    Args:
+        column: the ULID column the parent table is partitioned on.
+        start: a date (UTC) or an aware datetime.
+        end: a date or aware datetime, exclusive.
+        interval: ``"day"`` or ``"month"``.
+        dialect: a PostgreSQL dialect (default: ``postgresql.dialect()``).
+
+    Raises:
+        ValueError: a non-PostgreSQL dialect, a naive datetime, an unknown
+            interval, or ``start`` after ``end``.
+
+    Example:
+        >>> from datetime import date
+        >>> import sqlalchemy as sa
+        >>> from sqlalchemy_ulid import ULIDType, partition_ddl
+        >>> events = sa.Table(
+        ...     "events",
+        ...     sa.MetaData(),
+        ...     sa.Column("id", ULIDType(), primary_key=True),
+        ...     postgresql_partition_by="RANGE (id)",
+        ... )
+        >>> for ddl in partition_ddl(events.c.id, date(2024, 4, 5), date(2024, 4, 7)):
+        ...     print(ddl.replace(" FOR", "\n  FOR").replace(" TO", "\n  TO"))
+        CREATE TABLE events_p20240405 PARTITION OF events
+          FOR VALUES FROM (CAST('018eab8e180000000000000000000000' AS UUID))
+          TO (CAST('018eb0b4740000000000000000000000' AS UUID))
+        CREATE TABLE events_p20240406 PARTITION OF events
+          FOR VALUES FROM (CAST('018eb0b4740000000000000000000000' AS UUID))
+          TO (CAST('018eb5dad00000000000000000000000' AS UUID))
+    """
+    if dialect is None:
+        dialect = postgresql.dialect()  # type: ignore[no-untyped-call]
+    _check_dialect(dialect)
+    table = column.table
+    if not isinstance(table, sa.Table):
+        raise TypeError("column must belong to a Table")
+    preparer = dialect.identifier_preparer
+
+    def literal(moment: datetime) -> str:
+        # The column's own type renders the bound (literal_binds goes through
+        # its literal processor), so a uuid, bytea or text column each get
+        # the literal their storage needs.
+        expr = sa.literal(ULID.min_at(moment), type_=column.type)
+        return str(expr.compile(dialect=dialect, compile_kwargs={"literal_binds": True}))
+
+    parent = preparer.format_table(table)
+    statements = []
+    for low, high in _boundaries(start, end, interval):
+        suffix = low.strftime("%Y%m" if interval == "month" else "%Y%m%d")
+        name = preparer.quote(f"{table.name}_p{suffix}")
+        if table.schema:
+            name = f"{preparer.quote_schema(table.schema)}.{name}"
+        statements.append(
+            f"CREATE TABLE {name} PARTITION OF {parent} "
+            f"FOR VALUES FROM ({literal(low)}) TO ({literal(high)})"
+        )
+    return statements
+
+
+def create_partitions(
+    connection: Connection,
+    column: sa.Column[Any],
+    start: date | datetime,
+    end: date | datetime,
+    *,
+    interval: Interval = "day",
+) -> list[str]:
+    """Create the partitions :func:`partition_ddl` describes, and return their DDL.
+
+    Raises:
+        ValueError: the connection is not to PostgreSQL (before any SQL
+            runs), or the arguments are invalid as for :func:`partition_ddl`.
+
+    Example:
+        >>> from datetime import date
+        >>> import sqlalchemy as sa
+        >>> from sqlalchemy_ulid import ULIDType, create_partitions
+        >>> t = sa.Table("t", sa.MetaData(), sa.Column("id", ULIDType(), primary_key=True))
+        >>> with sa.create_engine("sqlite://").connect() as conn:
+        ...     create_partitions(conn, t.c.id, date(2024, 1, 1), date(2024, 1, 2))
+        Traceback (most recent call last):
+        ...
+        ValueError: time partitions are a PostgreSQL feature; ...
+    """
+    statements = partition_ddl(column, start, end, interval=interval, dialect=connection.dialect)
+    for statement in statements:
+        connection.exec_driver_sql(statement)
+    return statements

@@ -1,0 +1,605 @@
+"""Alembic operations for adopting ULIDs in tables that already hold data.
+
+Importing this module registers the operations on Alembic's ``Operations``
+(``op.add_ulid_column`` and friends); :mod:`sqlalchemy_ulid.alembic` imports
+it, and that import is the user's opt-in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from datetime import datetime, tzinfo
+from datetime import timezone as _timezone
+from typing import Any
+
+import sqlalchemy as sa
+from alembic.operations import MigrateOperation, Operations
+from alembic.util import CommandError
+from sqlalchemy.engine import Connection
+
+from ._alembic_sql import convert_sql
+from ._codec import InvalidULID
+from ._defaults import (
+    drop_ulid_function,
+    drop_ulid_function_ddl,
+    install_ulid_function,
+    ulid_function_ddl,
+)
+from ._generator import MonotonicGenerator
+from ._time import to_ms
+from ._types import _STORAGES, Storage, ULIDType, _kind
+
+__all__ = [
+    "AddULIDColumnOp",
+    "AlterULIDStorageOp",
+    "CreateULIDFunctionOp",
+    "DropULIDColumnOp",
+    "DropULIDFunctionOp",
+]
+
+
+def _check_storage(storage: str) -> None:
+    if storage not in _STORAGES:
+        raise ValueError(f"storage must be one of {', '.join(_STORAGES)}; got {storage!r}")
+
+
+def _unique_name(table_name: str, column_name: str, name: str | None) -> str:
+    return name if name is not None else f"uq_{table_name}_{column_name}"
+
+
+# -- add a ULID column, backfilled from a timestamp ---------------------------
+
+
+@Operations.register_operation("add_ulid_column")
+class AddULIDColumnOp(MigrateOperation):
+    """Add a ULID column to a populated table, dated from a timestamp column."""
+
+    def __init__(
+        self,
+        table_name: str,
+        column_name: str,
+        from_column: str,
+        *,
+        storage: Storage = "auto",
+        timezone: tzinfo | None = None,
+        batch_size: int = 10_000,
+        unique: bool = True,
+        constraint_name: str | None = None,
+        schema: str | None = None,
+    ) -> None:
+        _check_storage(storage)
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        # None, not a default of timezone.utc: Alembic re-creates this
+        # signature from source text, where only simple literals survive.
+        if timezone is None:
+            timezone = _timezone.utc
+        if not isinstance(timezone, tzinfo):
+            raise TypeError(f"timezone must be a datetime.tzinfo, not {type(timezone).__name__}")
+        self.table_name = table_name
+        self.column_name = column_name
+        self.from_column = from_column
+        self.storage: Storage = storage
+        self.timezone: tzinfo = timezone
+        self.batch_size = batch_size
+        self.unique = unique
+        self.constraint_name = constraint_name
+        self.schema = schema
+
+    @classmethod
+    def add_ulid_column(
+        cls,
+        operations: Operations,
+        table_name: str,
+        column_name: str,
+        from_column: str,
+        *,
+        storage: Storage = "auto",
+        timezone: tzinfo | None = None,
+        batch_size: int = 10_000,
+        unique: bool = True,
+        constraint_name: str | None = None,
+        schema: str | None = None,
+    ) -> None:
+        """Add a ULID column to a populated table, backfilled from a timestamp.
+
+        Each row gets a ULID whose timestamp is the row's ``from_column`` (to
+        the millisecond), so the new ULIDs sort like the rows' creation
+        times; rows with equal times are numbered in primary-key order, by
+        the monotonic generator. The column is added nullable, filled in
+        batches of ``batch_size`` rows, then made ``NOT NULL`` and (with
+        ``unique=True``) given a unique constraint. On SQLite the last step
+        recreates the table (Alembic's batch mode).
+
+        Online only: the ULIDs depend on the rows, so in offline (``--sql``)
+        mode this raises :class:`alembic.util.CommandError`.
+
+        Args:
+            operations: supplied by Alembic (call it as ``op.add_ulid_column``).
+            table_name: the table, which must have a primary key.
+            column_name: the new column.
+            from_column: a date-time column (or integer Unix milliseconds)
+                with no NULLs.
+            storage: the new column's :class:`~sqlalchemy_ulid.ULIDType` storage.
+            timezone: the zone naive timestamps are in (``None``: UTC).
+                Databases usually return ``TIMESTAMP``/``DATETIME`` values
+                naive; they are read as UTC unless you say otherwise, never as the machine's local
+                time. Aware values keep their own offset.
+            batch_size: rows read and updated per round trip.
+            unique: add a unique constraint on the new column.
+            constraint_name: its name; default ``uq_<table>_<column>``.
+            schema: the table's schema.
+
+        Raises:
+            alembic.util.CommandError: in offline mode.
+            ValueError: the table has no primary key, or ``from_column`` has
+                NULLs or naive values that ``timezone`` cannot place. Checked
+                before the table is altered.
+        """
+        operations.invoke(
+            cls(
+                table_name,
+                column_name,
+                from_column,
+                storage=storage,
+                timezone=timezone,
+                batch_size=batch_size,
+                unique=unique,
+                constraint_name=constraint_name,
+                schema=schema,
+            )
+        )
+
+    def reverse(self) -> DropULIDColumnOp:
+        return DropULIDColumnOp(
+            self.table_name,
+            self.column_name,
+            unique=self.unique,
+            constraint_name=self.constraint_name,
+            schema=self.schema,
+        )
+
+
+def _refuse_offline(operations: Operations, what: str) -> None:
+    if operations.migration_context.as_sql:
+        raise CommandError(
+            f"{what} cannot run in offline (--sql) mode: the values it writes are "
+            "computed from the rows in the database. Run this migration online."
+        )
+
+
+def _timestamp_ms(value: Any, zone: tzinfo) -> int:
+    if isinstance(value, datetime) and value.tzinfo is None:
+        value = value.replace(tzinfo=zone)
+    return to_ms(value)
+
+
+def _ordered_rows(
+    connection: Connection, table: sa.Table, from_column: str, batch_size: int
+) -> Iterator[Sequence[sa.Row[Any]]]:
+    """Yield the rows' keys and times in (time, key) order, a batch at a time.
+
+    Keyset pagination, not OFFSET: each batch starts where the last one
+    ended, so the whole walk reads each row once. The cursor compares the
+    time column as the driver returned it (``raw``), so no round trip
+    through a Python type can shift it (SQLite stores times as text).
+    """
+    time_col = table.c[from_column]
+    keys = list(table.primary_key.columns)
+    raw = sa.type_coerce(time_col, sa.types.NullType())
+    query = (
+        sa.select(raw.label("_raw"), time_col.label("_time"), *keys)
+        .order_by(time_col, *keys)
+        .limit(batch_size)
+    )
+    last: tuple[Any, ...] | None = None
+    while True:
+        page = query
+        if last is not None:
+            page = query.where(sa.tuple_(raw, *keys) > sa.tuple_(*last))
+        rows: Sequence[sa.Row[Any]] = connection.execute(page).all()
+        if not rows:
+            return
+        yield rows
+        last_row: tuple[Any, ...] = tuple(rows[-1])
+        last = (
+            sa.literal(last_row[0], sa.types.NullType()),
+            *(sa.literal(v, k.type) for v, k in zip(last_row[2:], keys, strict=True)),
+        )
+
+
+@Operations.implementation_for(AddULIDColumnOp)
+def _add_ulid_column(operations: Operations, op: AddULIDColumnOp) -> None:
+    _refuse_offline(operations, "add_ulid_column")
+    connection = operations.get_bind()
+    table = sa.Table(op.table_name, sa.MetaData(), schema=op.schema, autoload_with=connection)
+    if op.from_column not in table.c:
+        raise ValueError(f"{op.table_name} has no column {op.from_column!r}")
+    keys = list(table.primary_key.columns)
+    if not keys:
+        raise ValueError(
+            f"{op.table_name} has no primary key: add_ulid_column needs one to "
+            "update rows and to order rows with equal timestamps"
+        )
+    nulls = connection.scalar(
+        sa.select(sa.func.count()).select_from(table).where(table.c[op.from_column].is_(None))
+    )
+    if nulls:
+        raise ValueError(
+            f"{op.table_name}.{op.from_column} is NULL in {nulls} rows: "
+            "fill them before deriving ULIDs from it"
+        )
+
+    column_type = ULIDType(op.storage)
+    operations.add_column(
+        op.table_name, sa.Column(op.column_name, column_type, nullable=True), schema=op.schema
+    )
+    target = sa.table(
+        op.table_name,
+        *(sa.column(k.name, k.type) for k in keys),
+        sa.column(op.column_name, column_type),
+        schema=op.schema,
+    )
+    update = (
+        sa.update(target)
+        .where(*(target.c[k.name] == sa.bindparam(f"_key{i}") for i, k in enumerate(keys)))
+        .values({op.column_name: sa.bindparam("_ulid", type_=column_type)})
+    )
+    # The generator's clock is the current row's time: the rows arrive in
+    # (time, key) order, so ties count up by one in key order, exactly as
+    # ULIDs made live within one millisecond would.
+    now = [0]
+    generate = MonotonicGenerator(clock=lambda: now[0])
+    for rows in _ordered_rows(connection, table, op.from_column, op.batch_size):
+        params = []
+        for row in rows:
+            values: tuple[Any, ...] = tuple(row)
+            now[0] = _timestamp_ms(values[1], op.timezone)
+            param = {f"_key{i}": value for i, value in enumerate(values[2:])}
+            param["_ulid"] = generate()
+            params.append(param)
+        connection.execute(update, params)
+
+    with operations.batch_alter_table(op.table_name, schema=op.schema) as batch:
+        batch.alter_column(
+            op.column_name, existing_type=column_type, existing_nullable=True, nullable=False
+        )
+        if op.unique:
+            batch.create_unique_constraint(
+                _unique_name(op.table_name, op.column_name, op.constraint_name), [op.column_name]
+            )
+
+
+@Operations.register_operation("drop_ulid_column")
+class DropULIDColumnOp(MigrateOperation):
+    """Drop a column made by ``add_ulid_column``, with its unique constraint."""
+
+    def __init__(
+        self,
+        table_name: str,
+        column_name: str,
+        *,
+        unique: bool = True,
+        constraint_name: str | None = None,
+        schema: str | None = None,
+    ) -> None:
+        self.table_name = table_name
+        self.column_name = column_name
+        self.unique = unique
+        self.constraint_name = constraint_name
+        self.schema = schema
+
+    @classmethod
+    def drop_ulid_column(
+        cls,
+        operations: Operations,
+        table_name: str,
+        column_name: str,
+        *,
+        unique: bool = True,
+        constraint_name: str | None = None,
+        schema: str | None = None,
+    ) -> None:
+        """Drop a ULID column and its unique constraint (undoes ``add_ulid_column``).
+
+        Works offline too. On SQLite it recreates the table (batch mode).
+
+        Args:
+            operations: supplied by Alembic (call it as ``op.drop_ulid_column``).
+            table_name: the table.
+            column_name: the ULID column.
+            unique: whether ``add_ulid_column`` made a unique constraint.
+            constraint_name: its name; default ``uq_<table>_<column>``.
+            schema: the table's schema.
+        """
+        operations.invoke(
+            cls(
+                table_name,
+                column_name,
+                unique=unique,
+                constraint_name=constraint_name,
+                schema=schema,
+            )
+        )
+
+    def reverse(self) -> MigrateOperation:
+        raise NotImplementedError("add_ulid_column needs the timestamp column to date from")
+
+
+@Operations.implementation_for(DropULIDColumnOp)
+def _drop_ulid_column(operations: Operations, op: DropULIDColumnOp) -> None:
+    with operations.batch_alter_table(op.table_name, schema=op.schema) as batch:
+        if op.unique:
+            batch.drop_constraint(
+                _unique_name(op.table_name, op.column_name, op.constraint_name), type_="unique"
+            )
+        batch.drop_column(op.column_name)
+
+
+# -- text <-> binary storage --------------------------------------------------
+
+
+@Operations.register_operation("alter_ulid_storage")
+class AlterULIDStorageOp(MigrateOperation):
+    """Convert a ULID column between text and binary storage in place."""
+
+    def __init__(
+        self,
+        table_name: str,
+        column_name: str,
+        *,
+        from_storage: Storage,
+        to_storage: Storage,
+        nullable: bool | None = None,
+        schema: str | None = None,
+        copy_from: sa.Table | None = None,
+    ) -> None:
+        _check_storage(from_storage)
+        _check_storage(to_storage)
+        self.table_name = table_name
+        self.column_name = column_name
+        self.from_storage: Storage = from_storage
+        self.to_storage: Storage = to_storage
+        self.nullable = nullable
+        self.schema = schema
+        self.copy_from = copy_from
+
+    @classmethod
+    def alter_ulid_storage(
+        cls,
+        operations: Operations,
+        table_name: str,
+        column_name: str,
+        *,
+        from_storage: Storage,
+        to_storage: Storage,
+        nullable: bool | None = None,
+        schema: str | None = None,
+        copy_from: sa.Table | None = None,
+    ) -> None:
+        """Convert a ULID column's storage, keeping every value.
+
+        ``from_storage`` and ``to_storage`` are :class:`~sqlalchemy_ulid.ULIDType`
+        storages: ``"text"`` is ``CHAR(26)`` (or any ``CHAR``/``VARCHAR``
+        holding ULID text, either case), ``"auto"`` is ``UUID`` on PostgreSQL
+        and 16-byte binary elsewhere, ``"binary"`` is 16-byte binary
+        (``BYTEA`` on PostgreSQL). Undo it by swapping the two.
+
+        The conversion runs in the database, as SQL, so it works offline
+        (``--sql``) as well:
+
+        * PostgreSQL: one ``ALTER TABLE ... ALTER COLUMN ... TYPE ... USING``.
+        * MySQL / MariaDB: ``MODIFY`` to ``VARBINARY(26)``, one ``UPDATE``,
+          ``MODIFY`` to the final type. Indexes and constraints on the column
+          stay; a column referenced by a foreign key cannot change type.
+        * SQLite: one ``UPDATE`` (SQLite columns hold any value), then the
+          table is recreated with the new declared type (batch mode; in
+          offline mode pass ``copy_from``, since nothing can be reflected).
+          SQLite before 3.41 has no ``unhex()``; online, the op defines it
+          on the connection.
+
+        Online, text values are checked first: if any is not a ULID, the op
+        raises :class:`~sqlalchemy_ulid.InvalidULID` before changing anything.
+
+        Args:
+            operations: supplied by Alembic (call it as ``op.alter_ulid_storage``).
+            table_name: the table.
+            column_name: the ULID column.
+            from_storage: its current storage.
+            to_storage: the storage to convert to.
+            nullable: whether the column is nullable (MySQL restates it in
+                ``MODIFY``). Online it is read from the database if omitted;
+                offline it is required.
+            schema: the table's schema.
+            copy_from: the table's definition, for SQLite in offline mode.
+
+        Raises:
+            InvalidULID: (online) a text value is not a ULID.
+            ValueError: both storages are the same kind on this database.
+            alembic.util.CommandError: offline without ``nullable``.
+        """
+        operations.invoke(
+            cls(
+                table_name,
+                column_name,
+                from_storage=from_storage,
+                to_storage=to_storage,
+                nullable=nullable,
+                schema=schema,
+                copy_from=copy_from,
+            )
+        )
+
+    def reverse(self) -> AlterULIDStorageOp:
+        return AlterULIDStorageOp(
+            self.table_name,
+            self.column_name,
+            from_storage=self.to_storage,
+            to_storage=self.from_storage,
+            nullable=self.nullable,
+            schema=self.schema,
+            copy_from=self.copy_from,
+        )
+
+
+def _column_nullable(connection: Connection, op: AlterULIDStorageOp) -> bool:
+    for column in sa.inspect(connection).get_columns(op.table_name, schema=op.schema):
+        if column["name"] == op.column_name:
+            return bool(column["nullable"])
+    raise ValueError(f"{op.table_name} has no column {op.column_name!r}")
+
+
+def _sqlite_unhex(text: str) -> bytes:
+    return bytes.fromhex(text)
+
+
+def _define_unhex(connection: Connection) -> None:
+    """Give an older SQLite connection the ``unhex()`` that 3.41 builds in."""
+    import sqlite3
+
+    driver = connection.connection.driver_connection
+    # A capability check, not a dialect check: only a sqlite3 connection
+    # from a library older than 3.41 lacks it (same meaning as the built-in).
+    if isinstance(driver, sqlite3.Connection) and sqlite3.sqlite_version_info < (3, 41):
+        driver.create_function("unhex", 1, _sqlite_unhex, deterministic=True)
+
+
+@Operations.implementation_for(AlterULIDStorageOp)
+def _alter_ulid_storage(operations: Operations, op: AlterULIDStorageOp) -> None:
+    context = operations.migration_context
+    dialect = context.dialect
+    sql = convert_sql(dialect.name)
+    from_kind, _ = _kind(op.from_storage, dialect)
+    to_kind, _ = _kind(op.to_storage, dialect)
+    if from_kind == to_kind:
+        raise ValueError(
+            f"{op.from_storage!r} and {op.to_storage!r} are both {from_kind} storage "
+            f"on {dialect.name}: nothing to convert"
+        )
+    column = dialect.identifier_preparer.quote(op.column_name)
+    table = dialect.identifier_preparer.format_table(sa.table(op.table_name, schema=op.schema))
+    converted = sql.from_hex[to_kind](sql.to_hex[from_kind](column))
+
+    nullable = op.nullable
+    if not context.as_sql:
+        connection = operations.get_bind()
+        if nullable is None:
+            nullable = _column_nullable(connection, op)
+        if from_kind == "text":
+            _check_text(connection, table, column, sql.bad_text(column), op)
+        _define_unhex(connection)
+    elif nullable is None:
+        raise CommandError(
+            f"alter_ulid_storage({op.table_name!r}, {op.column_name!r}): pass nullable= "
+            "in offline mode (the column's nullability cannot be read from a database)"
+        )
+
+    old_type, new_type = ULIDType(op.from_storage), ULIDType(op.to_storage)
+    if sql.alter_using:
+        operations.alter_column(
+            op.table_name,
+            op.column_name,
+            type_=new_type,
+            existing_type=old_type,
+            existing_nullable=nullable,
+            schema=op.schema,
+            postgresql_using=converted,
+        )
+        return
+    if sql.holding is not None:
+        operations.alter_column(
+            op.table_name,
+            op.column_name,
+            type_=sql.holding(),
+            existing_type=old_type,
+            existing_nullable=nullable,
+            schema=op.schema,
+        )
+    operations.execute(f"UPDATE {table} SET {column} = {converted} WHERE {column} IS NOT NULL")
+    with operations.batch_alter_table(
+        op.table_name, schema=op.schema, copy_from=op.copy_from
+    ) as batch:
+        batch.alter_column(
+            op.column_name,
+            type_=new_type,
+            existing_type=sql.holding() if sql.holding is not None else old_type,
+            existing_nullable=nullable,
+        )
+
+
+def _check_text(
+    connection: Connection, table: str, column: str, bad: str, op: AlterULIDStorageOp
+) -> None:
+    rows = connection.exec_driver_sql(
+        f"SELECT {column} FROM {table} WHERE {column} IS NOT NULL AND {bad}"
+    ).fetchmany(3)
+    if rows:
+        examples = ", ".join(repr(row[0]) for row in rows)
+        raise InvalidULID(
+            f"{op.table_name}.{op.column_name} holds values that are not ULIDs "
+            f"(e.g. {examples}); nothing was changed"
+        )
+
+
+# -- the server-side function -------------------------------------------------
+
+
+@Operations.register_operation("create_ulid_function")
+class CreateULIDFunctionOp(MigrateOperation):
+    """Create the server-side ``gen_ulid()`` function."""
+
+    @classmethod
+    def create_ulid_function(cls, operations: Operations) -> None:
+        """Create ``gen_ulid()`` (see :func:`sqlalchemy_ulid.install_ulid_function`).
+
+        Offline it writes the ``CREATE FUNCTION`` statements into the script.
+        SQLite keeps no functions in the database: online the function is
+        defined on the migration's connection, offline nothing is written.
+
+        Args:
+            operations: supplied by Alembic (call it as ``op.create_ulid_function``).
+        """
+        operations.invoke(cls())
+
+    def reverse(self) -> DropULIDFunctionOp:
+        return DropULIDFunctionOp()
+
+
+@Operations.register_operation("drop_ulid_function")
+class DropULIDFunctionOp(MigrateOperation):
+    """Drop the server-side ``gen_ulid()`` function."""
+
+    @classmethod
+    def drop_ulid_function(cls, operations: Operations) -> None:
+        """Drop ``gen_ulid()`` if it exists (a no-op on SQLite).
+
+        Args:
+            operations: supplied by Alembic (call it as ``op.drop_ulid_function``).
+        """
+        operations.invoke(cls())
+
+    def reverse(self) -> CreateULIDFunctionOp:
+        return CreateULIDFunctionOp()
+
+
+def _run_statements(operations: Operations, statements: Sequence[str]) -> None:
+    for statement in statements:
+        operations.execute(statement)
+
+
+@Operations.implementation_for(CreateULIDFunctionOp)
+def _create_ulid_function(operations: Operations, op: CreateULIDFunctionOp) -> None:
+    context = operations.migration_context
+    if context.as_sql:
+        _run_statements(operations, ulid_function_ddl(context.dialect))
+    else:
+        install_ulid_function(operations.get_bind())
+
+
+@Operations.implementation_for(DropULIDFunctionOp)
+def _drop_ulid_function(operations: Operations, op: DropULIDFunctionOp) -> None:
+    context = operations.migration_context
+    if context.as_sql:
+        _run_statements(operations, drop_ulid_function_ddl(context.dialect))
+    else:
+        drop_ulid_function(operations.get_bind())

@@ -26,6 +26,7 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Dialect, Engine
+from sqlalchemy.exc import CompileError
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ColumnElement
@@ -253,11 +254,11 @@ def _compile_server_default(element: _ULIDServerDefault, compiler: SQLCompiler, 
     dialect = compiler.dialect
     kind, _ = _kind(element.storage, dialect)
     try:
-        expression = _server_sql(dialect).default[kind]
+        expression = _SERVER_SQL[dialect.name].default[kind]
     except KeyError:
-        raise NotImplementedError(
-            f"no server-side ULID generator for storage {element.storage!r} "
-            f"on {dialect.name}; use default=new_ulid"
+        raise CompileError(
+            f"no server-side ULID generator for {dialect.name!r} with storage "
+            f"{element.storage!r}; use default=new_ulid"
         ) from None
     # Parenthesised: MySQL and SQLite accept an expression DEFAULT only so.
     return f"({expression})"
@@ -283,6 +284,11 @@ def ulid_server_default(storage: Storage = "auto") -> ColumnElement[Any]:
     Args:
         storage: the column's storage, ``"auto"``, ``"native"`` or ``"binary"``.
 
+    Raises:
+        ValueError: ``storage`` is ``"text"`` or unknown.
+        sqlalchemy.exc.CompileError: (at ``CREATE TABLE``) the database has no
+            generator here, e.g. Oracle or SQL Server.
+
     Example:
         >>> import sqlalchemy as sa
         >>> from sqlalchemy.dialects import postgresql
@@ -294,4 +300,6 @@ def ulid_server_default(storage: Storage = "auto") -> ColumnElement[Any]:
     """
     if storage not in _STORAGES:
         raise ValueError(f"storage must be one of {', '.join(_STORAGES)}; got {storage!r}")
+    if storage == "text":
+        raise ValueError("storage='text' has no server-side generator; use default=new_ulid")
     return _ULIDServerDefault(storage)

@@ -1,0 +1,191 @@
+"""A small events API: ULID ids, keyset pagination, a created-since filter.
+
+Endpoints:
+
+* ``POST /events`` stores an event; the server assigns a ULID id.
+* ``GET /events?after=<id>&limit=<n>&since=<time>`` lists events in id
+  (creation) order, one page at a time. The response carries ``next``, the
+  URL of the following page, or null on the last page.
+* ``GET /events/{event_id}`` returns one event.
+
+Every identifier in a path or query parameter is typed ``ULID``, so FastAPI
+validates it before the handler runs. A malformed one is answered with
+400 Bad Request and a message that says what is wrong; no SQL runs.
+
+The database URL comes from ``create_app(url)``, else from the environment
+variable ``EVENTS_DATABASE_URL``, else an in-memory SQLite database.
+
+Run it: ``python examples/fastapi_app/app.py`` takes a short scripted tour
+through the API with FastAPI's TestClient and prints each request and
+response; ``uvicorn app:app`` (from this directory) serves it for real.
+"""
+
+# No "from __future__ import annotations": FastAPI reads the handlers'
+# annotations at run time, and the handlers are local to create_app().
+import os
+import warnings
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Annotated, Any
+
+import sqlalchemy as sa
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import AwareDatetime, BaseModel, Field
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+from sqlalchemy.pool import StaticPool
+
+from sqlalchemy_ulid import ULID, ULIDType, new_ulid
+
+# -- the model -----------------------------------------------------------------
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Event(Base):
+    __tablename__ = "api_events"
+
+    id: Mapped[ULID] = mapped_column(ULIDType(), primary_key=True, default=new_ulid)
+    kind: Mapped[str] = mapped_column(sa.String(40))
+    detail: Mapped[str] = mapped_column(sa.String(200), default="")
+
+
+# -- the API schema ------------------------------------------------------------
+
+
+class EventIn(BaseModel):
+    kind: str = Field(min_length=1, max_length=40)
+    detail: str = Field(default="", max_length=200)
+
+
+class EventOut(BaseModel):
+    id: ULID  # serialized as its 26-character text
+    kind: str
+    detail: str
+    created_at: datetime
+
+
+class EventPage(BaseModel):
+    items: list[EventOut]
+    next: str | None
+
+
+def _out(event: Event) -> EventOut:
+    # The creation time is part of the id: no created_at column needed.
+    return EventOut(id=event.id, kind=event.kind, detail=event.detail, created_at=event.id.datetime)
+
+
+# -- the application -------------------------------------------------------------
+
+
+def get_session(request: Request) -> Iterator[Session]:
+    with Session(request.app.state.engine) as session:
+        yield session
+
+
+DbSession = Annotated[Session, Depends(get_session)]
+
+
+def make_engine(url: str) -> sa.Engine:
+    if url in ("sqlite://", "sqlite:///:memory:"):
+        # One in-memory database shared by all threads of the server.
+        return sa.create_engine(
+            url, connect_args={"check_same_thread": False}, poolclass=StaticPool
+        )
+    if url.startswith("sqlite"):
+        return sa.create_engine(url, connect_args={"check_same_thread": False})
+    return sa.create_engine(url)
+
+
+def create_app(database_url: str | None = None) -> FastAPI:
+    url = database_url or os.environ.get("EVENTS_DATABASE_URL", "sqlite://")
+    engine = make_engine(url)
+    Base.metadata.create_all(engine)
+
+    app = FastAPI(title="events")
+    app.state.engine = engine
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # A malformed id is the client's mistake: answer 400 with one readable
+        # line per problem, e.g. "after: invalid character 'U' at position 25".
+        problems = []
+        for error in exc.errors():
+            where = ".".join(str(part) for part in error["loc"][1:]) or "request"
+            message = str(error["msg"]).removeprefix("Value error, ")
+            problems.append(f"{where}: {message}")
+        return JSONResponse(status_code=400, content={"detail": problems})
+
+    @app.post("/events", status_code=201)
+    def add_event(event: EventIn, db: DbSession) -> EventOut:
+        row = Event(kind=event.kind, detail=event.detail)
+        db.add(row)
+        db.commit()
+        return _out(row)
+
+    @app.get("/events")
+    def list_events(
+        request: Request,
+        db: DbSession,
+        after: Annotated[ULID | None, Query(description="the last id of the previous page")] = None,
+        since: Annotated[AwareDatetime | None, Query(description="created at or after")] = None,
+        limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    ) -> EventPage:
+        stmt = sa.select(Event).order_by(Event.id).limit(limit + 1)
+        if after is not None:
+            stmt = stmt.where(Event.id > after)
+        if since is not None:
+            stmt = stmt.where(Event.id >= ULID.min_at(since))
+        rows = db.scalars(stmt).all()
+        page, more = rows[:limit], len(rows) > limit
+        next_url = None
+        if more:
+            next_url = str(request.url.include_query_params(after=str(page[-1].id)))
+        return EventPage(items=[_out(e) for e in page], next=next_url)
+
+    @app.get("/events/{event_id}")
+    def get_event(event_id: ULID, db: DbSession) -> EventOut:
+        row = db.get(Event, event_id)
+        if row is None:
+            raise HTTPException(status_code=404, detail=f"no event {event_id}")
+        return _out(row)
+
+    return app
+
+
+def tour() -> None:
+    """Walk through the API in-process and print what happens."""
+    with warnings.catch_warnings():
+        # Starlette's TestClient announces a future switch of HTTP client.
+        warnings.simplefilter("ignore")
+        from fastapi.testclient import TestClient
+
+    app = create_app()
+    with TestClient(app) as client:
+
+        def show(method: str, url: str, **kwargs: Any) -> Any:
+            response = client.request(method, url, **kwargs)
+            body = response.json()
+            print(f"{method} {url} -> {response.status_code}")
+            return body
+
+        for n in range(7):
+            show("POST", "/events", json={"kind": "click", "detail": f"button {n}"})
+        url = "/events?limit=3"
+        while url:
+            page = show("GET", url)
+            print("   ", [item["detail"] for item in page["items"]])
+            url = page["next"] and page["next"].removeprefix(str(client.base_url))
+        first_id = show("GET", "/events?limit=1")["items"][0]["id"]
+        print("   ", show("GET", f"/events/{first_id}"))
+        print("   ", show("GET", "/events?after=01HTQW311N1KR5G0Y75M3EF00U"))
+        print("   ", show("GET", "/events/not-a-ulid"))
+        print("   ", show("GET", "/events/01HTQW311N1KR5G0Y75M3EF00H"))
+    app.state.engine.dispose()
+
+
+if __name__ == "__main__":
+    tour()

@@ -1,0 +1,176 @@
+"""The examples in examples/ run here: scripts as real subprocesses, the
+FastAPI app through its TestClient, on every backend where they take a URL."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import warnings
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from sqlalchemy_ulid import ULID
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+
+def run(script: Path, *args: str, cwd: Path, env: dict[str, str] | None = None) -> str:
+    result = subprocess.run(
+        [sys.executable, str(script), *args],
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+def url_of(backend: Any) -> str:
+    return str(backend.engine.url.render_as_string(hide_password=False))
+
+
+def test_quickstart_demo(tmp_path: Path) -> None:
+    out = run(EXAMPLES / "quickstart.py", cwd=tmp_path)
+    assert (tmp_path / "quickstart.sqlite3").exists()
+    assert "ORDER BY id returns them in creation order: yes" in out
+    assert "timestamp   1712345678901 ms = 2024-04-05T19:34:38.901000+00:00" in out
+    assert "invalid character 'U' at position 25" in out
+    # Run twice: the database is recreated, not appended to.
+    assert "inserted 100 events" in run(EXAMPLES / "quickstart.py", cwd=tmp_path)
+
+
+def test_event_log(backend: Any, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/log.sqlite3" if backend.name == "sqlite" else url_of(backend)
+    try:
+        out = run(EXAMPLES / "event_log.py", url, cwd=tmp_path)
+    finally:
+        with backend.engine.begin() as conn:
+            conn.execute(sa.text("DROP TABLE IF EXISTS event_log"))
+    assert "read 600 events in id order, 600 distinct ids" in out
+    assert out.count("in write order: yes") == 12
+    assert "OK: no duplicates, every writer in order" in out
+
+
+def test_sqlmodel_example(backend: Any, tmp_path: Path) -> None:
+    out = run(EXAMPLES / "sqlmodel_example.py", url_of(backend), cwd=tmp_path)
+    assert "Deadpond, Rusty-Man" in out
+    assert '"id":"' in out
+
+
+# -- the FastAPI app ------------------------------------------------------------
+
+
+def test_fastapi_tour_runs(tmp_path: Path) -> None:
+    out = run(EXAMPLES / "fastapi_app" / "app.py", cwd=tmp_path)
+    assert "GET /events?after=01HTQW311N1KR5G0Y75M3EF00U -> 400" in out
+    assert "GET /events/01HTQW311N1KR5G0Y75M3EF00H -> 404" in out
+
+
+def _load_app_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("events_app", EXAMPLES / "fastapi_app" / "app.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["events_app"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def api(backend: Any) -> Iterator[tuple[Any, list[str]]]:
+    module = _load_app_module()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Starlette's TestClient: httpx deprecation
+        from fastapi.testclient import TestClient
+    app = module.create_app(url_of(backend))
+    engine: sa.Engine = app.state.engine
+    statements: list[str] = []
+    sa.event.listen(engine, "before_cursor_execute", lambda *args: statements.append(args[2]))
+    try:
+        with TestClient(app) as client:
+            yield client, statements
+    finally:
+        module.Base.metadata.drop_all(engine)
+        engine.dispose()
+
+
+def _walk(client: Any, url: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    while url:
+        response = client.get(url)
+        assert response.status_code == 200, response.text
+        body = response.json()
+        items += body["items"]
+        url = body["next"]
+    return items
+
+
+def test_api_pages_through_everything_once(api: tuple[Any, list[str]]) -> None:
+    client, _ = api
+    created = [
+        client.post("/events", json={"kind": "k", "detail": str(n)}).json() for n in range(11)
+    ]
+    for limit in (1, 3, 11, 12):
+        items = _walk(client, f"/events?limit={limit}")
+        assert [item["detail"] for item in items] == [str(n) for n in range(11)]
+    first_page = client.get("/events?limit=4").json()
+    assert first_page["next"].endswith(f"after={created[3]['id']}")
+    # Rows added between pages appear at the end, nothing is skipped or repeated.
+    client.post("/events", json={"kind": "k", "detail": "late"})
+    rest = _walk(client, first_page["next"])
+    assert [item["detail"] for item in rest] == [*(str(n) for n in range(4, 11)), "late"]
+    one = client.get(f"/events/{created[5]['id'].lower()}")
+    assert one.status_code == 200
+    assert one.json()["detail"] == "5"
+    assert one.json()["created_at"].startswith(str(ULID(created[5]["id"]).datetime.date()))
+
+
+def test_api_created_since(api: tuple[Any, list[str]]) -> None:
+    client, _ = api
+    old = client.post("/events", json={"kind": "k", "detail": "old"}).json()
+    cutoff = ULID(old["id"]).datetime + timedelta(milliseconds=1)
+    while datetime.now(timezone.utc) < cutoff:
+        pass
+    client.post("/events", json={"kind": "k", "detail": "new"})
+    since = client.get("/events", params={"since": cutoff.isoformat()})
+    assert [item["detail"] for item in since.json()["items"]] == ["new"]
+    naive = client.get("/events", params={"since": "2024-01-01T00:00:00"})
+    assert naive.status_code == 400
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("/events?after=01HTQW311N1KR5G0Y75M3EF00U", "after: invalid character 'U' at position 25"),
+        ("/events?after=", "after: a ULID is 26 characters, got 0"),  # empty is malformed
+        ("/events?after=' OR 1=1 --", "after: a ULID is 26 characters, got 11"),
+        ("/events/81HTQW311N1KR5G0Y75M3EF00H", "event_id: first character must be 0-7"),
+        ("/events/not-a-ulid", "event_id: a ULID is 26 characters, got 10"),
+    ],
+)
+def test_api_rejects_malformed_ids_before_sql(
+    api: tuple[Any, list[str]], url: str, message: str
+) -> None:
+    client, statements = api
+    statements.clear()
+    response = client.get(url)
+    assert response.status_code == 400
+    assert response.json()["detail"][0].startswith(message)
+    assert statements == []
+
+
+def test_api_unknown_id_is_404(api: tuple[Any, list[str]]) -> None:
+    client, _ = api
+    response = client.get("/events/01HTQW311N1KR5G0Y75M3EF00H")
+    assert response.status_code == 404

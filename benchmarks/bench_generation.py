@@ -176,9 +176,9 @@ def targets(all_groups: list[Group]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=25, help="interleaved rounds (default 25)")
+    parser.add_argument("--rounds", type=int, default=150, help="interleaved rounds (default 150)")
     parser.add_argument(
-        "--seconds", type=float, default=0.02, help="time per contestant per round (default 0.02)"
+        "--seconds", type=float, default=0.005, help="time per contestant per round (default 0.005)"
     )
     args = parser.parse_args(argv)
     all_groups = groups()

@@ -361,3 +361,13 @@ def test_new_ulid_is_a_zero_argument_default() -> None:
 def test_new_ulid_increases() -> None:
     values = [new_ulid() for _ in range(5000)]
     assert all(a < b for a, b in pairwise(values))
+
+
+@needs_fork
+def test_child_can_make_generators_even_if_the_parent_was_making_one() -> None:
+    from sqlalchemy_ulid import _generator
+
+    # Stand-in for another thread inside MonotonicGenerator() at the moment of fork.
+    with _generator._registry_lock:
+        data = _in_child(lambda: MonotonicGenerator(clock=lambda: MS)().bytes)
+    assert _split(data)[0].timestamp_ms == MS

@@ -25,6 +25,9 @@ _registry_lock = threading.Lock()
 
 
 def _after_fork_in_child() -> None:
+    global _registry_lock
+    # Another thread may have held it (making a generator) at the fork.
+    _registry_lock = threading.Lock()
     for generator in list(_instances):
         generator._reseed_after_fork()
 

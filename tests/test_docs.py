@@ -2,8 +2,9 @@
 
 How a page is run:
 
-* The blocks of one page run in order, in one namespace, in a fresh temporary
-  working directory, so a later block can use what an earlier one defined.
+* The blocks of one page run in order, in one namespace, so a later block can
+  use what an earlier one defined. The working directory is the repository
+  root, as for a reader following the docs from a clone.
 * By default a page runs once, with ``DATABASE_URL`` set to the suite's SQLite
   URL. Blocks that want a database write
   ``create_engine(os.environ.get("DATABASE_URL", "sqlite://"))``, which also
@@ -114,14 +115,13 @@ def _cases() -> Iterator[object]:
 def test_page_runs(
     page: Path,
     backend: object,
-    tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     engine: sa.Engine = backend.engine  # type: ignore[attr-defined]
     name: str = backend.name  # type: ignore[attr-defined]
     url = engine.url.render_as_string(hide_password=False)
     monkeypatch.setenv("DATABASE_URL", url)
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.chdir(ROOT)
     tables_before = set(sa.inspect(engine).get_table_names())
     namespace: dict[str, object] = {"__name__": f"docs_{page.stem}"}
     # Declarative classes and pydantic models look their module up by name.

@@ -46,8 +46,11 @@ def test_quickstart_demo(tmp_path: Path) -> None:
     assert "ORDER BY id returns them in creation order: yes" in out
     assert "timestamp   1712345678901 ms = 2024-04-05T19:34:38.901000+00:00" in out
     assert "invalid character 'U' at position 25" in out
+    assert "page 5:  5 events, n 100..104 next cursor None" in out
+    assert "20 events since" in out
+    assert "plan: SEARCH events USING INDEX" in out  # the primary key serves the range
     # Run twice: the database is recreated, not appended to.
-    assert "inserted 100 events" in run(EXAMPLES / "quickstart.py", cwd=tmp_path)
+    assert "inserted 105 events" in run(EXAMPLES / "quickstart.py", cwd=tmp_path)
 
 
 def test_event_log(backend: Any, tmp_path: Path) -> None:

@@ -36,7 +36,7 @@ from pydantic import AwareDatetime, BaseModel, Field
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from sqlalchemy.pool import StaticPool
 
-from sqlalchemy_ulid import ULID, ULIDType, new_ulid
+from sqlalchemy_ulid import ULID, ULIDType, created_since, new_ulid, paginate
 
 # -- the model -----------------------------------------------------------------
 
@@ -134,17 +134,15 @@ def create_app(database_url: str | None = None) -> FastAPI:
         since: Annotated[AwareDatetime | None, Query(description="created at or after")] = None,
         limit: Annotated[int, Query(ge=1, le=100)] = 20,
     ) -> EventPage:
-        stmt = sa.select(Event).order_by(Event.id).limit(limit + 1)
-        if after is not None:
-            stmt = stmt.where(Event.id > after)
+        stmt = sa.select(Event)
         if since is not None:
-            stmt = stmt.where(Event.id >= ULID.min_at(since))
-        rows = db.scalars(stmt).all()
-        page, more = rows[:limit], len(rows) > limit
+            stmt = stmt.where(created_since(Event.id, since))
+        # WHERE id > :after ORDER BY id LIMIT limit + 1: no OFFSET, no COUNT.
+        page = paginate(db, stmt, Event.id, after=after, limit=limit)
         next_url = None
-        if more:
-            next_url = str(request.url.include_query_params(after=str(page[-1].id)))
-        return EventPage(items=[_out(e) for e in page], next=next_url)
+        if page.next_cursor is not None:
+            next_url = str(request.url.include_query_params(after=page.next_cursor))
+        return EventPage(items=[_out(e) for e in page.items], next=next_url)
 
     @app.get("/events/{event_id}")
     def get_event(event_id: ULID, db: DbSession) -> EventOut:

@@ -17,7 +17,8 @@ variable ``EVENTS_DATABASE_URL``, else an in-memory SQLite database.
 
 Run it: ``python examples/fastapi_app/app.py`` takes a short scripted tour
 through the API with FastAPI's TestClient and prints each request and
-response; ``uvicorn app:app`` (from this directory) serves it for real.
+response; ``uvicorn app:create_app --factory`` (from this directory) serves
+it for real.
 """
 
 # No "from __future__ import annotations": FastAPI reads the handlers'

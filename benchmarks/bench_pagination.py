@@ -14,7 +14,7 @@ size). For each server it prints:
 Every figure is the median of repeated runs after warm-up, from Python
 (``session.execute`` to rows in hand), in milliseconds.
 
-Run: ``.venv/bin/python benchmarks/bench_pagination.py [--rows 1000000]``
+Run: ``.venv/bin/python benchmarks/bench_pagination.py [--rows 1000000] [--keep]``
 (URLs from SQLALCHEMY_ULID_POSTGRESQL_URL / SQLALCHEMY_ULID_MYSQL_URL, else the
 local test servers).
 """
@@ -218,6 +218,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=31)
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the loaded table for a faster rerun"
+    )
     args = parser.parse_args()
     # sqlakeyset refuses to write a bookmark for a type it does not know.
     sqlakeyset.custom_bookmark_type(ULID, "ulid", deserializer=ULID, serializer=str)
@@ -232,6 +235,9 @@ def main() -> None:
         with Session(engine) as session:
             pages = bench_pages(session, ids, args.rounds)
             count, by_id, by_scan = bench_range(session, ids, args.rounds)
+        if not args.keep:
+            # The servers are often shared test databases: leave them as found.
+            metadata.drop_all(engine)
         engine.dispose()
         first = pages[0][1]
         out.append(f"\n### {name}, {args.rows:,} rows, {PAGE}-row pages (median ms)\n")

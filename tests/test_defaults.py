@@ -38,7 +38,7 @@ def conn(engine: Engine) -> Iterator[Connection]:
 
 def _events(metadata: sa.MetaData, storage: str = "auto") -> sa.Table:
     return sa.Table(
-        "server_events",
+        "ut_server_events",
         metadata,
         sa.Column(
             "id",
@@ -61,7 +61,7 @@ def test_raw_insert_without_id_gets_a_current_ulid(
     table = _events(metadata, storage)
     metadata.create_all(conn)
     before = _now_ms()
-    conn.exec_driver_sql("INSERT INTO server_events (n) VALUES (1)")
+    conn.exec_driver_sql("INSERT INTO ut_server_events (n) VALUES (1)")
     after = _now_ms()
     got = conn.scalar(sa.select(table.c.id))
     conn.commit()
@@ -77,7 +77,7 @@ def test_rows_from_separate_statements_sort_in_insertion_order(
     table = _events(metadata)
     metadata.create_all(conn)
     for n in range(25):
-        conn.exec_driver_sql(f"INSERT INTO server_events (n) VALUES ({n})")
+        conn.exec_driver_sql(f"INSERT INTO ut_server_events (n) VALUES ({n})")
         # Server generators order by millisecond only (not monotonic), so
         # statements a millisecond apart must sort in order.
         time.sleep(0.002)
@@ -149,15 +149,15 @@ def test_register_ulid_function_gives_every_connection_of_one_engine(tmp_path: P
     try:
         with registered.begin() as connection:
             metadata.create_all(connection)
-            connection.exec_driver_sql("INSERT INTO server_events (n) VALUES (1)")
+            connection.exec_driver_sql("INSERT INTO ut_server_events (n) VALUES (1)")
         registered.dispose()  # a fresh connection gets the function too
         with registered.begin() as connection:
-            connection.exec_driver_sql("INSERT INTO server_events (n) VALUES (2)")
+            connection.exec_driver_sql("INSERT INTO ut_server_events (n) VALUES (2)")
             ids = connection.scalars(sa.select(table.c.id).order_by(table.c.id)).all()
         assert len(ids) == 2
         assert ids[0] < ids[1]  # the SQLite function is monotonic
         with pytest.raises(exc.OperationalError, match="gen_ulid"), plain.begin() as other:
-            other.exec_driver_sql("INSERT INTO server_events (n) VALUES (3)")
+            other.exec_driver_sql("INSERT INTO ut_server_events (n) VALUES (3)")
     finally:
         registered.dispose()
         plain.dispose()

@@ -50,7 +50,7 @@ def _edge_ulids() -> list[ULID]:
 EDGES = _edge_ulids()
 
 
-def _table(metadata: sa.MetaData, column_type: ULIDType, name: str = "ulids") -> sa.Table:
+def _table(metadata: sa.MetaData, column_type: ULIDType, name: str = "ut_ulids") -> sa.Table:
     return sa.Table(
         name,
         metadata,
@@ -79,7 +79,7 @@ def test_reflected_column_type_is_the_intended_storage(
     engine: Engine, metadata: sa.MetaData, storage: str
 ) -> None:
     _table(metadata, ULIDType(storage)).create(engine)  # type: ignore[arg-type]
-    column = next(c for c in sa.inspect(engine).get_columns("ulids") if c["name"] == "id")
+    column = next(c for c in sa.inspect(engine).get_columns("ut_ulids") if c["name"] == "id")
     reflected = column["type"].compile(dialect=engine.dialect)
     assert reflected.split(" ")[0] == REFLECTED[engine.dialect.name, storage]
 
@@ -88,7 +88,7 @@ def test_mariadb_text_storage_uses_a_binary_collation(
     engine: Engine, metadata: sa.MetaData
 ) -> None:
     _table(metadata, ULIDType("text")).create(engine)
-    column = next(c for c in sa.inspect(engine).get_columns("ulids") if c["name"] == "id")
+    column = next(c for c in sa.inspect(engine).get_columns("ut_ulids") if c["name"] == "id")
     collation = getattr(column["type"], "collation", None)
     expected = {"mysql": "ascii_bin", "postgresql": "C", "sqlite": None}[engine.dialect.name]
     assert collation == expected
@@ -121,7 +121,7 @@ def test_bulk_default_new_ulid_reads_back_in_creation_order(
     engine: Engine, metadata: sa.MetaData
 ) -> None:
     table = sa.Table(
-        "bulk",
+        "ut_bulk",
         metadata,
         sa.Column("id", ULIDType(), primary_key=True, default=new_ulid),
         sa.Column("n", sa.Integer, nullable=False),
@@ -276,7 +276,7 @@ def test_results_are_ulid_objects_or_canonical_strings(
     engine: Engine, metadata: sa.MetaData
 ) -> None:
     table = _table(metadata, ULIDType())
-    as_str = sa.Table("ulids", sa.MetaData(), sa.Column("id", ULIDType(as_str=True)))
+    as_str = sa.Table("ut_ulids", sa.MetaData(), sa.Column("id", ULIDType(as_str=True)))
     metadata.create_all(engine)
     u = new_ulid()
     with engine.begin() as conn:
@@ -292,7 +292,7 @@ def test_results_are_ulid_objects_or_canonical_strings(
 
 def test_null_round_trips(engine: Engine, metadata: sa.MetaData) -> None:
     table = sa.Table(
-        "nullable",
+        "ut_nullable",
         metadata,
         sa.Column("n", sa.Integer, primary_key=True),
         sa.Column("ref", ULIDType()),
@@ -308,7 +308,7 @@ def test_differently_configured_types_never_share_a_cache_key(
     engine: Engine, metadata: sa.MetaData
 ) -> None:
     def light_table(column_type: ULIDType) -> sa.TableClause:
-        return sa.table("cached", sa.column("id", column_type))
+        return sa.table("ut_cached", sa.column("id", column_type))
 
     def select(column_type: ULIDType) -> sa.Select[Any]:
         table = light_table(column_type)
@@ -326,14 +326,14 @@ def test_differently_configured_types_never_share_a_cache_key(
     u = new_ulid()
     for storage in ("text", "auto", "text"):
         column_type = ULIDType(storage)  # type: ignore[arg-type]
-        real = sa.Table("cached", sa.MetaData(), sa.Column("id", column_type, primary_key=True))
+        real = sa.Table("ut_cached", sa.MetaData(), sa.Column("id", column_type, primary_key=True))
         with engine.begin() as conn:
             real.create(conn)
             # Statements identical but for the type: each must run with its
             # own bind processor, which the raw stored value proves.
             conn.execute(light_table(column_type).insert().values(id=u))
             assert conn.execute(select(column_type)).scalar() == u
-            raw = conn.execute(sa.text("SELECT id FROM cached")).scalar()
+            raw = conn.execute(sa.text("SELECT id FROM ut_cached")).scalar()
             real.drop(conn)
         if storage == "text":
             assert raw.strip() == str(u)

@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
+from uuid import UUID as _UUID
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
@@ -18,7 +19,7 @@ from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from ._codec import InvalidULID, encode, parse_hex
 from ._codec import decode as decode_text
-from ._ulid import ULID, _from_bytes
+from ._ulid import ULID, _from_bytes, _new, _set_bytes
 
 __all__ = ["Storage", "ULIDType", "to_bytes"]
 
@@ -97,6 +98,9 @@ class _DialectStorage:
     binary: Callable[[], TypeEngine[Any]]
     binary_literal: Callable[[bytes], str]
     text: Callable[[], TypeEngine[Any]]
+    #: The drivers take plain ``bytes`` for binary parameters, so the DBAPI
+    #: ``Binary()`` wrapper (a copy per value) can be skipped.
+    plain_bytes: bool = False
 
 
 def _bytea() -> TypeEngine[Any]:
@@ -145,6 +149,7 @@ _POSTGRESQL = _DialectStorage(
     binary_literal=lambda data: f"'\\x{data.hex()}'::bytea",
     # COLLATE "C" compares bytes: locale collations may not sort like ULIDs.
     text=_char26_c,
+    plain_bytes=True,  # psycopg, asyncpg
 )
 _MYSQL = _DialectStorage(
     # Never MariaDB's UUID type: it rejects a quarter of ULIDs and reorders
@@ -153,6 +158,7 @@ _MYSQL = _DialectStorage(
     binary=_binary16,
     binary_literal=_x_literal,
     text=_char26_ascii_bin,
+    plain_bytes=True,  # PyMySQL, mysqlclient, asyncmy
 )
 _OTHER = _DialectStorage(native="binary", binary=_binary16, binary_literal=_x_literal, text=_char26)
 
@@ -164,7 +170,11 @@ _DIALECTS: dict[str, _DialectStorage] = {
     "mysql": _MYSQL,
     "mariadb": _MYSQL,
     "sqlite": _DialectStorage(
-        native="binary", binary=_blob, binary_literal=_x_literal, text=_char26
+        native="binary",
+        binary=_blob,
+        binary_literal=_x_literal,
+        text=_char26,
+        plain_bytes=True,  # sqlite3, aiosqlite
     ),
     # UNIQUEIDENTIFIER sorts by its last six bytes first: not ULID order.
     "mssql": _DialectStorage(
@@ -196,21 +206,26 @@ def _kind(storage: str, dialect: Dialect) -> tuple[str, _DialectStorage]:
 class ULIDType(TypeDecorator[ULID]):
     """A SQLAlchemy column type for ULIDs, stored in 16 bytes.
 
-    ========================  =============================  =====================
-    database                  ``storage="auto"``              ``storage="binary"``
-    ========================  =============================  =====================
-    PostgreSQL, CockroachDB   ``UUID``                        ``BYTEA``
-    MySQL, MariaDB            ``BINARY(16)``                  ``BINARY(16)``
-    SQLite                    ``BLOB``                        ``BLOB``
-    SQL Server                ``BINARY(16)``                  ``BINARY(16)``
-    Oracle                    ``RAW(16)``                     ``RAW(16)``
-    anything else             ``BINARY(16)``                  ``BINARY(16)``
-    ========================  =============================  =====================
+    ==================  ==============  ============  ====================================
+    database            ``"auto"``      ``"binary"``  ``"text"``
+    ==================  ==============  ============  ====================================
+    PostgreSQL,         ``UUID``        ``BYTEA``     ``CHAR(26) COLLATE "C"``
+    CockroachDB
+    MySQL, MariaDB      ``BINARY(16)``  same          ``CHAR(26)`` ascii, ``ascii_bin``
+    SQLite              ``BLOB``        same          ``CHAR(26)``
+    SQL Server          ``BINARY(16)``  same          ``CHAR(26)`` ``Latin1_General_BIN2``
+    Oracle              ``RAW(16)``     same          ``CHAR(26)``
+    anything else       ``BINARY(16)``  same          ``CHAR(26)``
+    ==================  ==============  ============  ====================================
 
-    ``storage="text"`` stores the canonical 26-character text in ``CHAR(26)``
-    (with a byte-order collation where the database needs one), for people
-    who want readable columns at 62% more space. Every storage sorts in ULID
-    order in the database.
+    Why: PostgreSQL's ``uuid`` is 16 bytes compared bytewise, so it sorts
+    like ULIDs and every driver reads it natively. MariaDB's ``UUID`` type
+    is not used: on MariaDB 10.11 it rejected about a quarter of ULIDs and
+    did not sort the rest in ULID order. SQL Server's
+    ``UNIQUEIDENTIFIER`` sorts its last six bytes first. Text columns get a
+    byte-order collation, since locale collations need not sort like ULIDs.
+    Every storage sorts in ULID order in the database (``ORDER BY``, ``<``,
+    ``>``, ``BETWEEN``); text costs 62% more space than binary.
 
     Binds accept a :class:`ULID`, its text in either case, a
     :class:`uuid.UUID`, 16 bytes, or another library's ULID object with a
@@ -221,8 +236,14 @@ class ULIDType(TypeDecorator[ULID]):
     Args:
         storage: ``"auto"`` (the table above; ``"native"`` is a synonym),
             ``"binary"`` (16-byte binary on every database, ``BYTEA`` on
-            PostgreSQL) or ``"text"`` (``CHAR(26)``).
-        as_str: return canonical ``str`` instead of :class:`ULID` objects.
+            PostgreSQL) or ``"text"`` (canonical uppercase ``CHAR(26)``).
+        as_str: return canonical ``str`` instead of :class:`ULID` objects
+            (mapped ORM attributes then hold canonical ``str`` too).
+
+    In the ORM, a value assigned to a mapped ``ULIDType`` attribute
+    (``obj.id = "01h..."``, ``Model(id=uuid)``) is converted at once to a
+    :class:`ULID`, so the session never holds one row under two identities.
+    ``Mapped[ULID]`` needs one entry: ``type_annotation_map = {ULID: ULIDType}``.
 
     Example:
         >>> import sqlalchemy as sa
@@ -288,42 +309,79 @@ class ULIDType(TypeDecorator[ULID]):
         # returned type itself when it builds the processors.
         return column_type
 
+    # The processors below are the hot path of every insert and select. Each
+    # tests for the exact ULID (or the driver's exact type) first and reads
+    # the bytes slot directly; everything else goes through to_bytes/_from_db.
+
     def bind_processor(self, dialect: Dialect) -> Callable[[Any], Any] | None:
-        kind, _ = _kind(self.storage, dialect)
-        inner = self.impl_instance.bind_processor(dialect)
+        kind, row = _kind(self.storage, dialect)
         if kind == "uuid":
             # 32 hex digits: every PostgreSQL driver takes text for a uuid
             # parameter, and bytes.hex() is far cheaper than uuid.UUID().
             def convert(value: Any) -> Any:
+                if type(value) is ULID:
+                    return value._bytes.hex()
                 return None if value is None else to_bytes(value).hex()
-        elif kind == "binary":
 
-            def convert(value: Any) -> Any:
-                return None if value is None else to_bytes(value)
-        else:
+            return convert
+        if kind == "text":
 
-            def convert(value: Any) -> Any:
+            def to_text(value: Any) -> Any:
+                if type(value) is ULID:
+                    return encode(value._bytes)
                 return None if value is None else encode(to_bytes(value))
 
-        if inner is None or kind == "uuid":
-            return convert
-        inner_process = inner
+            return to_text
 
-        def process(value: Any) -> Any:
-            return inner_process(convert(value))
+        def to_binary(value: Any) -> Any:
+            if type(value) is ULID:
+                return value._bytes
+            return None if value is None else to_bytes(value)
 
-        return process
+        inner = self.impl_instance.bind_processor(dialect)
+        if inner is None or row.plain_bytes:
+            return to_binary
+        wrap = inner
+
+        def wrapped(value: Any) -> Any:
+            return wrap(to_binary(value))
+
+        return wrapped
 
     def result_processor(self, dialect: Dialect, coltype: object) -> Callable[[Any], Any] | None:
-        as_str = self.as_str
+        kind, _ = _kind(self.storage, dialect)
+        if self.as_str:
 
-        def process(value: Any) -> Any:
-            if value is None:
-                return None
-            ulid = _from_db(value)
-            return str(ulid) if as_str else ulid
+            def as_text(value: Any) -> Any:
+                return None if value is None else str(_from_db(value))
 
-        return process
+            return as_text
+        if kind == "uuid":
+            # Drivers return uuid.UUID (asyncpg a subclass); .int skips the
+            # .bytes property's extra call.
+            def from_uuid(value: Any) -> Any:
+                if type(value) is _UUID:
+                    ulid = _new(ULID)
+                    _set_bytes(ulid, value.int.to_bytes(16, "big"))
+                    return ulid
+                return None if value is None else _from_db(value)
+
+            return from_uuid
+        if kind == "binary":
+
+            def from_binary(value: Any) -> Any:
+                if type(value) is bytes and len(value) == 16:
+                    ulid = _new(ULID)
+                    _set_bytes(ulid, value)
+                    return ulid
+                return None if value is None else _from_db(value)
+
+            return from_binary
+
+        def from_text(value: Any) -> Any:
+            return None if value is None else _from_db(value)
+
+        return from_text
 
     def literal_processor(self, dialect: Dialect) -> Callable[[Any], str]:
         kind, row = _kind(self.storage, dialect)

@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from sqlalchemy_ulid import ULID, ULIDType, new_ulid
+from sqlalchemy_ulid import (
+    ULID,
+    ULIDType,
+    new_ulid,
+    register_ulid_function,
+    ulid_server_default,
+)
 
 if TYPE_CHECKING:
     from conftest import Backend
@@ -82,3 +89,27 @@ async def _exercise(url: str) -> None:
 def test_async_engines_and_sessions(backend: Backend) -> None:
     for url in backend.async_urls:
         asyncio.run(_exercise(url))
+
+
+def test_sqlite_server_function_on_an_async_engine(tmp_path: Path) -> None:
+    async def run() -> list[ULID]:
+        engine = create_async_engine(f"sqlite+aiosqlite:///{tmp_path}/async.sqlite3")
+        register_ulid_function(engine.sync_engine)
+        table = sa.Table(
+            "generated",
+            sa.MetaData(),
+            sa.Column("id", ULIDType(), primary_key=True, server_default=ulid_server_default()),
+            sa.Column("n", sa.Integer),
+        )
+        try:
+            async with engine.begin() as conn:
+                await conn.run_sync(table.metadata.create_all)
+                for n in range(3):
+                    await conn.exec_driver_sql(f"INSERT INTO generated (n) VALUES ({n})")
+                return list(await conn.scalars(sa.select(table.c.id).order_by(table.c.n)))
+        finally:
+            await engine.dispose()
+
+    ids = asyncio.run(run())
+    assert len(ids) == 3
+    assert ids == sorted(ids)

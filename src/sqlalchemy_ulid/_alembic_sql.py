@@ -55,26 +55,36 @@ class ConvertSQL:
 
 
 def _pg_text_to_hex(col: str) -> str:
-    # Each character's 5 bits as bit(5), concatenated (130 bits), minus the
-    # two leading zero bits; then four 32-bit words printed in hex.
-    digits = " || ".join(
-        f"(strpos('{ALPHABET}', substr(upper({col}), {i}, 1)) - 1)::bit(5)" for i in range(1, 27)
-    )
-    bits = f"substring(({digits}) FROM 3)"
-    words = ", ".join(
-        f"lpad(to_hex(substring({bits} FROM {1 + 32 * k} FOR 32)::integer), 8, '0')"
-        for k in range(4)
-    )
-    return f"concat({words})"
+    # Decode 2 characters (the first byte), then three runs of 8 characters
+    # (40 bits, 10 hex digits each) as bigint sums: each character is looked
+    # up once, and the arithmetic never leaves 64 bits.
+    def run(start: int, length: int) -> str:
+        return " + ".join(
+            f"(strpos('{ALPHABET}', substr(upper({col}), {start + j}, 1)) - 1)::bigint"
+            f" * {32 ** (length - 1 - j)}"
+            for j in range(length)
+        )
+
+    words = [f"lpad(to_hex({run(1, 2)}), 2, '0')"] + [
+        f"lpad(to_hex({run(start, 8)}), 10, '0')" for start in (3, 11, 19)
+    ]
+    return "(" + " || ".join(words) + ")"
 
 
 def _pg_hex_to_text(hex_sql: str) -> str:
-    bits = f"(B'00' || ('x' || {hex_sql})::bit(128))"
-    chars = ", ".join(
-        f"substr('{ALPHABET}', substring({bits} FROM {1 + 5 * k} FOR 5)::integer + 1, 1)"
-        for k in range(26)
-    )
-    return f"concat({chars})"
+    def run(start: int, length: int) -> str:
+        return f"('x' || lpad(substr({hex_sql}, {start}, {length}), 16, '0'))::bit(64)::bigint"
+
+    def chars(number: str, count: int) -> list[str]:
+        return [
+            f"substr('{ALPHABET}', (({number} >> {5 * k}) & 31)::integer + 1, 1)"
+            for k in reversed(range(count))
+        ]
+
+    pieces = chars(run(1, 2), 2)
+    for start in (3, 13, 23):
+        pieces += chars(run(start, 10), 8)
+    return "(" + " || ".join(pieces) + ")"
 
 
 _POSTGRESQL = ConvertSQL(
@@ -170,7 +180,7 @@ def _sqlite_hex_to_text(hex_sql: str) -> str:
     pieces = chars(run(1, 2), 2)
     for start in (3, 13, 23):
         pieces += chars(run(start, 10), 8)
-    return " || ".join(pieces)
+    return "(" + " || ".join(pieces) + ")"
 
 
 _SQLITE = ConvertSQL(

@@ -1,0 +1,386 @@
+"""The Alembic ops on real databases: every value survives, bad input changes nothing."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import random
+import time
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from alembic.migration import MigrationContext
+from alembic.operations import Operations
+from alembic.util import CommandError
+from sqlalchemy.dialects import mysql
+from sqlalchemy.engine import Connection, Engine
+
+import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
+from conftest import Backend
+from sqlalchemy_ulid import ULID, InvalidULID, ULIDType, new_ulid
+from sqlalchemy_ulid._time import to_ms
+
+ORDERS, EVENTS = "ops_orders", "ops_events"
+DATETIME = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql")
+
+
+def _drop(engine: Engine) -> None:
+    with engine.begin() as conn:
+        for name in (ORDERS, EVENTS):
+            conn.execute(sa.text(f"DROP TABLE IF EXISTS {name}"))
+
+
+@pytest.fixture
+def clean(engine: Engine) -> Iterator[Engine]:
+    _drop(engine)
+    yield engine
+    _drop(engine)
+
+
+def _op(conn: Connection) -> Operations:
+    return Operations(MigrationContext.configure(conn))
+
+
+def _offline_op(dialect_name: str) -> tuple[Operations, io.StringIO]:
+    buffer = io.StringIO()
+    context = MigrationContext.configure(
+        dialect_name=dialect_name, opts={"as_sql": True, "output_buffer": buffer}
+    )
+    return Operations(context), buffer
+
+
+def _orders(metadata: sa.MetaData) -> sa.Table:
+    return sa.Table(
+        ORDERS,
+        metadata,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+        sa.Column("created_at", DATETIME, nullable=True),
+        sa.Column("note", sa.String(40)),
+    )
+
+
+def _events(metadata: sa.MetaData, ref_type: sa.types.TypeEngine[Any]) -> sa.Table:
+    return sa.Table(
+        EVENTS,
+        metadata,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+        sa.Column("ref", ref_type, nullable=True),
+        sa.UniqueConstraint("ref", name="uq_ops_events_ref"),
+    )
+
+
+def _columns(conn: Connection, table: str) -> dict[str, dict[str, Any]]:
+    return {c["name"]: dict(c) for c in sa.inspect(conn).get_columns(table)}
+
+
+# -- add_ulid_column ----------------------------------------------------------
+
+
+def _seed_orders(engine: Engine, rows: list[dict[str, Any]]) -> sa.Table:
+    table = _orders(sa.MetaData())
+    with engine.begin() as conn:
+        table.create(conn)
+        conn.execute(table.insert(), rows)
+    return table
+
+
+def _read_backfilled(engine: Engine) -> list[tuple[int, datetime, str | None, ULID]]:
+    table = sa.Table(
+        ORDERS,
+        sa.MetaData(),
+        sa.Column("id", sa.Integer),
+        sa.Column("created_at", DATETIME),
+        sa.Column("note", sa.String(40)),
+        sa.Column("public_id", ULIDType()),
+    )
+    with engine.connect() as conn:
+        return [tuple(row) for row in conn.execute(sa.select(table).order_by(table.c.id))]  # type: ignore[misc]
+
+
+def test_backfill_dates_ulids_from_the_rows_and_breaks_ties_by_key(clean: Engine) -> None:
+    base = datetime(2021, 3, 4, 5, 6, 7, 123000)
+    rows = []
+    for i in range(1, 301):
+        # Keys deliberately out of time order; many rows share a millisecond,
+        # some differ by microseconds inside one millisecond.
+        when = base - timedelta(minutes=(i * 37) % 11, microseconds=(i % 3) * 100)
+        rows.append({"id": i, "created_at": when, "note": f"n{i}"})
+    _seed_orders(clean, rows)
+    berlin_summer = timezone(timedelta(hours=2))
+    with clean.begin() as conn:
+        _op(conn).add_ulid_column(
+            ORDERS, "public_id", "created_at", timezone=berlin_summer, batch_size=7
+        )
+
+    result = _read_backfilled(clean)
+    assert [(r[0], r[1], r[2]) for r in result] == [
+        (r["id"], r["created_at"], r["note"]) for r in rows
+    ]
+    for _, created, _, public_id in result:
+        assert public_id.timestamp_ms == to_ms(created.replace(tzinfo=berlin_summer))
+    by_time = sorted(result, key=lambda r: (r[1], r[0]))
+    assert [r[3] for r in by_time] == sorted(r[3] for r in result)
+    # Ties are consecutive: each ULID of a millisecond is the previous plus one.
+    for earlier, later in itertools.pairwise(by_time):
+        if earlier[3].timestamp_ms == later[3].timestamp_ms:
+            assert int(later[3]) == int(earlier[3]) + 1
+
+    with clean.connect() as conn:
+        column = _columns(conn, ORDERS)["public_id"]
+        assert column["nullable"] is False
+        table = sa.table(ORDERS, sa.column("id"), sa.column("created_at"), sa.column("public_id"))
+        duplicate = {"id": 999, "created_at": base, "public_id": result[0][3].bytes}
+        with pytest.raises(sa.exc.IntegrityError):
+            conn.execute(table.insert().values(**_bind(conn, duplicate)))
+        conn.rollback()
+
+
+def _bind(conn: Connection, row: dict[str, Any]) -> dict[str, Any]:
+    """Bind public_id through ULIDType for the connected database."""
+    value = ULIDType().process_bind_param(ULID.from_bytes(row["public_id"]), conn.dialect)
+    return {**row, "public_id": value}
+
+
+def test_backfill_refuses_null_timestamps_before_altering_anything(clean: Engine) -> None:
+    _seed_orders(
+        clean,
+        [
+            {"id": 1, "created_at": datetime(2020, 1, 1), "note": None},
+            {"id": 2, "created_at": None, "note": None},
+        ],
+    )
+    with clean.begin() as conn, pytest.raises(ValueError, match="NULL in 1 rows"):
+        _op(conn).add_ulid_column(ORDERS, "public_id", "created_at")
+    with clean.connect() as conn:
+        assert "public_id" not in _columns(conn, ORDERS)
+
+
+def test_backfill_needs_a_primary_key(clean: Engine) -> None:
+    with clean.begin() as conn:
+        conn.execute(sa.text(f"CREATE TABLE {ORDERS} (created_at TIMESTAMP)"))
+    with clean.begin() as conn, pytest.raises(ValueError, match="no primary key"):
+        _op(conn).add_ulid_column(ORDERS, "public_id", "created_at")
+    with clean.connect() as conn:
+        assert "public_id" not in _columns(conn, ORDERS)
+
+
+def test_backfill_raises_a_clear_error_offline(backend: Backend) -> None:
+    op, buffer = _offline_op(backend.name)
+    with pytest.raises(CommandError, match=r"offline.*computed from the rows"):
+        op.add_ulid_column(ORDERS, "public_id", "created_at")
+    assert buffer.getvalue() == ""
+
+
+def test_drop_ulid_column_undoes_add(clean: Engine) -> None:
+    _seed_orders(clean, [{"id": 1, "created_at": datetime(2020, 1, 1), "note": "x"}])
+    with clean.begin() as conn:
+        _op(conn).add_ulid_column(ORDERS, "public_id", "created_at")
+    with clean.begin() as conn:
+        _op(conn).drop_ulid_column(ORDERS, "public_id")
+    with clean.connect() as conn:
+        assert set(_columns(conn, ORDERS)) == {"id", "created_at", "note"}
+        assert sa.inspect(conn).get_unique_constraints(ORDERS) == []
+
+
+# -- alter_ulid_storage -------------------------------------------------------
+
+
+def _seed_events(engine: Engine, values: list[str | None]) -> None:
+    table = _events(sa.MetaData(), sa.CHAR(26))
+    with engine.begin() as conn:
+        table.create(conn)
+        conn.execute(table.insert(), [{"id": i, "ref": v} for i, v in enumerate(values)])
+
+
+def _read_events(engine: Engine, storage: str) -> list[tuple[int, str | None]]:
+    table = _events(sa.MetaData(), ULIDType(storage, as_str=True))  # type: ignore[arg-type]
+    with engine.connect() as conn:
+        return [(row.id, row.ref) for row in conn.execute(sa.select(table).order_by(table.c.id))]
+
+
+def _sample_texts(count: int) -> list[str | None]:
+    values: list[str | None] = [str(ULID.from_bytes(bytes(16))), str(ULID.from_int((1 << 128) - 1))]
+    values += [str(new_ulid()) for _ in range(count)]
+    values.append(None)
+    return values
+
+
+@pytest.mark.parametrize("to_storage", ["auto", "binary"])
+def test_text_to_binary_and_back_keeps_every_value(clean: Engine, to_storage: str) -> None:
+    values = _sample_texts(200)
+    values[5] = values[5].lower()  # type: ignore[union-attr]  # lowercase text is a ULID too
+    _seed_events(clean, values)
+    expected = [(i, None if v is None else str(ULID(v))) for i, v in enumerate(values)]
+
+    with clean.begin() as conn:
+        _op(conn).alter_ulid_storage(EVENTS, "ref", from_storage="text", to_storage=to_storage)
+    assert _read_events(clean, to_storage) == expected
+    with clean.connect() as conn:
+        reflected = _columns(conn, EVENTS)["ref"]["type"].compile(dialect=conn.dialect)
+        assert "CHAR" not in reflected.upper()
+        assert [u["name"] for u in sa.inspect(conn).get_unique_constraints(EVENTS)] == [
+            "uq_ops_events_ref"
+        ]
+        # Database order is ULID order after the conversion.
+        table = _events(sa.MetaData(), ULIDType(to_storage, as_str=True))  # type: ignore[arg-type]
+        ordered = conn.scalars(
+            sa.select(table.c.ref).where(table.c.ref.is_not(None)).order_by(table.c.ref)
+        ).all()
+        assert ordered == sorted(v for _, v in expected if v is not None)
+
+    with clean.begin() as conn:
+        _op(conn).alter_ulid_storage(EVENTS, "ref", from_storage=to_storage, to_storage="text")
+    assert _read_events(clean, "text") == expected
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "8ZZZZZZZZZZZZZZZZZZZZZZZZZ",  # first character above 7: more than 128 bits
+        "01ARZ3NDEKTSV4RRFFQ69G5FAU",  # U is not in Crockford's alphabet
+        "01ARZ3NDEKTSV4RRFFQ69G5FA",  # 25 characters
+    ],
+)
+def test_conversion_refuses_non_ulid_text_and_changes_nothing(clean: Engine, bad: str) -> None:
+    values = [*_sample_texts(3), bad]
+    _seed_events(clean, values)
+    with clean.connect() as conn:
+        before = conn.execute(sa.text(f"SELECT id, ref FROM {EVENTS} ORDER BY id")).all()
+    with clean.begin() as conn, pytest.raises(InvalidULID, match="not ULIDs"):
+        _op(conn).alter_ulid_storage(EVENTS, "ref", from_storage="text", to_storage="auto")
+    with clean.connect() as conn:
+        assert conn.execute(sa.text(f"SELECT id, ref FROM {EVENTS} ORDER BY id")).all() == before
+        assert "CHAR" in str(_columns(conn, EVENTS)["ref"]["type"]).upper()
+
+
+def test_same_kind_conversion_is_refused(backend: Backend) -> None:
+    op, _ = _offline_op(backend.name)
+    with pytest.raises(ValueError, match="nothing to convert"):
+        op.alter_ulid_storage(EVENTS, "ref", from_storage="text", to_storage="text", nullable=True)
+
+
+def test_offline_conversion_sql_runs_and_keeps_every_value(clean: Engine, backend: Backend) -> None:
+    """The --sql output, run by the database itself, converts like the online op."""
+    values = _sample_texts(50)
+    _seed_events(clean, values)
+    op, buffer = _offline_op(backend.name)
+    op.alter_ulid_storage(
+        EVENTS,
+        "ref",
+        from_storage="text",
+        to_storage="auto",
+        nullable=True,
+        copy_from=_events(sa.MetaData(), sa.CHAR(26)),
+    )
+    script = buffer.getvalue()
+    with clean.begin() as conn:
+        dbapi = conn.connection.driver_connection
+        if hasattr(dbapi, "create_function"):  # sqlite3 before 3.41 lacks unhex()
+            dbapi.create_function("unhex", 1, bytes.fromhex)
+        for statement in script.split(";\n"):
+            if statement.strip():
+                conn.exec_driver_sql(statement)
+    assert _read_events(clean, "auto") == [
+        (i, None if v is None else str(ULID(v))) for i, v in enumerate(values)
+    ]
+
+
+def test_offline_conversion_needs_nullable(backend: Backend) -> None:
+    op, _ = _offline_op(backend.name)
+    with pytest.raises(CommandError, match="nullable="):
+        op.alter_ulid_storage(EVENTS, "ref", from_storage="text", to_storage="auto")
+
+
+# -- the server-side function -------------------------------------------------
+
+
+def test_create_and_drop_ulid_function(engine: Engine, backend: Backend) -> None:
+    with engine.begin() as conn:
+        _op(conn).create_ulid_function()
+        value = ULIDType().process_result_value(
+            conn.scalar(sa.text("SELECT gen_ulid()")), conn.dialect
+        )
+        assert abs(value.timestamp_ms - time.time() * 1000) < 60_000
+        _op(conn).drop_ulid_function()
+    if backend.name != "sqlite":  # SQLite's function lives on the connection
+        with engine.connect() as conn, pytest.raises(sa.exc.DBAPIError):
+            conn.scalar(sa.text("SELECT gen_ulid()"))
+
+
+def test_ulid_function_ddl_offline(backend: Backend) -> None:
+    op, buffer = _offline_op(backend.name)
+    op.create_ulid_function()
+    op.drop_ulid_function()
+    script = buffer.getvalue()
+    if backend.name == "sqlite":
+        assert script == ""
+    else:
+        assert "CREATE" in script
+        assert "FUNCTION" in script
+        assert "DROP FUNCTION IF EXISTS gen_ulid" in script
+
+
+# -- 100k rows ----------------------------------------------------------------
+
+ROWS = 100_000
+
+
+def test_100k_rows_survive_backfill_and_conversion(
+    clean: Engine, backend: Backend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rng = random.Random(5)
+    start = datetime(2019, 1, 1)
+    texts = sorted(str(new_ulid()) for _ in range(ROWS))
+    rows = [
+        {
+            "id": i,
+            # About 3 rows per millisecond on average: plenty of ties.
+            "created_at": start + timedelta(milliseconds=rng.randrange(ROWS // 3)),
+            "ref": texts[i],
+        }
+        for i in range(ROWS)
+    ]
+    table = sa.Table(
+        ORDERS,
+        sa.MetaData(),
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+        sa.Column("created_at", DATETIME, nullable=False),
+        sa.Column("ref", sa.CHAR(26), nullable=False),
+    )
+    with clean.begin() as conn:
+        table.create(conn)
+        conn.execute(table.insert(), rows)
+
+    began = time.perf_counter()
+    with clean.begin() as conn:
+        _op(conn).add_ulid_column(ORDERS, "public_id", "created_at")
+    backfilled = time.perf_counter()
+    with clean.begin() as conn:
+        _op(conn).alter_ulid_storage(ORDERS, "ref", from_storage="text", to_storage="auto")
+    converted = time.perf_counter()
+
+    after = sa.Table(
+        ORDERS,
+        sa.MetaData(),
+        sa.Column("id", sa.Integer),
+        sa.Column("created_at", DATETIME),
+        sa.Column("ref", ULIDType(as_str=True)),
+        sa.Column("public_id", ULIDType()),
+    )
+    with clean.connect() as conn:
+        result = conn.execute(sa.select(after).order_by(after.c.public_id)).all()
+    assert len(result) == ROWS
+    assert {(r.id, r.created_at, r.ref) for r in result} == {
+        (r["id"], r["created_at"], r["ref"]) for r in rows
+    }
+    assert [(r.created_at, r.id) for r in result] == sorted((r.created_at, r.id) for r in result)
+    utc = timezone.utc
+    assert all(r.public_id.timestamp_ms == to_ms(r.created_at.replace(tzinfo=utc)) for r in result)
+    with capsys.disabled():
+        print(
+            f"\n[{backend.name}] 100k rows: backfill {backfilled - began:.1f} s, "
+            f"text->binary {converted - backfilled:.1f} s"
+        )

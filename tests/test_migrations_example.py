@@ -1,0 +1,146 @@
+"""migrations_example/ on every server: up, down, up again, and --sql."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+from argparse import Namespace
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from sqlalchemy.engine import Engine
+
+from conftest import Backend
+from sqlalchemy_ulid import ULID, ULIDType, drop_ulid_function
+from sqlalchemy_ulid._time import to_ms
+
+ROOT = Path(__file__).resolve().parent.parent
+INI = ROOT / "migrations_example" / "alembic.ini"
+TABLES = ("invoices", "customers", "orders", "webhook_events", "alembic_version")
+EVENT_IDS = {
+    1: "01HF1Q8Z9K3J5X7V2N4M6P8R0T",
+    2: "01HF1Q8ZA0BC2DE3FG4HJ5KM6N",
+    3: "7ZZZZZZZZZZZZZZZZZZZZZZZZZ",
+}
+
+
+def _drop_all(engine: Engine) -> None:
+    with engine.begin() as conn:
+        for name in TABLES:
+            conn.execute(sa.text(f"DROP TABLE IF EXISTS {name}"))
+        drop_ulid_function(conn)
+
+
+@pytest.fixture
+def clean(engine: Engine) -> Iterator[Engine]:
+    _drop_all(engine)
+    yield engine
+    _drop_all(engine)
+
+
+def _config(backend: Backend, output: io.StringIO | None = None) -> Config:
+    assert backend.url is not None
+    config = Config(str(INI), cmd_opts=Namespace(x=[f"url={backend.url}"]), output_buffer=output)
+    config.attributes["configure_logger"] = False  # leave pytest's logging alone
+    return config
+
+
+def _tables(engine: Engine) -> set[str]:
+    with engine.connect() as conn:
+        return set(sa.inspect(conn).get_table_names()) & set(TABLES)
+
+
+def _check_head(engine: Engine, *, backfilled: bool = True) -> None:
+    metadata = sa.MetaData()
+    orders = sa.Table(
+        "orders",
+        metadata,
+        sa.Column("id", sa.Integer),
+        sa.Column("created_at", sa.DateTime),
+        sa.Column("public_id", ULIDType()),
+    )
+    events = sa.Table(
+        "webhook_events",
+        metadata,
+        sa.Column("id", sa.Integer),
+        sa.Column("event_id", ULIDType(as_str=True)),
+    )
+    invoices = sa.Table(
+        "invoices", metadata, sa.Column("id", ULIDType()), sa.Column("customer_id", ULIDType())
+    )
+    with engine.connect() as conn:
+        assert dict(conn.execute(sa.select(events.c.id, events.c.event_id)).all()) == EVENT_IDS
+        assert set(conn.scalars(sa.select(invoices.c.customer_id))) == {
+            ULID("01HXA3V6PW7Q1NB5D4R8S2T0KM")
+        }
+        rows = conn.execute(sa.select(orders).order_by(orders.c.public_id)).all()
+    if not backfilled:
+        assert all(row.public_id is None for row in rows)
+        return
+    # Sorted by public id = sorted by creation time, ties (2 and 3) by id.
+    assert [row.id for row in rows] == [4, 1, 2, 3]
+    for row in rows:
+        assert row.public_id.timestamp_ms == to_ms(row.created_at.replace(tzinfo=timezone.utc))
+    assert rows[0].created_at == datetime(2023, 6, 30, 23, 59, 59, 999000)
+
+
+def test_upgrade_downgrade_upgrade(clean: Engine, backend: Backend) -> None:
+    config = _config(backend)
+    command.upgrade(config, "head")
+    _check_head(clean)
+    command.downgrade(config, "base")
+    assert _tables(clean) <= {"alembic_version"}
+    command.upgrade(config, "head")
+    _check_head(clean)
+    # Step down one revision at a time: each downgrade works on its own.
+    for target in ("0003", "0002", "0001", "base"):
+        command.downgrade(config, target)
+    assert _tables(clean) <= {"alembic_version"}
+
+
+def test_offline_sql_is_complete_and_runs(clean: Engine, backend: Backend) -> None:
+    """`upgrade head --sql` writes a script the database runs to the same schema.
+
+    Revision 0003's backfill depends on the rows, so offline it leaves
+    orders.public_id NULL and says so in a comment.
+    """
+    output = io.StringIO()
+    command.upgrade(_config(backend, output), "head", sql=True)
+    script = output.getvalue()
+    assert "orders.public_id is left NULL" in script
+    assert "UPDATE alembic_version SET version_num='0004'" in script
+    with clean.begin() as conn:
+        driver = conn.connection.driver_connection
+        if hasattr(driver, "create_function"):  # sqlite3 before 3.41 lacks unhex()
+            driver.create_function("unhex", 1, bytes.fromhex)
+        for statement in script.split(";\n"):
+            code = "\n".join(
+                line for line in statement.splitlines() if not line.startswith("--")
+            ).strip()
+            if code and code.upper() not in ("BEGIN", "COMMIT", "START TRANSACTION"):
+                conn.exec_driver_sql(code)
+    _check_head(clean, backfilled=False)
+
+
+def test_alembic_cli(clean: Engine, backend: Backend) -> None:
+    """The real `alembic` command, as the README runs it."""
+    assert backend.url is not None
+    cli = [sys.executable, "-m", "alembic", "-c", str(INI), "-x", f"url={backend.url}"]
+    result = subprocess.run(
+        [*cli, "upgrade", "head"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Running upgrade 0003 -> 0004" in result.stderr
+    _check_head(clean)
+    command.downgrade(_config(backend), "base")
+    assert _tables(clean) <= {"alembic_version"}

@@ -15,7 +15,9 @@ How a page is run:
 
   It then runs once per listed backend (the conftest ``backend`` fixture, so a
   required backend that is missing fails), with ``DATABASE_URL`` set to it.
-  Tables the page creates are dropped afterwards.
+  Tables the page creates are dropped afterwards: those that appeared during
+  the run and are named in the page (or its snippets), so a test running
+  concurrently on the same database keeps its own tables.
 * Markers on the line just before a fence apply to that block only:
 
       <!-- docs-test: only=postgresql -->     run only on these backends
@@ -123,6 +125,7 @@ def test_page_runs(
     monkeypatch.setenv("DATABASE_URL", url)
     monkeypatch.chdir(ROOT)
     tables_before = set(sa.inspect(engine).get_table_names())
+    page_text = "\n".join(block.source for block in parse(page)[1]) + page.read_text()
     namespace: dict[str, object] = {"__name__": f"docs_{page.stem}"}
     # Declarative classes and pydantic models look their module up by name.
     module = type(sys)(namespace["__name__"])
@@ -139,12 +142,16 @@ def test_page_runs(
         for value in namespace.values():
             if isinstance(value, sa.Engine) and value is not engine:
                 value.dispose()
-        _drop_new_tables(engine, tables_before)
+        _drop_new_tables(engine, tables_before, page_text)
 
 
-def _drop_new_tables(engine: sa.Engine, before: set[str]) -> None:
+def _drop_new_tables(engine: sa.Engine, before: set[str], page_text: str) -> None:
     engine.dispose()  # the page may have left connections holding locks
-    new = set(sa.inspect(engine).get_table_names()) - before
+    new = {
+        name
+        for name in set(sa.inspect(engine).get_table_names()) - before
+        if re.search(rf"\b{re.escape(name)}\b", page_text)
+    }
     if new:
         meta = sa.MetaData()
         meta.reflect(engine, only=sorted(new))

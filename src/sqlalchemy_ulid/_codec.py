@@ -17,7 +17,9 @@ __all__ = [
     "ALPHABET",
     "InvalidULID",
     "decode",
+    "decode_int",
     "encode",
+    "encode_int",
     "parse_hex",
 ]
 
@@ -56,7 +58,11 @@ class InvalidULID(ValueError):
 
 def encode(data: bytes) -> str:
     """Return the canonical (uppercase) 26-character text of 16 bytes."""
-    n = int.from_bytes(data, "big")
+    return encode_int(int.from_bytes(data, "big"))
+
+
+def encode_int(n: int) -> str:
+    """Return the canonical 26-character text of an int 0 <= n < 2**128."""
     # 130 bits of text hold 128 of data: the top 10 bits (two characters,
     # the first of them 0-7), then eight groups of 15 bits.
     return "".join(
@@ -76,6 +82,11 @@ def encode(data: bytes) -> str:
 
 def decode(text: str) -> bytes:
     """Return the 16 bytes of a ULID's text, or raise :class:`InvalidULID`."""
+    return decode_int(text).to_bytes(16, "big")
+
+
+def decode_int(text: str) -> int:
+    """Return the 128-bit integer of a ULID's text, or raise :class:`InvalidULID`."""
     if not isinstance(text, str):
         raise TypeError(f"ULID text must be str, not {type(text).__name__}")
     try:
@@ -86,7 +97,7 @@ def decode(text: str) -> bytes:
         raise InvalidULID(_explain(text)) from None
     if n > _MAX:
         raise InvalidULID(_explain(text))
-    return n.to_bytes(16, "big")
+    return n
 
 
 def parse_hex(text: str) -> bytes:

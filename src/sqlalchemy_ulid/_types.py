@@ -17,9 +17,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
-from ._codec import InvalidULID, encode, parse_hex
+from ._codec import InvalidULID, decode_int, encode, encode_int, parse_hex
 from ._codec import decode as decode_text
-from ._ulid import ULID, _from_bytes, _new, _set_bytes
+from ._ulid import ULID, _from_bytes, _from_int, _new, _set_int
 
 __all__ = ["Storage", "ULIDType", "to_bytes"]
 
@@ -41,12 +41,10 @@ def to_bytes(value: object) -> bytes:
         InvalidULID: the value has the right type but is not a ULID.
         TypeError: the value is of a type that never names a ULID.
     """
-    if type(value) is ULID:
-        return value._bytes
+    if isinstance(value, ULID):
+        return value._int.to_bytes(16, "big")
     if isinstance(value, str):
         return decode_text(value)
-    if isinstance(value, ULID):
-        return value._bytes
     if isinstance(value, uuid.UUID):
         return value.bytes
     if isinstance(value, (bytes, bytearray, memoryview)):
@@ -72,10 +70,10 @@ def _from_db(value: Any) -> ULID:
             return _from_bytes(value)
         raise InvalidULID(f"the database returned {len(value)} bytes for a ULID column")
     if isinstance(value, uuid.UUID):
-        return _from_bytes(value.bytes)
+        return _from_int(value.int)
     if isinstance(value, str):
         if len(value) == 26:
-            return _from_bytes(decode_text(value))
+            return _from_int(decode_int(value))
         # uuid text from a driver that does not convert (e.g. psycopg2)
         return _from_bytes(parse_hex(value.replace("-", "")))
     if isinstance(value, (bytearray, memoryview)):
@@ -320,7 +318,7 @@ class ULIDType(TypeDecorator[ULID]):
             # parameter, and bytes.hex() is far cheaper than uuid.UUID().
             def convert(value: Any) -> Any:
                 if type(value) is ULID:
-                    return value._bytes.hex()
+                    return f"{value._int:032x}"
                 return None if value is None else to_bytes(value).hex()
 
             return convert
@@ -328,14 +326,14 @@ class ULIDType(TypeDecorator[ULID]):
 
             def to_text(value: Any) -> Any:
                 if type(value) is ULID:
-                    return encode(value._bytes)
+                    return encode_int(value._int)
                 return None if value is None else encode(to_bytes(value))
 
             return to_text
 
         def to_binary(value: Any) -> Any:
             if type(value) is ULID:
-                return value._bytes
+                return value._int.to_bytes(16, "big")
             return None if value is None else to_bytes(value)
 
         inner = self.impl_instance.bind_processor(dialect)
@@ -357,12 +355,12 @@ class ULIDType(TypeDecorator[ULID]):
 
             return as_text
         if kind == "uuid":
-            # Drivers return uuid.UUID (asyncpg a subclass); .int skips the
-            # .bytes property's extra call.
+            # Drivers return uuid.UUID (asyncpg a subclass): both keep the
+            # value as an int, which is what a ULID keeps too.
             def from_uuid(value: Any) -> Any:
                 if type(value) is _UUID:
                     ulid = _new(ULID)
-                    _set_bytes(ulid, value.int.to_bytes(16, "big"))
+                    _set_int(ulid, value.int)
                     return ulid
                 return None if value is None else _from_db(value)
 
@@ -372,7 +370,7 @@ class ULIDType(TypeDecorator[ULID]):
             def from_binary(value: Any) -> Any:
                 if type(value) is bytes and len(value) == 16:
                     ulid = _new(ULID)
-                    _set_bytes(ulid, value)
+                    _set_int(ulid, int.from_bytes(value, "big"))
                     return ulid
                 return None if value is None else _from_db(value)
 

@@ -7,7 +7,7 @@ import uuid
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
-from ._codec import InvalidULID, decode, encode, parse_hex
+from ._codec import InvalidULID, decode_int, encode_int, parse_hex
 from ._time import check_ms, datetime_from_ms, to_ms
 
 if TYPE_CHECKING:
@@ -47,14 +47,16 @@ class ULID:
         True
     """
 
-    __slots__ = ("_bytes",)
-    _bytes: bytes
+    # The value is kept as one int: the generator, the codec, comparisons
+    # and hashing all work on ints, so none of them converts to bytes.
+    __slots__ = ("_int",)
+    _int: int
 
     def __new__(cls, text: str) -> ULID:
         if isinstance(text, ULID):
             return text
         self = object.__new__(cls)
-        _set_bytes(self, decode(text))
+        _set_int(self, decode_int(text))
         return self
 
     # -- alternative constructors ---------------------------------------------
@@ -86,7 +88,7 @@ class ULID:
             raise TypeError(f"expected int, not {type(value).__name__}")
         if not 0 <= value <= _MAX_INT:
             raise InvalidULID(f"a ULID integer is 0 .. 2**128 - 1, got {value}")
-        return _from_bytes(value.to_bytes(16, "big"))
+        return _from_int(value)
 
     @classmethod
     def from_uuid(cls, value: uuid.UUID) -> ULID:
@@ -99,7 +101,7 @@ class ULID:
         """
         if not isinstance(value, uuid.UUID):
             raise TypeError(f"expected uuid.UUID, not {type(value).__name__}")
-        return _from_bytes(value.bytes)
+        return _from_int(value.int)
 
     @classmethod
     def from_hex(cls, text: str) -> ULID:
@@ -129,12 +131,12 @@ class ULID:
         if isinstance(randomness, (bytes, bytearray, memoryview)):
             if len(randomness) != 10:
                 raise InvalidULID(f"randomness is 10 bytes, got {len(randomness)}")
-            return _from_bytes(timestamp_ms.to_bytes(6, "big") + bytes(randomness))
-        if not isinstance(randomness, int) or isinstance(randomness, bool):
+            randomness = int.from_bytes(randomness, "big")
+        elif not isinstance(randomness, int) or isinstance(randomness, bool):
             raise TypeError(f"randomness must be bytes or int, not {type(randomness).__name__}")
-        if not 0 <= randomness <= _RANDOM_MASK:
+        elif not 0 <= randomness <= _RANDOM_MASK:
             raise InvalidULID(f"randomness is 0 .. 2**80 - 1, got {randomness}")
-        return _from_bytes(((timestamp_ms << _RANDOM_BITS) | randomness).to_bytes(16, "big"))
+        return _from_int((timestamp_ms << _RANDOM_BITS) | randomness)
 
     @classmethod
     def min_at(cls, when: datetime | int) -> ULID:
@@ -151,7 +153,7 @@ class ULID:
             >>> ULID.min_at(datetime(2024, 4, 5, 19, 34, 38, 901000, tzinfo=timezone.utc))
             ULID('01HTQW311N0000000000000000')
         """
-        return _from_bytes((to_ms(when) << _RANDOM_BITS).to_bytes(16, "big"))
+        return _from_int(to_ms(when) << _RANDOM_BITS)
 
     @classmethod
     def max_at(cls, when: datetime | int) -> ULID:
@@ -161,29 +163,29 @@ class ULID:
             >>> ULID.max_at(1712345678901)
             ULID('01HTQW311NZZZZZZZZZZZZZZZZ')
         """
-        return _from_bytes(((to_ms(when) << _RANDOM_BITS) | _RANDOM_MASK).to_bytes(16, "big"))
+        return _from_int((to_ms(when) << _RANDOM_BITS) | _RANDOM_MASK)
 
     # -- views ------------------------------------------------------------------
 
     @property
     def bytes(self) -> builtins.bytes:
         """The 16 big-endian bytes."""
-        return self._bytes
+        return self._int.to_bytes(16, "big")
 
     @property
     def int(self) -> builtins.int:
         """The 128-bit unsigned integer."""
-        return int.from_bytes(self._bytes, "big")
+        return self._int
 
     @property
     def hex(self) -> str:
         """The 32 lowercase hexadecimal digits."""
-        return self._bytes.hex()
+        return f"{self._int:032x}"
 
     @property
     def timestamp_ms(self) -> builtins.int:
         """The Unix timestamp in milliseconds (the first 48 bits)."""
-        return int.from_bytes(self._bytes[:6], "big")
+        return self._int >> _RANDOM_BITS
 
     @property
     def datetime(self) -> datetime:
@@ -193,7 +195,7 @@ class ULID:
     @property
     def randomness(self) -> builtins.bytes:
         """The 10 bytes (80 bits) after the timestamp."""
-        return self._bytes[6:]
+        return (self._int & _RANDOM_MASK).to_bytes(10, "big")
 
     def to_uuid(self) -> uuid.UUID:
         """Return a :class:`uuid.UUID` with the same 128 bits.
@@ -201,53 +203,53 @@ class ULID:
         The result is a valid container for the bits, not an RFC 9562 UUID:
         its version and variant fields hold whatever the ULID's bits are.
         """
-        return uuid.UUID(bytes=self._bytes)
+        return uuid.UUID(int=self._int)
 
     # -- protocols --------------------------------------------------------------
 
     def __str__(self) -> str:
-        return encode(self._bytes)
+        return encode_int(self._int)
 
     def __repr__(self) -> str:
-        return f"ULID({encode(self._bytes)!r})"
+        return f"ULID({encode_int(self._int)!r})"
 
     def __bytes__(self) -> builtins.bytes:
-        return self._bytes
+        return self._int.to_bytes(16, "big")
 
     def __int__(self) -> builtins.int:
-        return int.from_bytes(self._bytes, "big")
+        return self._int
 
     def __hash__(self) -> builtins.int:
-        return hash(self._bytes)
+        return hash(self._int)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, ULID):
-            return self._bytes == other._bytes
+            return self._int == other._int
         return NotImplemented
 
     def __ne__(self, other: object) -> bool:
         if isinstance(other, ULID):
-            return self._bytes != other._bytes
+            return self._int != other._int
         return NotImplemented
 
     def __lt__(self, other: ULID) -> bool:
         if isinstance(other, ULID):
-            return self._bytes < other._bytes
+            return self._int < other._int
         return NotImplemented
 
     def __le__(self, other: ULID) -> bool:
         if isinstance(other, ULID):
-            return self._bytes <= other._bytes
+            return self._int <= other._int
         return NotImplemented
 
     def __gt__(self, other: ULID) -> bool:
         if isinstance(other, ULID):
-            return self._bytes > other._bytes
+            return self._int > other._int
         return NotImplemented
 
     def __ge__(self, other: ULID) -> bool:
         if isinstance(other, ULID):
-            return self._bytes >= other._bytes
+            return self._int >= other._int
         return NotImplemented
 
     def __setattr__(self, name: str, value: object) -> None:
@@ -256,8 +258,8 @@ class ULID:
     def __delattr__(self, name: str) -> None:
         raise AttributeError("ULID objects are immutable")
 
-    def __reduce__(self) -> tuple[Any, tuple[builtins.bytes]]:
-        return (_from_bytes, (self._bytes,))
+    def __reduce__(self) -> tuple[Any, tuple[builtins.int]]:
+        return (_from_int, (self._int,))
 
     def __copy__(self) -> ULID:
         return self
@@ -286,12 +288,19 @@ class ULID:
 
 # Writing the slot through its descriptor skips our __setattr__ guard; it is
 # the only way values get into a ULID.
-_set_bytes = ULID._bytes.__set__  # type: ignore[attr-defined,misc]
+_set_int = ULID._int.__set__  # type: ignore[attr-defined,misc]
 _new = object.__new__
+
+
+def _from_int(value: int) -> ULID:
+    """Build a ULID from an int already known to be 0 <= value < 2**128."""
+    obj: ULID = _new(ULID)
+    _set_int(obj, value)
+    return obj
 
 
 def _from_bytes(data: bytes) -> ULID:
     """Build a ULID from 16 bytes already known to be valid (no checks)."""
     obj: ULID = _new(ULID)
-    _set_bytes(obj, data)
+    _set_int(obj, int.from_bytes(data, "big"))
     return obj

@@ -279,7 +279,10 @@ def test_fork_child_does_not_repeat_parent_in_the_same_millisecond() -> None:
     assert parent_after[0].int == parent_before[-1].int + 1  # the parent just carries on
     assert not set(child) & set(parent_after)
     assert not set(child) & set(parent_before)
-    assert {u.timestamp_ms for u in child} == {MS}  # it kept the timestamp
+    # The child moved on to the next millisecond: it sorts after everything
+    # made before the fork, and cannot meet the parent's sequence there.
+    assert {u.timestamp_ms for u in child} == {MS + 1}
+    assert min(child) > max(parent_before)
     assert all(b.int == a.int + 1 for a, b in pairwise(child))
 
 

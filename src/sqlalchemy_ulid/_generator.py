@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
+import itertools
 import os
+import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Final
 
 from ._time import MAX_TIMESTAMP_MS
-from ._ulid import ULID, _new, _set_bytes
+from ._ulid import ULID, _from_int, _new, _set_int
 
 __all__ = ["MonotonicGenerator", "new_ulid"]
 
 _RANDOM_BITS: Final = 80
 _RANDOM_MASK: Final = (1 << _RANDOM_BITS) - 1
+
+# (hot tick, first value of the millisecond, counter, last value allowed)
+_Run = tuple[int, int, Iterator[int], int]
+# Free-threaded CPython (3.13t) has no GIL to make the counter's next() atomic.
+_GIL: Final[bool] = getattr(sys, "_is_gil_enabled", lambda: True)()
 
 # Every generator ever made, so that one fork hook can reseed them all. Weak, so
 # a generator that goes out of scope is not kept alive by this registry.
@@ -50,11 +57,16 @@ class MonotonicGenerator:
       millisecond instead.
     * **Fresh randomness** from ``random_bytes`` at each new millisecond,
       used as drawn.
-    * **Thread-safe**, by one lock per generator.
+    * **Thread-safe.** The first ULID of each millisecond is made under a
+      lock; the others draw the next number from an atomic counter, so
+      threads never wait on each other in the common case. (On free-threaded
+      CPython every call takes the lock.)
     * **Fork-safe.** A child process started by :func:`os.fork` (or
-      ``multiprocessing``'s fork start method) draws new randomness before its
-      first ULID, so it never repeats its parent's sequence, even within the
-      parent's millisecond.
+      ``multiprocessing``'s fork start method) moves on to the next
+      millisecond with fresh randomness before its first ULID, so it never
+      repeats its parent's sequence, even while the clock stays in the
+      parent's millisecond, and still sorts after what was made before the
+      fork.
 
     Args:
         clock: returns the time in Unix milliseconds; defaults to the system
@@ -73,14 +85,13 @@ class MonotonicGenerator:
 
     __slots__ = (
         "__weakref__",
-        "_acquire",
         "_clock_divisor",
         "_last_ms",
+        "_lock",
         "_next_tick",
         "_random_bytes",
         "_read_clock",
-        "_release",
-        "_value",
+        "_run",
     )
 
     def __init__(
@@ -89,18 +100,15 @@ class MonotonicGenerator:
         random_bytes: Callable[[int], bytes] | None = None,
     ) -> None:
         global _fork_hook_registered
-        # The system clock is read in nanoseconds and divided, which saves a
-        # Python call per ULID over a millisecond wrapper.
+        # The system clock is read in nanoseconds and compared raw against the
+        # next millisecond's first reading: no division on the hot path.
         self._read_clock: Callable[[], int] = clock if clock is not None else time.time_ns
         self._clock_divisor = 1 if clock is not None else 1_000_000
         self._random_bytes = random_bytes if random_bytes is not None else os.urandom
-        self._set_lock()
+        self._lock = threading.Lock()
         self._last_ms = -1
-        # The first clock reading (in the clock's own units) that falls in a
-        # later millisecond than _last_ms: comparing raw readings against it
-        # keeps a division off the hot path.
-        self._next_tick = 0
-        self._value = 0
+        self._next_tick = 0  # first clock reading past _last_ms
+        self._run: _Run = (0, 0, itertools.count(1), 0)
         with _registry_lock:
             _instances.add(self)
             # Registered on first use, not at import; hooks can't be removed,
@@ -111,60 +119,73 @@ class MonotonicGenerator:
 
     def __call__(self) -> ULID:
         """Return the next ULID."""
-        # acquire/release in try/finally costs a third of ``with lock`` on
-        # CPython 3.11, and this is the hot path of every insert.
-        self._acquire()
-        try:
-            now = self._read_clock()
-            if now >= self._next_tick:  # a later millisecond than the last
-                value = self._fresh(now // self._clock_divisor)
-            else:
-                # Same millisecond, or the clock stepped back: count on from
-                # the last value so order holds.
-                value = self._value + 1
-                if not value & _RANDOM_MASK:  # the 80-bit part overflowed
-                    value = self._fresh(self._next_ms(now // self._clock_divisor))
-            self._value = value
-        finally:
-            self._release()
-        ulid: ULID = _new(ULID)
-        _set_bytes(ulid, value.to_bytes(16, "big"))
-        return ulid
+        # The hot path takes no lock. Everything it needs is one tuple, read
+        # with one load, and the number comes from itertools.count, whose
+        # next() is atomic: two threads can never draw the same number. Only
+        # the first ULID of a millisecond (and an overflow) takes the lock.
+        tick, base, counter, limit = self._run
+        now = self._read_clock()
+        if now < tick:
+            value = base + next(counter)
+            if value <= limit:
+                ulid: ULID = _new(ULID)
+                _set_int(ulid, value)
+                return ulid
+        return self._locked(now)
 
-    def _fresh(self, ms: int) -> int:
-        """Start millisecond ``ms`` with fresh randomness."""
+    def _locked(self, now: int) -> ULID:
+        # ``now`` may be older than another thread's start of a millisecond;
+        # then it is below _next_tick and we count on, which keeps order.
+        with self._lock:
+            if now < self._next_tick:
+                # Another thread started this millisecond, or the clock
+                # stepped back: count on from the last value so order holds.
+                _, base, counter, limit = self._run
+                value = base + next(counter)
+                if value <= limit:
+                    return _from_int(value)
+                value = self._start(self._later_ms(now // self._clock_divisor))
+            else:
+                value = self._start(now // self._clock_divisor)
+        return _from_int(value)
+
+    def _start(self, ms: int) -> int:
+        """Start millisecond ``ms`` with fresh randomness; return its first value."""
         if ms > MAX_TIMESTAMP_MS:
             raise OverflowError("the clock is past 2**48 ms (year 10889): ULIDs end there")
+        value = (ms << _RANDOM_BITS) | int.from_bytes(self._random_bytes(10), "big")
         self._last_ms = ms
         self._next_tick = (ms + 1) * self._clock_divisor
-        return (ms << _RANDOM_BITS) | int.from_bytes(self._random_bytes(10), "big")
+        self._set_run(value)
+        return value
 
-    def _next_ms(self, now: int) -> int:
-        """Return a millisecond later than the last one, for an overflow."""
-        if now < self._last_ms:
+    def _set_run(self, value: int) -> None:
+        # Without a GIL, next() on a shared count is not known to be atomic:
+        # a hot tick of 0 sends every call through the lock instead.
+        hot_tick = self._next_tick if _GIL else 0
+        limit = value | _RANDOM_MASK  # the last value of this millisecond
+        self._run = (hot_tick, value, itertools.count(1), limit)
+
+    def _later_ms(self, ms: int) -> int:
+        """Return a millisecond later than the last one, after an overflow."""
+        if ms < self._last_ms:
             # The clock stepped back: waiting for it could take as long as the
             # step. Move on by one millisecond of our own instead.
             return self._last_ms + 1
-        while now <= self._last_ms:
+        while ms <= self._last_ms:
             time.sleep(0.0001)
-            now = self._read_clock() // self._clock_divisor
-        return now
-
-    def _set_lock(self) -> None:
-        lock = threading.Lock()
-        self._acquire = lock.acquire
-        self._release = lock.release
+            ms = self._read_clock() // self._clock_divisor
+        return ms
 
     def _reseed_after_fork(self) -> None:
         # The parent may have held the lock while forking; the child's copy
         # would then be locked forever.
-        self._set_lock()
-        if self._last_ms >= 0:
-            # Keep the timestamp (so order against the clock still holds) but
-            # leave the parent's sequence for a random point of our own.
-            self._value = (self._last_ms << _RANDOM_BITS) | int.from_bytes(
-                self._random_bytes(10), "big"
-            )
+        self._lock = threading.Lock()
+        if 0 <= self._last_ms < MAX_TIMESTAMP_MS:
+            # Leave the parent's sequence for fresh randomness in the next
+            # millisecond: the child never repeats the parent, and its ULIDs
+            # still sort after every one made before the fork.
+            self._start(self._last_ms + 1)
 
     def __repr__(self) -> str:
         return f"<MonotonicGenerator last_ms={self._last_ms}>"

@@ -12,7 +12,6 @@ import asyncpg.pgproto.pgproto as asyncpg_proto
 import pytest
 import sqlalchemy as sa
 import ulid as python_ulid
-import ulid.ulid as ulid_py  # ulid-py and python-ulid share the import name "ulid"
 from sqlalchemy import exc
 from sqlalchemy.engine import Engine
 
@@ -133,6 +132,22 @@ def test_bulk_default_new_ulid_reads_back_in_creation_order(
     assert order == list(range(10_000))
 
 
+class UlidPyLike:
+    """Shaped like ulid-py's ULID: a memoryview wrapper exposing ``.bytes``.
+
+    ulid-py and python-ulid both install a top-level package named ``ulid``,
+    so they cannot be installed side by side; python-ulid is the real one
+    here, and this class stands in for ulid-py's shape.
+    """
+
+    def __init__(self, data: bytes) -> None:
+        self.memory = memoryview(data)
+
+    @property
+    def bytes(self) -> bytes:
+        return self.memory.tobytes()
+
+
 def _foreign_binds(u: ULID) -> list[tuple[str, object]]:
     return [
         ("ULID", u),
@@ -145,7 +160,7 @@ def _foreign_binds(u: ULID) -> list[tuple[str, object]]:
         ("bytearray", bytearray(u.bytes)),
         ("memoryview", memoryview(u.bytes)),
         ("python-ulid", python_ulid.ULID.from_bytes(u.bytes)),
-        ("ulid-py", ulid_py.ULID(u.bytes)),
+        ("ulid-py shape", UlidPyLike(u.bytes)),
     ]
 
 

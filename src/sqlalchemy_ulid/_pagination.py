@@ -143,8 +143,7 @@ class _Plan:
     statement: sa.Select[Any]
     ulid_of: Callable[[Row[Any]], Any]
     scalar: bool
-    reverse: bool  # the SQL ran against display order
-    backward: bool
+    backward: bool  # paging with before=: the SQL ran against display order
     had_cursor: bool
     limit: int
 
@@ -265,7 +264,6 @@ def _plan(
         statement=paged.limit(limit + 1),
         ulid_of=ulid_of,
         scalar=scalar,
-        reverse=backward,
         backward=backward,
         had_cursor=value is not None,
         limit=limit,
@@ -275,7 +273,7 @@ def _plan(
 def _page(plan: _Plan, rows: Sequence[Row[Any]]) -> Page[Any]:
     more = len(rows) > plan.limit
     rows = list(rows[: plan.limit])
-    if plan.reverse:
+    if plan.backward:
         rows.reverse()
     items = [row[0] for row in rows] if plan.scalar else rows
     if not rows:

@@ -33,7 +33,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.visitors import InternalTraversal
 
 from ._generator import new_ulid
-from ._types import _STORAGES, Storage, _kind
+from ._types import Storage, _check_storage, _kind
 
 __all__ = [
     "FUNCTION_NAME",
@@ -298,8 +298,7 @@ def ulid_server_default(storage: Storage = "auto") -> ColumnElement[Any]:
         >>> print(sa.schema.CreateColumn(col).compile(dialect=postgresql.dialect()))
         id UUID DEFAULT (gen_ulid())
     """
-    if storage not in _STORAGES:
-        raise ValueError(f"storage must be one of {', '.join(_STORAGES)}; got {storage!r}")
+    _check_storage(storage)
     if storage == "text":
         raise ValueError("storage='text' has no server-side generator; use default=new_ulid")
     return _ULIDServerDefault(storage)

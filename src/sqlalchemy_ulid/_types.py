@@ -27,6 +27,11 @@ Storage = Literal["auto", "native", "binary", "text"]
 _STORAGES = ("auto", "native", "binary", "text")
 
 
+def _check_storage(storage: str) -> None:
+    if storage not in _STORAGES:
+        raise ValueError(f"storage must be one of {', '.join(_STORAGES)}; got {storage!r}")
+
+
 # -- values in ----------------------------------------------------------------
 
 
@@ -266,8 +271,7 @@ class ULIDType(TypeDecorator[ULID]):
     # as_str is deliberately not keyword-only: SQLAlchemy's cache key reads
     # the positional-or-keyword parameter names, and skips keyword-only ones.
     def __init__(self, storage: Storage = "auto", as_str: bool = False) -> None:
-        if storage not in _STORAGES:
-            raise ValueError(f"storage must be one of {', '.join(_STORAGES)}; got {storage!r}")
+        _check_storage(storage)
         super().__init__()
         # Each argument under its own name: SQLAlchemy builds the statement
         # cache key from these attributes.

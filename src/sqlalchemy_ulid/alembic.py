@@ -34,13 +34,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from ._alembic_ops import (
-    AddULIDColumnOp,
-    AlterULIDStorageOp,
-    CreateULIDFunctionOp,
-    DropULIDColumnOp,
-    DropULIDFunctionOp,
-)
+# Importing the op modules registers the ops on Alembic's Operations.
+from ._alembic_backfill import AddULIDColumnOp, DropULIDColumnOp
+from ._alembic_function import CreateULIDFunctionOp, DropULIDFunctionOp
+from ._alembic_storage import AlterULIDStorageOp
 from ._types import ULIDType
 
 __all__ = [

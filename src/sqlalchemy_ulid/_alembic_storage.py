@@ -1,10 +1,10 @@
 """The Alembic op that converts a ULID column between text and binary storage.
 
-``op.alter_ulid_storage`` runs the conversion as SQL in the database (see
-:mod:`._alembic_sql`), so it also works in offline (``--sql``) mode.
-Importing this module registers it on Alembic's ``Operations``;
-:mod:`sqlalchemy_ulid.alembic` imports it, and that import is the user's
-opt-in.
+``op.alter_ulid_storage`` runs the conversion as SQL in the database (the
+``convert`` field of the dialect's row in ``_dialects``), so it also works in
+offline (``--sql``) mode. Importing this module registers it on Alembic's
+``Operations``; :mod:`sqlalchemy_ulid.alembic` imports it, and that import is
+the user's opt-in.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from alembic.operations import MigrateOperation, Operations
 from alembic.util import CommandError
 from sqlalchemy.engine import Connection
 
-from ._alembic_sql import convert_sql
 from ._codec import InvalidULID
-from ._types import Storage, ULIDType, _check_storage, _kind
+from ._dialects import dialect_row, dialects_with
+from ._types import Storage, ULIDType, _check_storage
 
 __all__ = ["AlterULIDStorageOp"]
 
@@ -150,9 +150,15 @@ def _define_unhex(connection: Connection) -> None:
 def _alter_ulid_storage(operations: Operations, op: AlterULIDStorageOp) -> None:
     context = operations.migration_context
     dialect = context.dialect
-    sql = convert_sql(dialect.name)
-    from_kind, _ = _kind(op.from_storage, dialect)
-    to_kind, _ = _kind(op.to_storage, dialect)
+    row = dialect_row(dialect)
+    sql = row.convert
+    if sql is None:
+        raise NotImplementedError(
+            f"converting ULID storage is not implemented for {dialect.name!r} "
+            f"(supported: {dialects_with(lambda row: row.convert)})"
+        )
+    from_kind = row.kind(op.from_storage)
+    to_kind = row.kind(op.to_storage)
     if from_kind == to_kind:
         raise ValueError(
             f"{op.from_storage!r} and {op.to_storage!r} are both {from_kind} storage "

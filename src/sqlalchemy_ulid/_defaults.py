@@ -1,7 +1,7 @@
 """Server-side ULID generators: DDL per dialect, installed only on request.
 
-Nothing here runs at import. The SQL for every dialect lives in
-:data:`_SERVER_SQL`, keyed by dialect name like ``_types._DIALECTS``.
+Nothing here runs at import. The SQL for every dialect is the ``server``
+field of its row in the ``_dialects`` table.
 
 Which generators are monotonic (ULIDs sort in the order they were made, even
 within one millisecond):
@@ -21,7 +21,6 @@ MySQL / MariaDB default and            no: ordered by millisecond only
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import event
@@ -32,8 +31,9 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.visitors import InternalTraversal
 
+from ._dialects import FUNCTION_NAME, ServerSQL, dialect_row, dialects_with
 from ._generator import new_ulid
-from ._types import Storage, _check_storage, _kind
+from ._types import Storage, _check_storage
 
 __all__ = [
     "FUNCTION_NAME",
@@ -45,77 +45,16 @@ __all__ = [
     "ulid_server_default",
 ]
 
-#: The name of the server-side function on every database.
-FUNCTION_NAME = "gen_ulid"
 
-
-@dataclass(frozen=True)
-class _ServerSQL:
-    """One dialect's server-side generator: DDL and DEFAULT expressions."""
-
-    create: tuple[str, ...]
-    drop: tuple[str, ...]
-    #: storage kind ("uuid", "binary") -> the SQL of a DEFAULT expression
-    default: dict[str, str]
-
-
-# 48-bit millisecond timestamp then 80 random bits. gen_random_uuid() (core
-# since PostgreSQL 13, no pgcrypto needed) gives a UUIDv4: bytes 1-3 and
-# 10-16 are fully random (the version and variant bits sit in bytes 7 and 9).
-# floor(), not a cast: a cast rounds, which could date a ULID in the future.
-_PG_CREATE = f"""\
-CREATE OR REPLACE FUNCTION {FUNCTION_NAME}() RETURNS uuid
-LANGUAGE sql VOLATILE PARALLEL SAFE AS $$
-SELECT encode(
-    substring(int8send(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint) FROM 3)
-    || substring(g.r FROM 10 FOR 7) || substring(g.r FROM 1 FOR 3),
-    'hex')::uuid
-FROM uuid_send(gen_random_uuid()) AS g(r)
-$$"""
-
-# MySQL 8.0.13+ and MariaDB 10.10+ (RANDOM_BYTES) accept this expression as a
-# column DEFAULT. Stored functions are not allowed there (MariaDB error 1901),
-# so the DEFAULT inlines it and needs no installed function. SYSDATE, not NOW:
-# NOW is fixed at statement start, SYSDATE is read per row.
-_MYSQL_EXPR = (
-    "CONCAT(UNHEX(LPAD(HEX(FLOOR(UNIX_TIMESTAMP(SYSDATE(3)) * 1000)), 12, '0')), RANDOM_BYTES(10))"
-)
-_MYSQL_CREATE = (
-    f"CREATE FUNCTION IF NOT EXISTS {FUNCTION_NAME}() RETURNS BINARY(16) "
-    f"NOT DETERMINISTIC NO SQL RETURN {_MYSQL_EXPR}"
-)
-
-_POSTGRESQL = _ServerSQL(
-    create=(_PG_CREATE,),
-    drop=(f"DROP FUNCTION IF EXISTS {FUNCTION_NAME}()",),
-    default={"uuid": f"{FUNCTION_NAME}()", "binary": f"uuid_send({FUNCTION_NAME}())"},
-)
-_MYSQL = _ServerSQL(
-    create=(_MYSQL_CREATE,),
-    drop=(f"DROP FUNCTION IF EXISTS {FUNCTION_NAME}",),
-    default={"binary": _MYSQL_EXPR},
-)
-
-#: Dialect name -> server-side generator, keyed like ``_types._DIALECTS``.
-_SERVER_SQL: dict[str, _ServerSQL] = {
-    "postgresql": _POSTGRESQL,
-    "mysql": _MYSQL,
-    "mariadb": _MYSQL,
-    # SQLite keeps no functions in the database: register_ulid_function()
-    # defines gen_ulid() on each connection instead.
-    "sqlite": _ServerSQL(create=(), drop=(), default={"binary": f"{FUNCTION_NAME}()"}),
-}
-
-
-def _server_sql(dialect: Dialect | str) -> _ServerSQL:
-    name = dialect if isinstance(dialect, str) else dialect.name
-    try:
-        return _SERVER_SQL[name]
-    except KeyError:
+def _server_sql(dialect: Dialect | str) -> ServerSQL:
+    server = dialect_row(dialect).server
+    if server is None:
+        name = dialect if isinstance(dialect, str) else dialect.name
         raise NotImplementedError(
             f"no server-side ULID generator for {name!r}; "
-            f"use default=new_ulid (supported: {', '.join(sorted(_SERVER_SQL))})"
-        ) from None
+            f"use default=new_ulid (supported: {dialects_with(lambda row: row.server)})"
+        )
+    return server
 
 
 def ulid_function_ddl(dialect: Dialect | str) -> list[str]:
@@ -252,14 +191,14 @@ class _ULIDServerDefault(ColumnElement[Any]):
 @compiles(_ULIDServerDefault)
 def _compile_server_default(element: _ULIDServerDefault, compiler: SQLCompiler, **kw: Any) -> str:
     dialect = compiler.dialect
-    kind, _ = _kind(element.storage, dialect)
-    try:
-        expression = _SERVER_SQL[dialect.name].default[kind]
-    except KeyError:
+    row = dialect_row(dialect)
+    kind = row.kind(element.storage)
+    expression = row.server.default.get(kind) if row.server is not None else None
+    if expression is None:
         raise CompileError(
             f"no server-side ULID generator for {dialect.name!r} with storage "
             f"{element.storage!r}; use default=new_ulid"
-        ) from None
+        )
     # Parenthesised: MySQL and SQLite accept an expression DEFAULT only so.
     return f"({expression})"
 

@@ -13,9 +13,9 @@ from typing import Any, Literal
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
-from sqlalchemy.dialects.postgresql.base import PGDialect
 from sqlalchemy.engine import Connection, Dialect
 
+from ._dialects import dialect_row
 from ._ulid import ULID
 
 __all__ = ["create_partitions", "partition_ddl"]
@@ -64,7 +64,7 @@ def _boundaries(
 def _check_dialect(dialect: Dialect) -> None:
     # Declarative range partitioning is PostgreSQL's syntax; MariaDB's
     # PARTITION BY RANGE takes integers only and SQLite has no partitions.
-    if not isinstance(dialect, PGDialect):
+    if not dialect_row(dialect).range_partitions:
         raise ValueError(
             f"time partitions are a PostgreSQL feature; the {dialect.name} dialect has "
             "no range partitions over a ULID column"

@@ -1,15 +1,14 @@
 """ULIDType: a ULID column on every dialect, 16 bytes where the database allows.
 
-All per-dialect knowledge lives in :data:`_DIALECTS`, one row a dialect. The
-type asks that table once per dialect, when SQLAlchemy builds its processors,
-and never again per value.
+All per-dialect knowledge lives in the table in ``_dialects``, one row a
+dialect. The type asks that table once per dialect, when SQLAlchemy builds
+its processors, and never again per value.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Literal
 from uuid import UUID as _UUID
 
@@ -19,6 +18,7 @@ from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from ._codec import InvalidULID, decode_int, encode, encode_int, parse_hex
 from ._codec import decode as decode_text
+from ._dialects import dialect_row
 from ._ulid import ULID, _from_bytes, _from_int, _new, _set_int
 
 __all__ = ["Storage", "ULIDType", "to_bytes"]
@@ -86,121 +86,8 @@ def _from_db(value: Any) -> ULID:
     raise TypeError(f"the database returned {type(value).__name__} for a ULID column")
 
 
-# -- the per-dialect table ----------------------------------------------------
-
-
 def _quote(text: str) -> str:
     return f"'{text}'"  # ULID text and hex never contain a quote
-
-
-@dataclass(frozen=True)
-class _DialectStorage:
-    """How one dialect stores ULIDs: the column types and their SQL literals."""
-
-    native: Literal["uuid", "binary"]
-    binary: Callable[[], TypeEngine[Any]]
-    binary_literal: Callable[[bytes], str]
-    text: Callable[[], TypeEngine[Any]]
-    #: The drivers take plain ``bytes`` for binary parameters, so the DBAPI
-    #: ``Binary()`` wrapper (a copy per value) can be skipped.
-    plain_bytes: bool = False
-
-
-def _bytea() -> TypeEngine[Any]:
-    return sa.LargeBinary()
-
-
-def _binary16() -> TypeEngine[Any]:
-    return sa.BINARY(16)
-
-
-def _blob() -> TypeEngine[Any]:
-    return sa.BLOB()
-
-
-def _raw16() -> TypeEngine[Any]:
-    from sqlalchemy.dialects.oracle import RAW
-
-    return RAW(16)
-
-
-def _char26() -> TypeEngine[Any]:
-    return sa.CHAR(26)
-
-
-def _char26_c() -> TypeEngine[Any]:
-    return sa.CHAR(26, collation="C")
-
-
-def _char26_ascii_bin() -> TypeEngine[Any]:
-    from sqlalchemy.dialects.mysql import CHAR
-
-    return CHAR(26, charset="ascii", collation="ascii_bin")
-
-
-def _char26_bin2() -> TypeEngine[Any]:
-    return sa.CHAR(26, collation="Latin1_General_BIN2")
-
-
-def _x_literal(data: bytes) -> str:
-    return f"X'{data.hex()}'"
-
-
-_POSTGRESQL = _DialectStorage(
-    native="uuid",
-    binary=_bytea,
-    binary_literal=lambda data: f"'\\x{data.hex()}'::bytea",
-    # COLLATE "C" compares bytes: locale collations may not sort like ULIDs.
-    text=_char26_c,
-    plain_bytes=True,  # psycopg, asyncpg
-)
-_MYSQL = _DialectStorage(
-    # Never MariaDB's UUID type: it rejects a quarter of ULIDs and reorders
-    # the rest (it sorts by the UUIDv1 time fields).
-    native="binary",
-    binary=_binary16,
-    binary_literal=_x_literal,
-    text=_char26_ascii_bin,
-    plain_bytes=True,  # PyMySQL, mysqlclient, asyncmy
-)
-_OTHER = _DialectStorage(native="binary", binary=_binary16, binary_literal=_x_literal, text=_char26)
-
-#: Dialect name -> storage. MariaDB reached through a ``mysql+...://`` URL has
-#: the dialect name "mysql", so both names share one row.
-_DIALECTS: dict[str, _DialectStorage] = {
-    "postgresql": _POSTGRESQL,
-    "cockroachdb": _POSTGRESQL,
-    "mysql": _MYSQL,
-    "mariadb": _MYSQL,
-    "sqlite": _DialectStorage(
-        native="binary",
-        binary=_blob,
-        binary_literal=_x_literal,
-        text=_char26,
-        plain_bytes=True,  # sqlite3, aiosqlite
-    ),
-    # UNIQUEIDENTIFIER sorts by its last six bytes first: not ULID order.
-    "mssql": _DialectStorage(
-        native="binary",
-        binary=_binary16,
-        binary_literal=lambda data: f"0x{data.hex()}",
-        text=_char26_bin2,
-    ),
-    "oracle": _DialectStorage(
-        native="binary",
-        binary=_raw16,
-        binary_literal=lambda data: f"HEXTORAW('{data.hex()}')",
-        text=_char26,
-    ),
-}
-
-
-def _kind(storage: str, dialect: Dialect) -> tuple[str, _DialectStorage]:
-    """Return the storage kind ("uuid", "binary", "text") for a dialect."""
-    row = _DIALECTS.get(dialect.name, _OTHER)
-    if storage in ("auto", "native"):
-        return row.native, row
-    return storage, row
 
 
 # -- the type -----------------------------------------------------------------
@@ -299,7 +186,8 @@ class ULIDType(TypeDecorator[ULID]):
         return str if self.as_str else ULID
 
     def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
-        kind, row = _kind(self.storage, dialect)
+        row = dialect_row(dialect)
+        kind = row.kind(self.storage)
         if kind == "uuid":
             column_type: TypeEngine[Any] = sa.Uuid(as_uuid=True)
         elif kind == "binary":
@@ -316,7 +204,8 @@ class ULIDType(TypeDecorator[ULID]):
     # the bytes slot directly; everything else goes through to_bytes/_from_db.
 
     def bind_processor(self, dialect: Dialect) -> Callable[[Any], Any] | None:
-        kind, row = _kind(self.storage, dialect)
+        row = dialect_row(dialect)
+        kind = row.kind(self.storage)
         if kind == "uuid":
             # 32 hex digits: every PostgreSQL driver takes text for a uuid
             # parameter, and bytes.hex() is far cheaper than uuid.UUID().
@@ -351,7 +240,7 @@ class ULIDType(TypeDecorator[ULID]):
         return wrapped
 
     def result_processor(self, dialect: Dialect, coltype: object) -> Callable[[Any], Any] | None:
-        kind, _ = _kind(self.storage, dialect)
+        kind = dialect_row(dialect).kind(self.storage)
         if self.as_str:
 
             def as_text(value: Any) -> Any:
@@ -386,7 +275,8 @@ class ULIDType(TypeDecorator[ULID]):
         return from_text
 
     def literal_processor(self, dialect: Dialect) -> Callable[[Any], str]:
-        kind, row = _kind(self.storage, dialect)
+        row = dialect_row(dialect)
+        kind = row.kind(self.storage)
         if kind == "uuid":
             return lambda value: f"CAST('{to_bytes(value).hex()}' AS UUID)"
         if kind == "binary":

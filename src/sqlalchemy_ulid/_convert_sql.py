@@ -6,8 +6,9 @@ Every conversion goes through 32 hexadecimal digits: ``text -> hex -> uuid``,
 ``bytea -> hex -> text`` and so on, so each dialect needs only a "to hex" and
 a "from hex" expression per storage kind.
 
-Like ``_defaults._SERVER_SQL`` this table is keyed by dialect name; the
-storage kinds ("uuid", "binary", "text") come from ``_types._kind``.
+Each database's expressions are one :class:`ConvertSQL`; the dialect table
+in ``_dialects`` gives every row its own (or none), and the storage kinds
+("uuid", "binary", "text") come from the same table.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from sqlalchemy.types import TypeEngine
 
 from ._codec import ALPHABET
 
-__all__ = ["ConvertSQL", "convert_sql"]
+__all__ = ["MYSQL_CONVERT", "POSTGRESQL_CONVERT", "SQLITE_CONVERT", "ConvertSQL"]
 
 _Expr = Callable[[str], str]
 
@@ -87,7 +88,7 @@ def _pg_hex_to_text(hex_sql: str) -> str:
     return "(" + " || ".join(pieces) + ")"
 
 
-_POSTGRESQL = ConvertSQL(
+POSTGRESQL_CONVERT = ConvertSQL(
     to_hex={
         "uuid": lambda col: f"replace(CAST({col} AS text), '-', '')",
         "binary": lambda col: f"encode({col}, 'hex')",
@@ -135,7 +136,7 @@ def _varbinary26() -> TypeEngine[Any]:
     return sa.VARBINARY(26)
 
 
-_MYSQL = ConvertSQL(
+MYSQL_CONVERT = ConvertSQL(
     to_hex={"binary": lambda col: f"HEX({col})", "text": _mysql_text_to_hex},
     from_hex={"binary": lambda h: f"UNHEX({h})", "text": _mysql_hex_to_text},
     bad_text=lambda col: (
@@ -183,7 +184,7 @@ def _sqlite_hex_to_text(hex_sql: str) -> str:
     return "(" + " || ".join(pieces) + ")"
 
 
-_SQLITE = ConvertSQL(
+SQLITE_CONVERT = ConvertSQL(
     to_hex={"binary": lambda col: f"hex({col})", "text": _sqlite_text_to_hex},
     # unhex() is built in from SQLite 3.41; the op defines it on older
     # connections (online) so the same SQL runs everywhere.
@@ -192,21 +193,3 @@ _SQLITE = ConvertSQL(
         f"NOT (length({col}) = 26 AND upper({col}) GLOB '[0-7]{'[0-9A-HJKMNP-TV-Z]' * 25}')"
     ),
 )
-
-_CONVERT_SQL: dict[str, ConvertSQL] = {
-    "postgresql": _POSTGRESQL,
-    "mysql": _MYSQL,
-    "mariadb": _MYSQL,
-    "sqlite": _SQLITE,
-}
-
-
-def convert_sql(dialect_name: str) -> ConvertSQL:
-    """Return a dialect's conversion SQL, or raise NotImplementedError."""
-    try:
-        return _CONVERT_SQL[dialect_name]
-    except KeyError:
-        raise NotImplementedError(
-            f"converting ULID storage is not implemented for {dialect_name!r} "
-            f"(supported: {', '.join(sorted(_CONVERT_SQL))})"
-        ) from None

@@ -1,5 +1,10 @@
 """ULIDs as first-class SQLAlchemy 2.x and Alembic citizens.
 
+The value type and the generator are imported with the package; the names
+that need SQLAlchemy (the column type, pagination, time ranges, server-side
+defaults) load on first use, so ``import sqlalchemy_ulid`` and the command
+line stay fast.
+
 Example:
     >>> from sqlalchemy_ulid import ULID, new_ulid
     >>> u = new_ulid()
@@ -9,21 +14,26 @@ Example:
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ._codec import InvalidULID
-from ._defaults import (
-    drop_ulid_function,
-    drop_ulid_function_ddl,
-    install_ulid_function,
-    register_ulid_function,
-    ulid_function_ddl,
-    ulid_server_default,
-)
 from ._generator import MonotonicGenerator, new_ulid
-from ._pagination import Page, PaginationError, after, apaginate, before, paginate
-from ._partitions import create_partitions, partition_ddl
-from ._timerange import created_before, created_between, created_since
-from ._types import ULIDType
 from ._ulid import ULID
+
+if TYPE_CHECKING:
+    from ._defaults import (
+        drop_ulid_function,
+        drop_ulid_function_ddl,
+        install_ulid_function,
+        register_ulid_function,
+        ulid_function_ddl,
+        ulid_server_default,
+    )
+    from ._pagination import Page, PaginationError, after, apaginate, before, paginate
+    from ._partitions import create_partitions, partition_ddl
+    from ._timerange import created_before, created_between, created_since
+    from ._types import ULIDType
 
 __all__ = [
     "ULID",
@@ -52,10 +62,51 @@ __all__ = [
 
 __version__ = "0.1.0"
 
-# Show public objects under the package name in reprs, tracebacks and docs
-# rather than under the private module that happens to define them.
-for _name in __all__:
-    _obj = globals()[_name]
-    if getattr(_obj, "__module__", "").startswith(__name__ + "._"):
-        _obj.__module__ = __name__
-del _name, _obj
+# Public name -> the private module that defines it, for the names whose
+# modules import SQLAlchemy.
+_LAZY = {
+    "ULIDType": "_types",
+    "Page": "_pagination",
+    "PaginationError": "_pagination",
+    "after": "_pagination",
+    "apaginate": "_pagination",
+    "before": "_pagination",
+    "paginate": "_pagination",
+    "create_partitions": "_partitions",
+    "partition_ddl": "_partitions",
+    "created_before": "_timerange",
+    "created_between": "_timerange",
+    "created_since": "_timerange",
+    "drop_ulid_function": "_defaults",
+    "drop_ulid_function_ddl": "_defaults",
+    "install_ulid_function": "_defaults",
+    "register_ulid_function": "_defaults",
+    "ulid_function_ddl": "_defaults",
+    "ulid_server_default": "_defaults",
+}
+
+
+def _publish(obj: Any) -> Any:
+    # Show public objects under the package name in reprs, tracebacks and
+    # docs rather than under the private module that happens to define them.
+    if getattr(obj, "__module__", "").startswith(__name__ + "._"):
+        obj.__module__ = __name__
+    return obj
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = _publish(getattr(importlib.import_module(f"{__name__}.{module}"), name))
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+for _obj in (ULID, InvalidULID, MonotonicGenerator, new_ulid):
+    _publish(_obj)
+del _obj

@@ -24,6 +24,7 @@ import os
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -108,9 +109,7 @@ def _docker_container(name: str) -> tuple[str, object] | None:
 
 
 def _find(config: pytest.Config, name: str, tmp_dir: str) -> Backend:
-    url = config.getoption(f"--{name}-url") or os.environ.get(
-        f"SQLALCHEMY_ULID_{name.upper()}_URL"
-    )
+    url = config.getoption(f"--{name}-url") or os.environ.get(f"SQLALCHEMY_ULID_{name.upper()}_URL")
     if url:
         return Backend(name, url)
     if name == "sqlite":
@@ -177,3 +176,25 @@ def metadata(engine: Engine) -> Iterator[sa.MetaData]:
     meta = sa.MetaData()
     yield meta
     meta.drop_all(engine)
+
+
+@contextlib.contextmanager
+def recording(engine: Engine) -> Iterator[list[str]]:
+    """Collect every SQL statement the engine sends while the block runs."""
+    seen: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        seen.append(statement)
+
+    sa.event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", record)
+
+
+@pytest.fixture
+def statements(engine: Engine) -> Iterator[list[str]]:
+    """Every SQL statement the engine runs during the test."""
+    with recording(engine) as seen:
+        yield seen

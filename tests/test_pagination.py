@@ -72,19 +72,6 @@ def seed(engine: Engine, count: int = 40) -> list[ULID]:
     return sorted(row["id"] for row in rows if row["kind"] == "keep")
 
 
-@pytest.fixture
-def statements(engine: Engine) -> Iterator[list[str]]:
-    """Every SQL statement the engine runs during the test."""
-    seen: list[str] = []
-
-    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        seen.append(statement)
-
-    sa.event.listen(engine, "before_cursor_execute", record)
-    yield seen
-    sa.event.remove(engine, "before_cursor_execute", record)
-
-
 KEEP = sa.select(events.c.id).where(events.c.kind == "keep")
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
@@ -80,18 +79,6 @@ def test_partition_ddl_refusals(kwargs: dict[str, Any], message: str) -> None:
     arguments: dict[str, Any] = {"start": date(2024, 4, 1), "end": date(2024, 4, 3)} | kwargs
     with pytest.raises(ValueError, match=message):
         partition_ddl(events.c.id, **arguments)
-
-
-@pytest.fixture
-def statements(engine: Engine) -> Iterator[list[str]]:
-    seen: list[str] = []
-
-    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        seen.append(statement)
-
-    sa.event.listen(engine, "before_cursor_execute", record)
-    yield seen
-    sa.event.remove(engine, "before_cursor_execute", record)
 
 
 def test_postgresql_routes_and_prunes_others_refuse(

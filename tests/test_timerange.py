@@ -90,18 +90,6 @@ def test_millisecond_edges(table: sa.Table, engine: Engine, when: datetime | int
     assert names(engine, created_between(events.c.id, when, when)) == []
 
 
-@pytest.fixture
-def statements(engine: Engine) -> Iterator[list[str]]:
-    seen: list[str] = []
-
-    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        seen.append(statement)
-
-    sa.event.listen(engine, "before_cursor_execute", record)
-    yield seen
-    sa.event.remove(engine, "before_cursor_execute", record)
-
-
 NAIVE = datetime(2024, 4, 5, 19, 34, 38)
 
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import asyncpg.pgproto.pgproto as asyncpg_proto
@@ -15,6 +13,7 @@ import ulid as python_ulid
 from sqlalchemy import exc
 from sqlalchemy.engine import Engine
 
+from conftest import recording
 from sqlalchemy_ulid import ULID, InvalidULID, ULIDType, new_ulid
 from sqlalchemy_ulid._types import to_bytes
 
@@ -56,21 +55,6 @@ def _table(metadata: sa.MetaData, column_type: ULIDType, name: str = "ut_ulids")
         sa.Column("id", column_type, primary_key=True),
         sa.Column("n", sa.Integer, nullable=False, default=0),
     )
-
-
-@contextmanager
-def _no_sql(engine: Engine) -> Iterator[list[str]]:
-    """Collect every statement sent to the database while the block runs."""
-    statements: list[str] = []
-
-    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        statements.append(statement)
-
-    sa.event.listen(engine, "before_cursor_execute", record)
-    try:
-        yield statements
-    finally:
-        sa.event.remove(engine, "before_cursor_execute", record)
 
 
 @pytest.mark.parametrize("storage", STORAGES)
@@ -233,7 +217,7 @@ def test_bad_binds_are_rejected_before_any_sql_runs(
         sa.select(table.c.id).where(table.c.id > value),
     ]
     for statement in statements:
-        with _no_sql(engine) as sent, engine.connect() as conn:
+        with recording(engine) as sent, engine.connect() as conn:
             with pytest.raises(exc.StatementError) as raised:
                 conn.execute(statement)
             assert sent == []
@@ -247,7 +231,7 @@ def test_bad_bind_in_executemany_writes_nothing(engine: Engine, metadata: sa.Met
     metadata.create_all(engine)
     rows = [{"id": new_ulid(), "n": i} for i in range(5)] + [{"id": "not a ulid", "n": 5}]
     with (
-        _no_sql(engine) as sent,
+        recording(engine) as sent,
         pytest.raises(exc.StatementError) as raised,
         engine.begin() as conn,
     ):

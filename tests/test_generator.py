@@ -190,7 +190,26 @@ def test_clock_past_48_bits_is_an_error_not_a_wrap() -> None:
 # -- threads ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("generate", [MonotonicGenerator(), new_ulid], ids=["instance", "default"])
+class _LockedOnly(MonotonicGenerator):
+    """What free-threaded CPython gets: every call takes the lock."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock_free = False
+
+    def __call__(self) -> ULID:
+        ulid = super().__call__()
+        assert self._run[0] == 0  # the lock-free path can never match
+        return ulid
+
+
+@pytest.mark.parametrize(
+    "generate",
+    [MonotonicGenerator(), new_ulid, _LockedOnly()],
+    ids=["instance", "default", "locked-only"],
+)
 def test_many_threads_never_collide(generate: Callable[[], ULID]) -> None:
     threads_count, per_thread = 8, 20_000
     results: list[list[ULID]] = [[] for _ in range(threads_count)]

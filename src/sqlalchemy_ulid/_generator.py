@@ -88,6 +88,7 @@ class MonotonicGenerator:
         "_clock_divisor",
         "_last_ms",
         "_lock",
+        "_lock_free",
         "_next_tick",
         "_random_bytes",
         "_read_clock",
@@ -106,6 +107,9 @@ class MonotonicGenerator:
         self._clock_divisor = 1 if clock is not None else 1_000_000
         self._random_bytes = random_bytes if random_bytes is not None else os.urandom
         self._lock = threading.Lock()
+        # Without a GIL, next() on a shared count is not known to be atomic:
+        # then every call goes through the lock.
+        self._lock_free = _GIL
         self._last_ms = -1
         self._next_tick = 0  # first clock reading past _last_ms
         self._run: _Run = (0, 0, itertools.count(1), 0)
@@ -160,9 +164,8 @@ class MonotonicGenerator:
         return value
 
     def _set_run(self, value: int) -> None:
-        # Without a GIL, next() on a shared count is not known to be atomic:
-        # a hot tick of 0 sends every call through the lock instead.
-        hot_tick = self._next_tick if _GIL else 0
+        # A hot tick of 0 sends every call through the lock.
+        hot_tick = self._next_tick if self._lock_free else 0
         limit = value | _RANDOM_MASK  # the last value of this millisecond
         self._run = (hot_tick, value, itertools.count(1), limit)
 

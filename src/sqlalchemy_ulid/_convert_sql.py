@@ -72,13 +72,17 @@ def _pg_text_to_hex(col: str) -> str:
     return "(" + " || ".join(words) + ")"
 
 
-def _pg_hex_to_text(hex_sql: str) -> str:
-    def run(start: int, length: int) -> str:
-        return f"('x' || lpad(substr({hex_sql}, {start}, {length}), 16, '0'))::bit(64)::bigint"
+def _digits_to_text(run: Callable[[int, int], str], index_cast: str = "") -> str:
+    """Assemble 26 Crockford characters from the 32 hex digits' numeric runs.
+
+    ``run(start, length)`` is the dialect's SQL for the number held by hex
+    digits ``start .. start + length - 1``: 2 digits (the first 2 characters),
+    then three runs of 10 digits (8 characters each), each within 64 bits.
+    """
 
     def chars(number: str, count: int) -> list[str]:
         return [
-            f"substr('{ALPHABET}', (({number} >> {5 * k}) & 31)::integer + 1, 1)"
+            f"substr('{ALPHABET}', (({number} >> {5 * k}) & 31){index_cast} + 1, 1)"
             for k in reversed(range(count))
         ]
 
@@ -86,6 +90,13 @@ def _pg_hex_to_text(hex_sql: str) -> str:
     for start in (3, 13, 23):
         pieces += chars(run(start, 10), 8)
     return "(" + " || ".join(pieces) + ")"
+
+
+def _pg_hex_to_text(hex_sql: str) -> str:
+    def run(start: int, length: int) -> str:
+        return f"('x' || lpad(substr({hex_sql}, {start}, {length}), 16, '0'))::bit(64)::bigint"
+
+    return _digits_to_text(run, "::integer")
 
 
 POSTGRESQL_CONVERT = ConvertSQL(
@@ -172,16 +183,7 @@ def _sqlite_hex_to_text(hex_sql: str) -> str:
             + ")"
         )
 
-    def chars(number: str, count: int) -> list[str]:
-        return [
-            f"substr('{ALPHABET}', (({number} >> {5 * k}) & 31) + 1, 1)"
-            for k in reversed(range(count))
-        ]
-
-    pieces = chars(run(1, 2), 2)
-    for start in (3, 13, 23):
-        pieces += chars(run(start, 10), 8)
-    return "(" + " || ".join(pieces) + ")"
+    return _digits_to_text(run)
 
 
 SQLITE_CONVERT = ConvertSQL(

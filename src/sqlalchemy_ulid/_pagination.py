@@ -9,15 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, Union
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from sqlalchemy.orm import Mapper, QueryableAttribute, Session
 from sqlalchemy.sql.elements import ColumnElement, Label, UnaryExpression
 
 from ._ulid import ULID
+
+if TYPE_CHECKING:
+    # sqlalchemy.ext.asyncio needs greenlet, which SQLAlchemy 2.1 no longer
+    # installs: the sync path must import without it.
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 __all__ = ["Page", "PaginationError", "after", "apaginate", "before", "paginate"]
 
@@ -408,6 +412,8 @@ async def apaginate(
         >>> asyncio.run(main())
         [2, 1]
     """
+    from sqlalchemy.ext.asyncio import AsyncSession  # only async callers need greenlet
+
     orm = isinstance(session, AsyncSession)
     plan = _plan(stmt, column, after, before, limit, descending, orm)
     result = await session.execute(plan.statement)

@@ -347,7 +347,7 @@ def test_compiles_per_dialect(dialect: Any, storage: str, expected: str) -> None
     timestamp = {
         "mssql": "DATEADD(day, ",
         "oracle": "NUMTODSINTERVAL(",
-        "postgresql": "timezone('UTC', TIMESTAMP '1970-01-01 00:00:00' + make_interval(",
+        "postgresql": "timezone('UTC', TIMESTAMP '1970-01-01 00:00:00' + ((",
         "mysql": "TIMESTAMPADD(MICROSECOND, ",
         "sqlite": "strftime('%Y-%m-%d %H:%M:%f', ",
     }[dialect.name]

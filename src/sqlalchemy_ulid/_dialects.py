@@ -213,10 +213,12 @@ _PG_TIME = TimeSQL(
             "substr", lambda chars, char: f"CAST(strpos({chars}, {char}) AS bigint)"
         ),
     },
+    # (interval * float8 is exact here: at most 3.3 million days, and under
+    # 86.4 million milliseconds; about twice as fast as make_interval().)
     timestamp=lambda ms: (
-        f"timezone('UTC', TIMESTAMP '1970-01-01 00:00:00' + make_interval("
-        f"days => CAST(({ms}) / 86400000 AS integer), "
-        f"secs => (({ms}) % 86400000) / 1000.0))"
+        f"timezone('UTC', TIMESTAMP '1970-01-01 00:00:00'"
+        f" + (({ms}) / 86400000) * INTERVAL '1 day'"
+        f" + (({ms}) % 86400000) * INTERVAL '1 millisecond')"
     ),
     native_uuid=lambda dialect: True,
 )

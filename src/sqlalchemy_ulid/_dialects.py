@@ -167,6 +167,12 @@ class TimeSQL:
 
     millis: dict[str, _Sql]
     timestamp: _Sql
+    #: the timestamp type keeps the zone (timestamptz): bind aware datetimes
+    #: (else bind the naive UTC wall time)
+    zoned: bool = False
+    #: the column type of the result, where SQLAlchemy's DateTime would cut
+    #: the milliseconds (None: ``sa.DateTime(timezone=True)``)
+    datetime_type: Callable[[], TypeEngine[Any]] | None = None
     #: ``sa.Uuid()`` is the database's own uuid type here (else ``CHAR(32)`` hex)
     native_uuid: Callable[[Dialect], bool] = lambda dialect: False
     #: the native uuid type sorts valid UUIDv7 values in time (byte) order
@@ -220,6 +226,7 @@ _PG_TIME = TimeSQL(
         f" + (({ms}) / 86400000) * INTERVAL '1 day'"
         f" + (({ms}) % 86400000) * INTERVAL '1 millisecond')"
     ),
+    zoned=True,
     native_uuid=lambda dialect: True,
 )
 
@@ -256,6 +263,12 @@ def _mariadb_sorts_uuidv7(server_version: tuple[int | str, ...] | None) -> bool:
     return version >= _MARIADB_UUIDV7_FIXED_SERIES
 
 
+def _datetime3() -> TypeEngine[Any]:
+    from sqlalchemy.dialects.mysql import DATETIME
+
+    return DATETIME(fsp=3)
+
+
 # MySQL/MariaDB: a DATETIME in UTC, whatever the session time_zone (no
 # FROM_UNIXTIME, which reads it). Date arithmetic reads sql_mode, so MariaDB
 # allows it in a VIRTUAL generated column but not in a stored or indexed one.
@@ -271,6 +284,7 @@ _MYSQL_TIME = TimeSQL(
     timestamp=lambda ms: (
         f"TIMESTAMPADD(MICROSECOND, ({ms}) * 1000, TIMESTAMP'1970-01-01 00:00:00')"
     ),
+    datetime_type=_datetime3,
     # SQLAlchemy 2.1 renders Uuid as MariaDB's UUID (10.7+); 2.0 as CHAR(32).
     native_uuid=lambda dialect: bool(dialect.supports_native_uuid),
     native_uuid_time_ordered=lambda dialect: _mariadb_sorts_uuidv7(dialect.server_version_info),

@@ -37,10 +37,9 @@ class UTCDateTime(TypeDecorator[datetime]):
     cache_ok = True
 
     def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
-        if dialect.name in ("mysql", "mariadb"):
-            from sqlalchemy.dialects.mysql import DATETIME
-
-            return DATETIME(fsp=3)
+        time = dialect_row(dialect).time
+        if time is not None and time.datetime_type is not None:
+            return time.datetime_type()
         return self.impl_instance
 
     def process_bind_param(self, value: Any, dialect: Dialect) -> Any:
@@ -54,9 +53,10 @@ class UTCDateTime(TypeDecorator[datetime]):
                 "datetime, e.g. datetime.now(timezone.utc)"
             )
         utc = value.astimezone(timezone.utc)
-        # Only PostgreSQL's timestamptz keeps the zone; elsewhere the stored
-        # value is the naive UTC wall time.
-        return utc if dialect.name == "postgresql" else utc.replace(tzinfo=None)
+        # Only a zoned type (timestamptz) keeps the zone; elsewhere the SQL
+        # compares naive UTC wall times.
+        time = dialect_row(dialect).time
+        return utc if time is not None and time.zoned else utc.replace(tzinfo=None)
 
     def process_result_value(self, value: Any, dialect: Dialect) -> Any:
         if not isinstance(value, datetime):

@@ -439,7 +439,7 @@ def test_every_uuidv7_round_trips_through_a_ulid(u: uuid.UUID) -> None:
 
 @given(v7_values, v7_values)
 def test_uuidv7_order_is_ulid_order_is_time_order(a: uuid.UUID, b: uuid.UUID) -> None:
-    assert (a < b) == (ULID.from_uuid(a) < ULID.from_uuid(b))
+    assert (a < b) == (ULID.from_uuid(a) < ULID.from_uuid(b)) == (a.bytes < b.bytes)
     if a.int >> 80 < b.int >> 80:
         assert a < b
 

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import CompileError
 from sqlalchemy.ext.compiler import compiles
-from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.compiler import SQLCompiler, StrSQLCompiler
 from sqlalchemy.sql.functions import FunctionElement
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
@@ -82,6 +82,9 @@ def _compile(element: _CreationTime, compiler: SQLCompiler, **kw: Any) -> str:
     dialect = compiler.dialect
     time = dialect_row(dialect).time
     (column,) = element.clauses.clauses
+    if isinstance(compiler, StrSQLCompiler):
+        # str(statement) without a dialect: show the call, as for any function.
+        return f"ulid_timestamp({compiler.process(column, **kw)})"
     if time is None:
         raise CompileError(
             f"ulid_timestamp() has no SQL for the {dialect.name} dialect; it has for "
@@ -137,5 +140,7 @@ def ulid_timestamp(column: Any) -> FunctionElement[datetime]:
         datetime.datetime(2024, 4, 5, 19, 34, 38, 901000, tzinfo=datetime.timezone.utc)
         >>> created == u.datetime
         True
+        >>> print(ulid_timestamp(events.c.id) >= u.datetime)
+        ulid_timestamp(events.id) >= :param_1
     """
     return _CreationTime(column_expression(column))

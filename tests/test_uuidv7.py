@@ -467,3 +467,17 @@ def test_a_ulid_column_may_hold_uuidv7_values(engine: Engine, metadata: sa.MetaD
         times = conn.scalars(sa.select(ulid_timestamp(table.c.id)).order_by(table.c.id)).all()
     assert [u.to_uuid() for u in since] == [EDGES["T+1 min"], EDGES["T+1 max"], EDGES["T+2 min"]]
     assert times == [ULID.from_uuid(u).datetime for u in EDGES.values()]
+
+
+def test_a_mariadb_dialect_before_it_connects() -> None:
+    # SQLAlchemy 2.1's MariaDB dialect renders Uuid as UUID before it knows
+    # the server version: no promise of time order until it connects.
+    from sqlalchemy.dialects.mysql.mariadb import MariaDBDialect
+
+    t = sa.table("t", sa.column("id", sa.Uuid()))
+    compile_ = lambda: str(created_since(t.c.id, T).compile(dialect=MariaDBDialect()))  # noqa: E731
+    if SA_SERIES >= (2, 1):
+        with pytest.raises(TimeOrderError, match="server version unknown"):
+            compile_()
+    else:  # CHAR(32) hex: in time order on every version
+        assert "t.id >= " in compile_()

@@ -268,6 +268,8 @@ def check_time_order(type_: TypeEngine[Any], dialect: Dialect) -> None:
     if time is None or time.native_uuid_time_ordered(dialect):
         return
     version = ".".join(str(part) for part in (dialect.server_version_info or ()))
+    if not version:
+        version = "(server version unknown until the engine connects)"
     raise TimeOrderError(
         f"the {dialect.name} {version} native uuid type does not sort UUIDv7 values in "
         "time order (SQL Server's UNIQUEIDENTIFIER never does; MariaDB's UUID does from "

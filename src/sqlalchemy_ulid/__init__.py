@@ -2,7 +2,7 @@
 
 The value type and the generator are imported with the package; the names
 that need SQLAlchemy (the column type, pagination, time ranges, server-side
-defaults) load on first use, so ``import sqlalchemy_ulid`` and the command
+defaults, ``ulid_timestamp``) load on first use, so ``import sqlalchemy_ulid`` and the command
 line stay fast.
 
 Example:
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     )
     from ._pagination import Page, PaginationError, after, apaginate, before, paginate
     from ._partitions import create_partitions, partition_ddl
+    from ._sqltime import ulid_timestamp
     from ._timerange import created_before, created_between, created_since
     from ._types import ULIDType
 
@@ -58,6 +59,7 @@ __all__ = [
     "register_ulid_function",
     "ulid_function_ddl",
     "ulid_server_default",
+    "ulid_timestamp",
 ]
 
 __version__ = "0.1.0"
@@ -83,6 +85,7 @@ _LAZY = {
     "register_ulid_function": "_defaults",
     "ulid_function_ddl": "_defaults",
     "ulid_server_default": "_defaults",
+    "ulid_timestamp": "_sqltime",
 }
 
 

@@ -22,9 +22,17 @@ from sqlalchemy.dialects.postgresql.base import PGDialect
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeEngine
 
+from ._codec import ALPHABET
 from ._convert_sql import MYSQL_CONVERT, POSTGRESQL_CONVERT, SQLITE_CONVERT, ConvertSQL
 
-__all__ = ["FUNCTION_NAME", "DialectRow", "ServerSQL", "dialect_row", "dialects_with"]
+__all__ = [
+    "FUNCTION_NAME",
+    "DialectRow",
+    "ServerSQL",
+    "TimeSQL",
+    "dialect_row",
+    "dialects_with",
+]
 
 #: The name of the server-side function on every database.
 FUNCTION_NAME = "gen_ulid"
@@ -61,6 +69,8 @@ class DialectRow:
     convert: ConvertSQL | None = None
     #: ``CREATE TABLE ... PARTITION OF ... FOR VALUES FROM ... TO ...`` exists
     range_partitions: bool = False
+    #: the creation time of a stored key in SQL (None: not implemented here)
+    time: TimeSQL | None = None
 
     def kind(self, storage: str) -> str:
         """Return the storage kind ("uuid", "binary", "text") of a storage option."""
@@ -139,6 +149,207 @@ _MYSQL_CREATE = (
 )
 
 
+# -- creation time in SQL (ulid_timestamp) ---------------------------------------
+
+_Sql = Callable[[str], str]
+
+
+@dataclass(frozen=True)
+class TimeSQL:
+    """One dialect's SQL for the creation time of a stored ULID or UUIDv7.
+
+    ``millis[kind]`` turns a column stored as ``kind`` into its leading 48-bit
+    Unix millisecond, an integer; ``timestamp`` turns that integer into the
+    dialect's timestamp, in UTC. The kinds: ``"uuid"`` (a native uuid type),
+    ``"binary"`` (16 bytes), ``"hex"`` (a UUID's hex text, dashes or not) and
+    ``"text"`` (a ULID's 26 characters).
+    """
+
+    millis: dict[str, _Sql]
+    timestamp: _Sql
+    #: the timestamp type keeps the zone (timestamptz): bind aware datetimes
+    #: (else bind the naive UTC wall time)
+    zoned: bool = False
+    #: the column type of the result, where SQLAlchemy's DateTime would cut
+    #: the milliseconds (None: ``sa.DateTime(timezone=True)``)
+    datetime_type: Callable[[], TypeEngine[Any]] | None = None
+    #: ``sa.Uuid()`` is the database's own uuid type here (else ``CHAR(32)`` hex)
+    native_uuid: Callable[[Dialect], bool] = lambda dialect: False
+    #: the native uuid type sorts valid UUIDv7 values in time (byte) order
+    native_uuid_time_ordered: Callable[[Dialect], bool] = lambda dialect: True
+
+
+def _digit_sum(
+    col: str, count: int, alphabet: str, substr: str, position: Callable[[str, str], str]
+) -> str:
+    """The number held by the first ``count`` digits of ``col`` in ``alphabet``.
+
+    ``position(alphabet_sql, char_sql)`` is the dialect's 1-based search; each
+    digit is looked up once, and the sum stays within 64 bits.
+    """
+    base = len(alphabet)
+    terms = [
+        f"({position(repr(alphabet), f'{substr}({col}, {i + 1}, 1)')} - 1)"
+        f" * {base ** (count - 1 - i)}"
+        for i in range(count)
+    ]
+    return "(" + " + ".join(terms) + ")"
+
+
+def _base32_millis(substr: str, position: Callable[[str, str], str]) -> _Sql:
+    # 10 Crockford characters hold 50 bits, the first two always zero.
+    return lambda col: _digit_sum(col, 10, ALPHABET, substr, position)
+
+
+# PostgreSQL: every function here is IMMUTABLE (timestamp + interval and
+# timezone(text, timestamp) are; timestamptz + interval is only STABLE), so
+# the expression may define a stored generated column. Whole days plus the
+# milliseconds of the day keep the arithmetic exact up to 2**48 - 1.
+_PG_HEX12 = "('x' || {hex12})::bit(48)::bigint"
+_PG_TIME = TimeSQL(
+    millis={
+        "uuid": lambda col: _PG_HEX12.format(
+            hex12=f"encode(substring(uuid_send({col}) FROM 1 FOR 6), 'hex')"
+        ),
+        "binary": lambda col: _PG_HEX12.format(
+            hex12=f"encode(substring({col} FROM 1 FOR 6), 'hex')"
+        ),
+        "hex": lambda col: _PG_HEX12.format(hex12=f"substr(replace({col}, '-', ''), 1, 12)"),
+        "text": _base32_millis(
+            "substr", lambda chars, char: f"CAST(strpos({chars}, {char}) AS bigint)"
+        ),
+    },
+    # (interval * float8 is exact here: at most 3.3 million days, and under
+    # 86.4 million milliseconds; about twice as fast as make_interval().)
+    timestamp=lambda ms: (
+        f"timezone('UTC', TIMESTAMP '1970-01-01 00:00:00'"
+        f" + (({ms}) / 86400000) * INTERVAL '1 day'"
+        f" + (({ms}) % 86400000) * INTERVAL '1 millisecond')"
+    ),
+    zoned=True,
+    native_uuid=lambda dialect: True,
+)
+
+# MariaDB's UUID type stored every UUID with its groups swapped (UUIDv1
+# time order) until MDEV-26664/MDEV-31926: from these releases on, versions
+# 6 and up are stored and compared as plain bytes. Series -> first fixed release.
+_MARIADB_UUIDV7_FIXED: dict[tuple[int, ...], tuple[int, ...]] = {
+    (10, 10): (10, 10, 6),
+    (10, 11): (10, 11, 5),
+    (11, 0): (11, 0, 3),
+}
+_MARIADB_UUIDV7_FIXED_SERIES = (11, 1, 2)  # 11.1.2, and every later series
+
+
+def _mariadb_sorts_uuidv7(server_version: tuple[int | str, ...] | None) -> bool:
+    """Whether a MariaDB server's UUID type sorts UUIDv7 values in time order.
+
+    Example:
+        >>> _mariadb_sorts_uuidv7((10, 11, 4)), _mariadb_sorts_uuidv7((10, 11, 5))
+        (False, True)
+        >>> _mariadb_sorts_uuidv7((10, 9, 8)), _mariadb_sorts_uuidv7((11, 4, 2))
+        (False, True)
+    """
+    if server_version is None:
+        return False  # not connected yet: no promise
+    version: tuple[int, ...] = ()
+    for part in server_version:  # leading numbers; a driver may append "MariaDB"
+        if not isinstance(part, int):
+            break
+        version += (part,)
+    fixed = _MARIADB_UUIDV7_FIXED.get(version[:2])
+    if fixed is not None:
+        return version >= fixed
+    return version >= _MARIADB_UUIDV7_FIXED_SERIES
+
+
+def _datetime3() -> TypeEngine[Any]:
+    from sqlalchemy.dialects.mysql import DATETIME
+
+    return DATETIME(fsp=3)
+
+
+# MySQL/MariaDB: a DATETIME in UTC, whatever the session time_zone (no
+# FROM_UNIXTIME, which reads it). Date arithmetic reads sql_mode, so MariaDB
+# allows it in a VIRTUAL generated column but not in a stored or indexed one.
+_MYSQL_HEX12 = "CAST(CONV({hex12}, 16, 10) AS UNSIGNED)"
+_MYSQL_TIME = TimeSQL(
+    millis={
+        # MariaDB's UUID type reads as its canonical text in string functions.
+        "uuid": lambda col: _MYSQL_HEX12.format(hex12=f"LEFT(REPLACE({col}, '-', ''), 12)"),
+        "binary": lambda col: _MYSQL_HEX12.format(hex12=f"HEX(LEFT({col}, 6))"),
+        "hex": lambda col: _MYSQL_HEX12.format(hex12=f"LEFT(REPLACE({col}, '-', ''), 12)"),
+        "text": _base32_millis("SUBSTRING", lambda chars, char: f"INSTR({chars}, {char})"),
+    },
+    timestamp=lambda ms: (
+        f"TIMESTAMPADD(MICROSECOND, ({ms}) * 1000, TIMESTAMP'1970-01-01 00:00:00')"
+    ),
+    datetime_type=_datetime3,
+    # SQLAlchemy 2.1 renders Uuid as MariaDB's UUID (10.7+); 2.0 as CHAR(32).
+    native_uuid=lambda dialect: bool(dialect.supports_native_uuid),
+    native_uuid_time_ordered=lambda dialect: _mariadb_sorts_uuidv7(dialect.server_version_info),
+)
+
+
+def _sqlite_hex_millis(hex_sql: str) -> str:
+    return _digit_sum(
+        f"lower({hex_sql})",
+        12,
+        "0123456789abcdef",
+        "substr",
+        lambda chars, char: f"instr({chars}, {char})",
+    )
+
+
+# SQLite: text in SQLAlchemy's own DATETIME format (six fraction digits), so
+# it parses like a stored DateTime. The seconds go through a double, which
+# SQLite rounds back to whole milliseconds: exact up to the year 9999.
+# strftime without 'now' is deterministic, so generated columns may use it.
+_SQLITE_TIME = TimeSQL(
+    millis={
+        "binary": lambda col: _sqlite_hex_millis(f"hex(substr({col}, 1, 6))"),
+        "hex": lambda col: _sqlite_hex_millis(f"replace({col}, '-', '')"),
+        "text": _base32_millis("substr", lambda chars, char: f"instr({chars}, {char})"),
+    },
+    timestamp=lambda ms: f"(strftime('%Y-%m-%d %H:%M:%f', ({ms}) / 1000.0, 'unixepoch') || '000')",
+)
+
+# Compile-only (no server in the tests): SQL Server and Oracle.
+_MSSQL_HEX12 = "CAST(CONVERT(BINARY(6), {hex12}, 2) AS BIGINT)"
+_MSSQL_TIME = TimeSQL(
+    millis={
+        "uuid": lambda col: _MSSQL_HEX12.format(
+            hex12=f"LEFT(REPLACE(CONVERT(CHAR(36), {col}), '-', ''), 12)"
+        ),
+        "binary": lambda col: f"CAST(SUBSTRING({col}, 1, 6) AS BIGINT)",
+        "hex": lambda col: _MSSQL_HEX12.format(hex12=f"LEFT(REPLACE({col}, '-', ''), 12)"),
+        "text": _base32_millis(
+            "SUBSTRING", lambda chars, char: f"CAST(CHARINDEX({char}, {chars}) AS BIGINT)"
+        ),
+    },
+    timestamp=lambda ms: (
+        f"DATEADD(millisecond, ({ms}) % 86400000, "
+        f"DATEADD(day, ({ms}) / 86400000, CAST('1970-01-01' AS DATETIME2(3))))"
+    ),
+    # UNIQUEIDENTIFIER sorts by its last six bytes first: never time order.
+    native_uuid=lambda dialect: True,
+    native_uuid_time_ordered=lambda dialect: False,
+)
+_ORACLE_HEX12 = "TO_NUMBER({hex12}, 'XXXXXXXXXXXX')"
+_ORACLE_TIME = TimeSQL(
+    millis={
+        "binary": lambda col: _ORACLE_HEX12.format(hex12=f"RAWTOHEX(UTL_RAW.SUBSTR({col}, 1, 6))"),
+        "hex": lambda col: _ORACLE_HEX12.format(
+            hex12=f"UPPER(SUBSTR(REPLACE({col}, '-', ''), 1, 12))"
+        ),
+        "text": _base32_millis("SUBSTR", lambda chars, char: f"INSTR({chars}, {char})"),
+    },
+    timestamp=lambda ms: (
+        f"(TIMESTAMP '1970-01-01 00:00:00 UTC' + NUMTODSINTERVAL(({ms}) / 1000, 'SECOND'))"
+    ),
+)
+
+
 # -- the table ----------------------------------------------------------------
 
 _POSTGRESQL = DialectRow(
@@ -155,6 +366,7 @@ _POSTGRESQL = DialectRow(
     ),
     convert=POSTGRESQL_CONVERT,
     range_partitions=True,
+    time=_PG_TIME,
 )
 _MYSQL = DialectRow(
     # Never MariaDB's UUID type: it rejects a quarter of ULIDs and reorders
@@ -170,6 +382,7 @@ _MYSQL = DialectRow(
         default={"binary": _MYSQL_EXPR},
     ),
     convert=MYSQL_CONVERT,
+    time=_MYSQL_TIME,
 )
 _OTHER = DialectRow(native="binary", binary=_binary16, binary_literal=_x_literal, text=_char26)
 
@@ -179,7 +392,7 @@ _ROWS: dict[str, DialectRow] = {
     "postgresql": _POSTGRESQL,
     # PostgreSQL's storage, but neither gen_ulid() nor the conversion SQL
     # has been tried there.
-    "cockroachdb": replace(_POSTGRESQL, server=None, convert=None),
+    "cockroachdb": replace(_POSTGRESQL, server=None, convert=None, time=None),
     "mysql": _MYSQL,
     "mariadb": _MYSQL,
     "sqlite": DialectRow(
@@ -192,6 +405,7 @@ _ROWS: dict[str, DialectRow] = {
         # defines gen_ulid() on each connection instead.
         server=ServerSQL(create=(), drop=(), default={"binary": f"{FUNCTION_NAME}()"}),
         convert=SQLITE_CONVERT,
+        time=_SQLITE_TIME,
     ),
     # UNIQUEIDENTIFIER sorts by its last six bytes first: not ULID order.
     "mssql": DialectRow(
@@ -199,12 +413,14 @@ _ROWS: dict[str, DialectRow] = {
         binary=_binary16,
         binary_literal=lambda data: f"0x{data.hex()}",
         text=_char26_bin2,
+        time=_MSSQL_TIME,
     ),
     "oracle": DialectRow(
         native="binary",
         binary=_raw16,
         binary_literal=lambda data: f"HEXTORAW('{data.hex()}')",
         text=_char26,
+        time=_ORACLE_TIME,
     ),
 }
 

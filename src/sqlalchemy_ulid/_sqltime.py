@@ -1,0 +1,146 @@
+"""The creation time of a stored ULID or UUIDv7, in SQL: ``ulid_timestamp(column)``.
+
+The SQL reads the leading 48-bit millisecond from whatever the column
+stores (a native uuid, 16 bytes, UUID hex text or ULID text) and turns it
+into the database's timestamp, in UTC. The per-dialect SQL is in the
+``_dialects`` table (:class:`~sqlalchemy_ulid._dialects.TimeSQL`); the
+storage kind comes from ``_keys``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Dialect
+from sqlalchemy.exc import CompileError
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.compiler import SQLCompiler, StrSQLCompiler
+from sqlalchemy.sql.functions import FunctionElement
+from sqlalchemy.types import TypeDecorator, TypeEngine
+
+from ._dialects import dialect_row, dialects_with
+from ._keys import column_expression, storage_kind
+
+__all__ = ["UTCDateTime", "ulid_timestamp"]
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timestamp read and written as an aware UTC :class:`~datetime.datetime`.
+
+    PostgreSQL gets ``timestamptz``; MySQL/MariaDB ``DATETIME(3)`` and SQLite
+    SQLAlchemy's text format, both holding UTC. Naive datetimes are refused.
+    """
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        time = dialect_row(dialect).time
+        if time is not None and time.datetime_type is not None:
+            return time.datetime_type()
+        return self.impl_instance
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> Any:
+        if value is None:
+            return None
+        if not isinstance(value, datetime):
+            raise TypeError(f"expected an aware datetime, not {type(value).__name__}")
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError(
+                f"naive datetime {value.isoformat()} refused: pass a timezone-aware "
+                "datetime, e.g. datetime.now(timezone.utc)"
+            )
+        utc = value.astimezone(timezone.utc)
+        # Only a zoned type (timestamptz) keeps the zone; elsewhere the SQL
+        # compares naive UTC wall times.
+        time = dialect_row(dialect).time
+        return utc if time is not None and time.zoned else utc.replace(tzinfo=None)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> Any:
+        if not isinstance(value, datetime):
+            return value
+        if value.tzinfo is None:
+            return value.replace(tzinfo=timezone.utc)
+        return value.astimezone(timezone.utc)
+
+
+_MARKER = "\x00column\x00"
+
+
+class _CreationTime(FunctionElement[datetime]):
+    """``ulid_timestamp(column)``: compiled per dialect from the key's storage."""
+
+    name = "ulid_timestamp"
+    type = UTCDateTime()
+    inherit_cache = True
+
+
+@compiles(_CreationTime)
+def _compile(element: _CreationTime, compiler: SQLCompiler, **kw: Any) -> str:
+    dialect = compiler.dialect
+    time = dialect_row(dialect).time
+    (column,) = element.clauses.clauses
+    if isinstance(compiler, StrSQLCompiler):
+        # str(statement) without a dialect: show the call, as for any function.
+        return f"ulid_timestamp({compiler.process(column, **kw)})"
+    if time is None:
+        raise CompileError(
+            f"ulid_timestamp() has no SQL for the {dialect.name} dialect; it has for "
+            f"{dialects_with(lambda row: row.time)}"
+        )
+    kind = storage_kind(column.type, dialect)
+    millis = time.millis.get(kind)
+    if millis is None:
+        raise CompileError(f"ulid_timestamp() cannot read {kind} storage on {dialect.name}")
+    # The template's own "%" must be doubled where the driver's paramstyle
+    # uses it, the column's compiled SQL must not be touched: the template is
+    # escaped around a marker, then the column goes in.
+    template: str = compiler.post_process_text(  # type: ignore[no-untyped-call]
+        time.timestamp(millis(_MARKER))
+    )
+    return template.replace(_MARKER, compiler.process(column, **kw))
+
+
+def ulid_timestamp(column: Any) -> FunctionElement[datetime]:
+    """Return the creation time of a ULID or UUIDv7 column as a SQL expression.
+
+    The database reads the leading 48-bit millisecond of the stored key and
+    makes it a timestamp: ``timestamptz`` on PostgreSQL, a UTC ``DATETIME``
+    on MySQL/MariaDB (whatever the session ``time_zone``), SQLAlchemy's UTC
+    text on SQLite. Selected values arrive as aware UTC datetimes, equal to
+    the key's ``.datetime``; compare it with aware datetimes only.
+
+    Works on every storage of ``ULIDType`` and on UUID columns (``sa.Uuid``,
+    ``postgresql.UUID``, advanced-alchemy's ``GUID``), in ``select``,
+    ``where``, ``group_by``, ``order_by``, a ``column_property`` and a
+    generated column (``sa.Computed``; MariaDB allows only a virtual one).
+    To select rows by time, prefer ``created_since`` and friends, which
+    compare the key itself and so use its index.
+
+    Args:
+        column: the key column (Core column, ORM attribute or ``mapped_column``).
+
+    Raises:
+        TypeError: the column is not a column expression.
+
+    Example:
+        >>> from datetime import datetime, timezone
+        >>> import sqlalchemy as sa
+        >>> from sqlalchemy_ulid import ULID, ULIDType, ulid_timestamp
+        >>> events = sa.Table("events", sa.MetaData(), sa.Column("id", ULIDType()))
+        >>> engine = sa.create_engine("sqlite://")
+        >>> events.metadata.create_all(engine)
+        >>> u = ULID("01HTQW311N1KR5G0Y75M3EF00H")
+        >>> with engine.begin() as conn:
+        ...     _ = conn.execute(events.insert(), {"id": u})
+        ...     created = conn.scalar(sa.select(ulid_timestamp(events.c.id)))
+        >>> created
+        datetime.datetime(2024, 4, 5, 19, 34, 38, 901000, tzinfo=datetime.timezone.utc)
+        >>> created == u.datetime
+        True
+        >>> print(ulid_timestamp(events.c.id) >= u.datetime)
+        ulid_timestamp(events.id) >= :param_1
+    """
+    return _CreationTime(column_expression(column))

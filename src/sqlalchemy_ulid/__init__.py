@@ -32,14 +32,17 @@ if TYPE_CHECKING:
     )
     from ._pagination import Page, PaginationError, after, apaginate, before, paginate
     from ._partitions import create_partitions, partition_ddl
+    from ._sealed import CursorSealer, PageKwargs
     from ._timerange import created_before, created_between, created_since
     from ._types import ULIDType
 
 __all__ = [
     "ULID",
+    "CursorSealer",
     "InvalidULID",
     "MonotonicGenerator",
     "Page",
+    "PageKwargs",
     "PaginationError",
     "ULIDType",
     "after",
@@ -72,6 +75,8 @@ _LAZY = {
     "apaginate": "_pagination",
     "before": "_pagination",
     "paginate": "_pagination",
+    "CursorSealer": "_sealed",
+    "PageKwargs": "_sealed",
     "create_partitions": "_partitions",
     "partition_ddl": "_partitions",
     "created_before": "_timerange",

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         ulid_function_ddl,
         ulid_server_default,
     )
+    from ._mixins import ULIDAuditBase, ULIDBase, ULIDPrimaryKey, UTCDateTime
     from ._pagination import Page, PaginationError, after, apaginate, before, paginate
     from ._partitions import create_partitions, partition_ddl
     from ._sealed import CursorSealer, PageKwargs
@@ -44,7 +45,11 @@ __all__ = [
     "Page",
     "PageKwargs",
     "PaginationError",
+    "ULIDAuditBase",
+    "ULIDBase",
+    "ULIDPrimaryKey",
     "ULIDType",
+    "UTCDateTime",
     "after",
     "apaginate",
     "before",
@@ -75,6 +80,10 @@ _LAZY = {
     "apaginate": "_pagination",
     "before": "_pagination",
     "paginate": "_pagination",
+    "ULIDAuditBase": "_mixins",
+    "ULIDBase": "_mixins",
+    "ULIDPrimaryKey": "_mixins",
+    "UTCDateTime": "_mixins",
     "CursorSealer": "_sealed",
     "PageKwargs": "_sealed",
     "create_partitions": "_partitions",

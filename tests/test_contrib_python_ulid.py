@@ -1,0 +1,148 @@
+"""python-ulid objects both ways: binds into ULIDType, PythonULIDType results, pydantic."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated
+
+import pydantic
+import pytest
+import sqlalchemy as sa
+import ulid
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+
+from sqlalchemy_ulid import ULID, InvalidULID, ULIDType, new_ulid, paginate
+from sqlalchemy_ulid.contrib.python_ulid import PythonULIDType, new_python_ulid, to_python_ulid
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Order(Base):
+    __tablename__ = "contrib_python_ulid_orders"
+
+    id: Mapped[ulid.ULID] = mapped_column(PythonULIDType(), primary_key=True, default=new_python_ulid)
+    ref: Mapped[ulid.ULID | None] = mapped_column(PythonULIDType("text"))
+    ours: Mapped[ULID | None] = mapped_column(ULIDType())
+
+
+@pytest.fixture
+def table(engine: Engine) -> Iterator[sa.Table]:
+    Base.metadata.drop_all(engine)
+    Base.metadata.create_all(engine)
+    yield Order.__table__  # type: ignore[misc]
+    Base.metadata.drop_all(engine)
+
+
+def test_binds_accept_python_ulid_and_the_default_type_returns_ours(
+    engine: Engine, table: sa.Table
+) -> None:
+    theirs = ulid.ULID()
+    with engine.begin() as conn:
+        conn.execute(table.insert(), [{"id": new_python_ulid(), "ours": theirs}])
+        got = conn.scalar(sa.select(table.c.ours).where(table.c.ours == theirs))
+    assert type(got) is ULID and got.bytes == theirs.bytes
+
+
+def test_python_ulid_type_returns_python_ulid(engine: Engine, table: sa.Table) -> None:
+    ours, theirs = new_ulid(), ulid.ULID()
+    with engine.begin() as conn:
+        conn.execute(
+            table.insert(),
+            [{"ref": ours}, {"ref": theirs}, {"ref": str(ours).lower()}, {"ref": None}],
+        )
+        rows = conn.execute(sa.select(table.c.id, table.c.ref).order_by(table.c.id)).all()
+        assert all(type(row.id) is ulid.ULID for row in rows)
+        assert [row.ref for row in rows] == [
+            ulid.ULID(ours.bytes),
+            theirs,
+            ulid.ULID(ours.bytes),
+            None,
+        ]
+        # Comparisons take either kind of object, or text.
+        for value in (ours, ulid.ULID(ours.bytes), str(ours)):
+            assert conn.scalar(sa.select(sa.func.count()).where(table.c.ref == value)) == 2
+        with pytest.raises(sa.exc.StatementError) as caught:
+            conn.scalar(sa.select(table.c.id).where(table.c.ref == "01HTQW311N1KR5G0Y75M3EF00U"))
+        assert isinstance(caught.value.orig, InvalidULID)
+
+
+def test_orm_holds_one_object_per_row(engine: Engine, table: sa.Table) -> None:
+    with Session(engine) as session:
+        order = Order()
+        session.add(order)
+        session.flush()
+        assert type(order.id) is ulid.ULID
+        # Loaded under the same identity as the object made by the flush.
+        assert session.get(Order, order.id) is order
+        assert session.scalars(sa.select(Order)).one() is order
+        # Assigned values of any ULID kind become python-ulid objects at once.
+        order.ref = new_ulid()
+        assert type(order.ref) is ulid.ULID
+        order.ref = str(ulid.ULID()).lower()
+        assert type(order.ref) is ulid.ULID
+        with pytest.raises(InvalidULID):
+            order.ref = "nope"
+        session.commit()
+
+
+def test_paginate_on_a_python_ulid_column(engine: Engine, table: sa.Table) -> None:
+    with engine.begin() as conn:
+        conn.execute(table.insert(), [{} for _ in range(5)])
+    with Session(engine) as session:
+        first = paginate(session, sa.select(Order), Order.id, limit=3)
+        rest = paginate(session, sa.select(Order), Order.id, after=first.next_cursor, limit=3)
+    ids = [o.id for o in [*first.items, *rest.items]]
+    assert ids == sorted(ids) and len(set(ids)) == 5
+    assert first.next_cursor == str(first.items[-1].id)
+
+
+def test_repr_and_python_type() -> None:
+    assert repr(PythonULIDType()) == "PythonULIDType()"
+    assert repr(PythonULIDType("text")) == "PythonULIDType('text')"
+    assert PythonULIDType().python_type is ulid.ULID
+
+
+def test_to_python_ulid() -> None:
+    u = ULID("01HTQW311N1KR5G0Y75M3EF00H")
+    assert to_python_ulid(u) == ulid.ULID.from_str(str(u))
+    assert to_python_ulid(u.to_uuid()) == to_python_ulid(str(u).lower()) == to_python_ulid(u.bytes)
+    with pytest.raises(InvalidULID):
+        to_python_ulid("01HTQW311N1KR5G0Y75M3EF00U")
+    with pytest.raises(TypeError):
+        to_python_ulid(3.5)
+
+
+# -- pydantic: one model for either type (the recipe in docs/ecosystem.md) -----------
+
+TheirULID = Annotated[ulid.ULID, pydantic.BeforeValidator(to_python_ulid)]
+OurULID = Annotated[
+    ULID,
+    pydantic.BeforeValidator(lambda v: ULID.from_bytes(v.bytes) if isinstance(v, ulid.ULID) else v),
+]
+
+
+def test_pydantic_model_typed_with_python_ulid_rejects_ours_without_the_recipe() -> None:
+    class Plain(pydantic.BaseModel):
+        id: ulid.ULID
+
+    with pytest.raises((TypeError, pydantic.ValidationError)):
+        Plain(id=new_ulid())
+
+
+@pytest.mark.parametrize("kind", ["ours", "theirs", "text", "uuid"])
+def test_pydantic_recipes_accept_either_type(kind: str) -> None:
+    u = new_ulid()
+    value = {"ours": u, "theirs": ulid.ULID(u.bytes), "text": str(u), "uuid": u.to_uuid()}[kind]
+
+    class Theirs(pydantic.BaseModel):
+        id: TheirULID
+
+    class Ours(pydantic.BaseModel):
+        id: OurULID
+
+    assert Theirs(id=value).id == ulid.ULID(u.bytes)
+    assert Ours(id=value).id == u
+    assert Theirs(id=value).model_dump_json() == Ours(id=value).model_dump_json() == f'{{"id":"{u}"}}'

@@ -146,3 +146,51 @@ def test_pydantic_recipes_accept_either_type(kind: str) -> None:
     assert Theirs(id=value).id == ulid.ULID(u.bytes)
     assert Ours(id=value).id == u
     assert Theirs(id=value).model_dump_json() == Ours(id=value).model_dump_json() == f'{{"id":"{u}"}}'
+
+
+# -- the generator facts in the README's comparison table ------------------------------
+
+
+def _forked_pair(generate: object) -> tuple[str, str]:
+    """Generate once, fork, and return the next id made by the parent and by the child."""
+    import os
+
+    gen = generate  # type: ignore[assignment]
+    gen()  # type: ignore[operator]
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.write(write_end, str(gen()).encode())  # type: ignore[operator]
+        os._exit(0)
+    os.close(write_end)
+    mine = str(gen())  # type: ignore[operator]
+    os.waitpid(pid, 0)
+    child = os.read(read_end, 64).decode()
+    os.close(read_end)
+    return mine, child
+
+
+def test_readme_fact_fork() -> None:
+    # python-ulid's generator state is copied into a forked child, which then
+    # continues its parent's sequence: within one millisecond both make the
+    # same next id. A fixed clock makes that millisecond certain.
+    theirs = ulid.ULIDGenerator(clock=lambda: 1_712_345_678_901)
+    mine, child = _forked_pair(theirs.generate)
+    assert mine == child, "python-ulid no longer repeats ids after fork: update the README"
+    # Ours, on the real clock and as fast as it goes: never.
+    for _ in range(100):
+        mine, child = _forked_pair(new_ulid)
+        assert mine != child
+
+
+def test_readme_fact_clock_step_back() -> None:
+    from sqlalchemy_ulid import MonotonicGenerator
+
+    ticks = iter([1000, 1000, 999])
+    theirs = ulid.ULIDGenerator(clock=lambda: next(ticks))
+    a, b, c = theirs.generate(), theirs.generate(), theirs.generate()
+    assert a < b and not b < c, "python-ulid now orders across a clock step back: update the README"
+    ticks = iter([1000, 1000, 999])
+    ours = MonotonicGenerator(clock=lambda: next(ticks))
+    x, y, z = ours(), ours(), ours()
+    assert x < y < z

@@ -142,7 +142,8 @@ def test_walk_forward_then_back_one_query_per_page(
     assert [item["id"] for item in items] == [str(i) for i in ids]
     assert [item["text"] for item in items] == [f"note {n}" for n in range(12)]
     assert len([s for s in seen if s.lstrip().upper().startswith("SELECT")]) == 3  # 5 + 5 + 2
-    assert last["next_page"] is None and set(last) == {"items", "next_page", "previous_page"}
+    assert last["next_page"] is None
+    assert set(last) == {"items", "next_page", "previous_page"}
     assert last["previous_page"] == f"before:{ids[10]}"
 
     back: list[Any] = []
@@ -210,7 +211,9 @@ def test_transformer(client: TestClient) -> None:
     assert body["next_page"] is not None
 
 
-def test_settle_is_passed_through_where_the_core_has_it(client: TestClient, ids: list[ULID]) -> None:
+def test_settle_is_passed_through_where_the_core_has_it(
+    client: TestClient, ids: list[ULID]
+) -> None:
     if "settle" in inspect.signature(core_paginate).parameters:
         body = client.get("/settled?size=20").json()
         assert [item["id"] for item in body["items"]] == [str(i) for i in ids]
@@ -221,7 +224,10 @@ def test_settle_is_passed_through_where_the_core_has_it(client: TestClient, ids:
 
 
 def test_openapi_documents_cursor_and_size(client: TestClient) -> None:
-    names = {p["name"] for p in client.get("/openapi.json").json()["paths"]["/notes"]["get"]["parameters"]}
+    names = {
+        p["name"]
+        for p in client.get("/openapi.json").json()["paths"]["/notes"]["get"]["parameters"]
+    }
     assert names == {"cursor", "size"}
 
 

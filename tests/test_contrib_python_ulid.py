@@ -23,7 +23,9 @@ class Base(DeclarativeBase):
 class Order(Base):
     __tablename__ = "contrib_python_ulid_orders"
 
-    id: Mapped[ulid.ULID] = mapped_column(PythonULIDType(), primary_key=True, default=new_python_ulid)
+    id: Mapped[ulid.ULID] = mapped_column(
+        PythonULIDType(), primary_key=True, default=new_python_ulid
+    )
     ref: Mapped[ulid.ULID | None] = mapped_column(PythonULIDType("text"))
     ours: Mapped[ULID | None] = mapped_column(ULIDType())
 
@@ -43,7 +45,8 @@ def test_binds_accept_python_ulid_and_the_default_type_returns_ours(
     with engine.begin() as conn:
         conn.execute(table.insert(), [{"id": new_python_ulid(), "ours": theirs}])
         got = conn.scalar(sa.select(table.c.ours).where(table.c.ours == theirs))
-    assert type(got) is ULID and got.bytes == theirs.bytes
+    assert type(got) is ULID
+    assert got.bytes == theirs.bytes
 
 
 def test_python_ulid_type_returns_python_ulid(engine: Engine, table: sa.Table) -> None:
@@ -95,7 +98,8 @@ def test_paginate_on_a_python_ulid_column(engine: Engine, table: sa.Table) -> No
         first = paginate(session, sa.select(Order), Order.id, limit=3)
         rest = paginate(session, sa.select(Order), Order.id, after=first.next_cursor, limit=3)
     ids = [o.id for o in [*first.items, *rest.items]]
-    assert ids == sorted(ids) and len(set(ids)) == 5
+    assert ids == sorted(ids)
+    assert len(set(ids)) == 5
     assert first.next_cursor == str(first.items[-1].id)
 
 
@@ -145,7 +149,9 @@ def test_pydantic_recipes_accept_either_type(kind: str) -> None:
 
     assert Theirs(id=value).id == ulid.ULID(u.bytes)
     assert Ours(id=value).id == u
-    assert Theirs(id=value).model_dump_json() == Ours(id=value).model_dump_json() == f'{{"id":"{u}"}}'
+    assert (
+        Theirs(id=value).model_dump_json() == Ours(id=value).model_dump_json() == f'{{"id":"{u}"}}'
+    )
 
 
 # -- the generator facts in the README's comparison table ------------------------------
@@ -189,7 +195,8 @@ def test_readme_fact_clock_step_back() -> None:
     ticks = iter([1000, 1000, 999])
     theirs = ulid.ULIDGenerator(clock=lambda: next(ticks))
     a, b, c = theirs.generate(), theirs.generate(), theirs.generate()
-    assert a < b and not b < c, "python-ulid now orders across a clock step back: update the README"
+    assert a < b
+    assert not b < c, "python-ulid now orders across a clock step back: update the README"
     ticks = iter([1000, 1000, 999])
     ours = MonotonicGenerator(clock=lambda: next(ticks))
     x, y, z = ours(), ours(), ours()

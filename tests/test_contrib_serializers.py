@@ -32,7 +32,11 @@ TEXT = "01HTQW311N1KR5G0Y75M3EF00H"
 
 def test_orjson_default() -> None:
     data = {"id": U, "ids": [U, U], "n": 1}
-    assert orjson.loads(orjson.dumps(data, default=default)) == {"id": TEXT, "ids": [TEXT, TEXT], "n": 1}
+    assert orjson.loads(orjson.dumps(data, default=default)) == {
+        "id": TEXT,
+        "ids": [TEXT, TEXT],
+        "n": 1,
+    }
     with pytest.raises(orjson.JSONEncodeError):
         orjson.dumps({"x": object()}, default=default)
     # Without the hook orjson refuses the type: the hook is what makes it work.
@@ -57,7 +61,10 @@ def test_msgspec_round_trip_json_and_msgpack() -> None:
     for codec in (msgspec.json, msgspec.msgpack):
         raw = codec.encode(event, enc_hook=enc_hook)
         assert codec.decode(raw, type=Event, dec_hook=dec_hook) == event
-    assert msgspec.json.encode(Event(U), enc_hook=enc_hook) == f'{{"id":"{TEXT}","parent":null}}'.encode()
+    assert (
+        msgspec.json.encode(Event(U), enc_hook=enc_hook)
+        == f'{{"id":"{TEXT}","parent":null}}'.encode()
+    )
 
 
 @pytest.mark.parametrize(
@@ -162,7 +169,7 @@ def admin_client(engine: Engine) -> Iterator[Any]:
         from starlette.testclient import TestClient
 
     class TicketAdmin(ModelView, model=Ticket):
-        column_list = [Ticket.id, Ticket.title, Ticket.related]
+        column_list = [Ticket.id, Ticket.title, Ticket.related]  # noqa: RUF012
         form_include_pk = False
         form_converter = ULIDConverter
         column_type_formatters = ULID_TYPE_FORMATTERS
@@ -185,11 +192,14 @@ def test_sqladmin_shows_text_and_creation_time(admin_client: Any, engine: Engine
         session.commit()
     shown = f"{TEXT} (2024-04-05 19:34:38.901 UTC)"
     listing = admin_client.get("/admin/ticket/list")
-    assert listing.status_code == 200 and shown in listing.text
+    assert listing.status_code == 200
+    assert shown in listing.text
     details = admin_client.get(f"/admin/ticket/details/{TEXT}")
-    assert details.status_code == 200 and shown in details.text
+    assert details.status_code == 200
+    assert shown in details.text
     edit = admin_client.get(f"/admin/ticket/edit/{TEXT}")
-    assert edit.status_code == 200 and f'value="{TEXT}"' in edit.text
+    assert edit.status_code == 200
+    assert f'value="{TEXT}"' in edit.text
 
 
 def test_sqladmin_form_validates_ids(admin_client: Any, engine: Engine) -> None:

@@ -86,7 +86,9 @@ def test_text_storage_column(engine: Engine) -> None:
     # as_str columns return str, a type sqlakeyset knows without us.
     meta = sa.MetaData()
     table = sa.Table(
-        "contrib_sqlakeyset_text", meta, sa.Column("id", ULIDType("text", as_str=True), primary_key=True)
+        "contrib_sqlakeyset_text",
+        meta,
+        sa.Column("id", ULIDType("text", as_str=True), primary_key=True),
     )
     meta.drop_all(engine)
     meta.create_all(engine)

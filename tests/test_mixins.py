@@ -25,7 +25,7 @@ from sqlalchemy_ulid import (
 
 
 class OwnBase(DeclarativeBase):
-    type_annotation_map = {ULID: ULIDType}
+    type_annotation_map = {ULID: ULIDType}  # noqa: RUF012
 
 
 class Reading(OwnBase, ULIDPrimaryKey):  # the mixin last: id still comes first
@@ -73,12 +73,14 @@ def tables(engine: Engine) -> Iterator[None]:
 
 def test_id_column_shape(engine: Engine) -> None:
     table = Reading.__table__
-    assert list(table.columns.keys())[0] == "id"  # type: ignore[attr-defined]
+    assert next(iter(table.columns.keys())) == "id"  # type: ignore[attr-defined]
     ddl = str(CreateTable(table).compile(engine))  # type: ignore[arg-type]
     assert ddl.index("id ") < ddl.index("value")
     column = table.c.id  # type: ignore[attr-defined]
-    assert isinstance(column.type, ULIDType) and column.primary_key
-    assert column.default is not None and column.default.is_callable
+    assert isinstance(column.type, ULIDType)
+    assert column.primary_key
+    assert column.default is not None
+    assert column.default.is_callable
 
 
 def test_thousand_objects_flush_in_one_batched_insert(engine: Engine, tables: None) -> None:
@@ -127,8 +129,10 @@ def test_audit_base(engine: Engine, tables: None) -> None:
         created, inserted = memo.created_at, memo.updated_at
         # created_at is the id's time: no column for it.
         assert "created_at" not in Memo.__table__.c  # type: ignore[attr-defined]
-        assert created == memo_id.datetime and created.tzinfo is timezone.utc
-        assert inserted.tzinfo is not None and inserted.utcoffset() == timedelta(0)
+        assert created == memo_id.datetime
+        assert created.tzinfo is timezone.utc
+        assert inserted.tzinfo is not None
+        assert inserted.utcoffset() == timedelta(0)
         assert before <= created <= inserted
         time.sleep(0.01)
         memo.text = "second"
@@ -151,7 +155,7 @@ def test_utc_datetime_round_trip_and_naive_refused(engine: Engine, tables: None)
         assert memo.updated_at.tzinfo == timezone.utc
 
     with Session(engine) as session:
-        session.add(Memo(text="naive", updated_at=datetime(2024, 1, 1)))  # noqa: DTZ001
+        session.add(Memo(text="naive", updated_at=datetime(2024, 1, 1)))
         with pytest.raises(sa.exc.StatementError, match="naive datetime"):
             session.commit()
     with Session(engine) as session:

@@ -27,7 +27,9 @@ def ids(engine: Engine) -> Iterator[list[ULID]]:
     meta.drop_all(engine)
     meta.create_all(engine)
     rng = random.Random(3)
-    made = sorted(ULID.from_parts(1_712_345_678_901 + n // 2, rng.getrandbits(80)) for n in range(23))
+    made = sorted(
+        ULID.from_parts(1_712_345_678_901 + n // 2, rng.getrandbits(80)) for n in range(23)
+    )
     with engine.begin() as conn:
         conn.execute(events.insert(), [{"id": i} for i in made])
     yield made
@@ -35,7 +37,9 @@ def ids(engine: Engine) -> Iterator[list[ULID]]:
 
 
 @pytest.mark.parametrize("descending", [False, True])
-def test_walk_both_ways_with_sealed_cursors(engine: Engine, ids: list[ULID], descending: bool) -> None:
+def test_walk_both_ways_with_sealed_cursors(
+    engine: Engine, ids: list[ULID], descending: bool
+) -> None:
     sealer = CursorSealer(KEY, context="events")
     stmt = sa.select(events.c.id)
     display = ids[::-1] if descending else ids
@@ -146,9 +150,8 @@ def test_order_mismatch_is_refused() -> None:
 
 def test_bad_token_fails_before_sql(engine: Engine, ids: list[ULID]) -> None:
     sealer = CursorSealer(KEY)
-    with Session(engine) as session, recording(engine) as seen:
-        with pytest.raises(InvalidULID):
-            paginate(session, sa.select(events.c.id), events.c.id, **sealer.open("x" * 46))
+    with Session(engine) as session, recording(engine) as seen, pytest.raises(InvalidULID):
+        paginate(session, sa.select(events.c.id), events.c.id, **sealer.open("x" * 46))
     assert seen == []
 
 
@@ -166,7 +169,8 @@ def test_bad_keys(keys: object, error: type[Exception]) -> None:
 
 
 def test_repr_hides_keys_and_generate_key_is_random() -> None:
-    assert KEY.hex() not in repr(CursorSealer(KEY)) and "1 key" in repr(CursorSealer(KEY))
+    assert KEY.hex() not in repr(CursorSealer(KEY))
+    assert "1 key" in repr(CursorSealer(KEY))
     assert CursorSealer.generate_key() != CursorSealer.generate_key()
     with pytest.raises(TypeError):
         CursorSealer(KEY).seal_cursor(12345)  # type: ignore[arg-type]

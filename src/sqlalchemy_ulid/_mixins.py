@@ -26,7 +26,9 @@ __all__ = ["ULIDAuditBase", "ULIDBase", "ULIDPrimaryKey", "UTCDateTime"]
 # insert_sentinel= is new in SQLAlchemy 2.0.10; older 2.0 releases page
 # INSERT..RETURNING without it (the client-side id is the sentinel there too).
 _SENTINEL: dict[str, Any] = (
-    {"insert_sentinel": True} if "insert_sentinel" in inspect.signature(mapped_column).parameters else {}
+    {"insert_sentinel": True}
+    if "insert_sentinel" in inspect.signature(mapped_column).parameters
+    else {}
 )
 
 

@@ -59,7 +59,7 @@ class _Key:
 
     def xor(self, tag: bytes, data: bytes) -> bytes:
         stream = hmac.new(self.enc, tag, hashlib.sha256).digest()
-        return bytes(a ^ b for a, b in zip(data, stream))
+        return bytes(a ^ b for a, b in zip(data, stream, strict=False))
 
 
 class CursorSealer:

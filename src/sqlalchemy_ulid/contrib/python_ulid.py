@@ -31,7 +31,7 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Mapper
-from ulid import ULID as PyULID
+from ulid import ULID as PyULID  # noqa: N811 - a distinct name beside our ULID
 
 from .._generator import new_ulid
 from .._types import Storage, ULIDType, to_bytes
@@ -95,6 +95,7 @@ class PythonULIDType(ULIDType):
 
     @property
     def python_type(self) -> type[Any]:
+        """python-ulid's ``ULID``."""
         return PyULID
 
     def _set_parent(self, parent: Any, outer: bool = False, **kw: Any) -> None:
@@ -102,6 +103,7 @@ class PythonULIDType(ULIDType):
         _enable()
 
     def result_processor(self, dialect: Dialect, coltype: object) -> Callable[[Any], Any] | None:
+        """Wrap ``ULIDType``'s processor: its ULID's 16 bytes become python-ulid's."""
         ours = super().result_processor(dialect, coltype)
         assert ours is not None  # ULIDType always converts
         make = PyULID

@@ -22,8 +22,8 @@ from __future__ import annotations
 from typing import Any
 
 from markupsafe import Markup
-from sqladmin.forms import ModelConverter, converts
 from sqladmin.formatters import BASE_FORMATTERS
+from sqladmin.forms import ModelConverter, converts
 from wtforms import Field, Form, StringField, ValidationError
 
 from .._codec import InvalidULID
@@ -60,7 +60,8 @@ def validate_ulid(form: Form, field: Field) -> None:
 class ULIDConverter(ModelConverter):
     """sqladmin's ``ModelConverter`` that edits ULID columns as 26-character text."""
 
-    @converts("ULIDType", "PythonULIDType")
+    # sqladmin types its converters with WTForms classes, which are untyped.
+    @converts("ULIDType", "PythonULIDType")  # type: ignore[untyped-decorator]
     def conv_ulid(self, model: type, prop: Any, kwargs: dict[str, Any]) -> Any:
         """Return a text field validated as a ULID."""
         kwargs.setdefault("validators", [])

@@ -43,13 +43,14 @@ class ULIDPrimaryKey:
     has server-generated columns to fetch back.
 
     Example:
-        >>> from sqlalchemy.orm import DeclarativeBase, Mapped
+        >>> import sqlalchemy as sa
+        >>> from sqlalchemy.orm import DeclarativeBase, mapped_column
         >>> from sqlalchemy_ulid import ULIDPrimaryKey
         >>> class Base(DeclarativeBase):
         ...     pass
         >>> class Tag(ULIDPrimaryKey, Base):
         ...     __tablename__ = "tags"
-        ...     name: Mapped[str]
+        ...     name = mapped_column(sa.String(20))
         >>> [column.name for column in Tag.__table__.columns]
         ['id', 'name']
     """
@@ -69,16 +70,16 @@ class ULIDBase(ULIDPrimaryKey, DeclarativeBase):
 
     Example:
         >>> import sqlalchemy as sa
-        >>> from sqlalchemy.orm import Mapped, Session
+        >>> from sqlalchemy.orm import Session, mapped_column
         >>> from sqlalchemy_ulid import ULID, ULIDBase
         >>> class Author(ULIDBase):
         ...     __tablename__ = "doc_authors"
-        ...     name: Mapped[str]
+        ...     name = mapped_column(sa.String(20))
         >>> class Book(ULIDBase):
         ...     __tablename__ = "doc_books"
-        ...     author_id: Mapped[ULID] = sa.orm.mapped_column(sa.ForeignKey("doc_authors.id"))
+        ...     author_id = mapped_column(sa.ForeignKey("doc_authors.id"))  # a ULIDType
         >>> engine = sa.create_engine("sqlite://")
-        >>> ULIDBase.metadata.create_all(engine)
+        >>> ULIDBase.metadata.create_all(engine, tables=[Author.__table__, Book.__table__])
         >>> with Session(engine) as session:
         ...     author = Author(name="Ursula")
         ...     session.add(author)
@@ -87,6 +88,8 @@ class ULIDBase(ULIDPrimaryKey, DeclarativeBase):
         ...     session.commit()
         ...     isinstance(author.id, ULID)
         True
+        >>> for table in (Book.__table__, Author.__table__):  # tidy the shared metadata
+        ...     ULIDBase.metadata.remove(table)
     """
 
     __abstract__ = True
@@ -156,19 +159,20 @@ class ULIDAuditBase(ULIDBase):
 
     Example:
         >>> import sqlalchemy as sa
-        >>> from sqlalchemy.orm import Mapped, Session
+        >>> from sqlalchemy.orm import Session, mapped_column
         >>> from sqlalchemy_ulid import ULIDAuditBase
         >>> class Memo(ULIDAuditBase):
         ...     __tablename__ = "doc_memos"
-        ...     text: Mapped[str]
+        ...     text = mapped_column(sa.String(20))
         >>> engine = sa.create_engine("sqlite://")
-        >>> ULIDAuditBase.metadata.create_all(engine)
+        >>> Memo.__table__.create(engine)
         >>> with Session(engine) as session:
         ...     memo = Memo(text="hi")
         ...     session.add(memo)
         ...     session.commit()
         ...     memo.created_at == memo.id.datetime, memo.updated_at >= memo.created_at
         (True, True)
+        >>> ULIDAuditBase.metadata.remove(Memo.__table__)  # tidy the shared metadata
     """
 
     __abstract__ = True

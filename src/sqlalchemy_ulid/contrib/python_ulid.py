@@ -27,6 +27,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from typing import Any
+from uuid import UUID
 
 from sqlalchemy import event
 from sqlalchemy.engine import Dialect
@@ -109,6 +110,13 @@ class PythonULIDType(ULIDType):
         make = PyULID
 
         def to_theirs(value: Any) -> Any:
+            # The drivers' usual values skip our ULID: 16 bytes (binary
+            # storage) go straight in, a uuid.UUID gives its bytes.
+            kind = type(value)
+            if kind is bytes and len(value) == 16:
+                return make(value)
+            if kind is UUID:
+                return make(value.bytes)
             if value is None:
                 return None
             return make(ours(value).bytes)

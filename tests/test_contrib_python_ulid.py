@@ -201,3 +201,34 @@ def test_readme_fact_clock_step_back() -> None:
     ours = MonotonicGenerator(clock=lambda: next(ticks))
     x, y, z = ours(), ours(), ours()
     assert x < y < z
+
+
+def test_alembic_render_item() -> None:
+    from types import SimpleNamespace
+
+    from sqlalchemy_ulid.contrib.python_ulid import render_item
+
+    context = SimpleNamespace(imports=set())
+    rendered = [
+        render_item("type", PythonULIDType(), context),
+        render_item("type", PythonULIDType("text"), context),
+        render_item("type", ULIDType(), context),  # handed to the core render_item
+        render_item("type", sa.Integer(), context),  # left to Alembic
+    ]
+    assert rendered == [
+        "sqlalchemy_ulid.contrib.python_ulid.PythonULIDType()",
+        "sqlalchemy_ulid.contrib.python_ulid.PythonULIDType('text')",
+        "sqlalchemy_ulid.ULIDType()",
+        False,
+    ]
+    assert context.imports == {
+        "import sqlalchemy_ulid",
+        "import sqlalchemy_ulid.contrib.python_ulid",
+    }
+    # The rendered code runs in a migration with those imports.
+    namespace: dict[str, object] = {}
+    for line in sorted(context.imports):
+        exec(line, namespace)
+    column_type = eval(str(rendered[1]), namespace)  # our own rendered code
+    assert isinstance(column_type, PythonULIDType)
+    assert column_type.storage == "text"

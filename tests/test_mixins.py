@@ -165,3 +165,8 @@ def test_utc_datetime_round_trip_and_naive_refused(engine: Engine, tables: None)
 def test_utc_datetime_refuses_other_types() -> None:
     with pytest.raises(TypeError):
         UTCDateTime().process_bind_param("2024-01-01", None)  # type: ignore[arg-type]
+
+
+def test_utc_datetime_renders_under_the_public_module() -> None:
+    # Alembic writes "<module>.<repr>" for custom types.
+    assert UTCDateTime.__module__ == "sqlalchemy_ulid"

@@ -142,6 +142,11 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.astimezone(timezone.utc)
 
 
+# Alembic writes a custom type as "<its module>.<its repr>": name the public
+# module, which is what migrations import.
+UTCDateTime.__module__ = "sqlalchemy_ulid"
+
+
 def _utcnow() -> datetime:
     return datetime.now(timezone.utc)
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 from uuid import UUID
 
 from sqlalchemy import event
@@ -37,7 +37,7 @@ from ulid import ULID as PyULID  # noqa: N811 - a distinct name beside our ULID
 from .._generator import new_ulid
 from .._types import Storage, ULIDType, to_bytes
 
-__all__ = ["PythonULIDType", "new_python_ulid", "to_python_ulid"]
+__all__ = ["PythonULIDType", "new_python_ulid", "render_item", "to_python_ulid"]
 
 
 def new_python_ulid() -> PyULID:
@@ -122,6 +122,23 @@ class PythonULIDType(ULIDType):
             return make(ours(value).bytes)
 
         return to_theirs
+
+
+def render_item(type_: str, obj: Any, autogen_context: Any) -> str | Literal[False]:
+    """Alembic ``render_item``: :func:`sqlalchemy_ulid.alembic.render_item` plus this type.
+
+    Renders ``sqlalchemy_ulid.contrib.python_ulid.PythonULIDType(...)`` and
+    adds its import to the migration; everything else goes to the core's
+    ``render_item``. Use it in ``env.py`` in place of the core one.
+    """
+    if type_ == "type" and type(obj) is PythonULIDType:
+        imports = getattr(autogen_context, "imports", None)
+        if imports is not None:
+            imports.add("import sqlalchemy_ulid.contrib.python_ulid")
+        return f"sqlalchemy_ulid.contrib.python_ulid.{obj!r}"
+    from ..alembic import render_item as core_render_item
+
+    return core_render_item(type_, obj, autogen_context)
 
 
 # -- ORM: assigned values become python-ulid objects ---------------------------------

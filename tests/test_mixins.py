@@ -170,3 +170,24 @@ def test_utc_datetime_refuses_other_types() -> None:
 def test_utc_datetime_renders_under_the_public_module() -> None:
     # Alembic writes "<module>.<repr>" for custom types.
     assert UTCDateTime.__module__ == "sqlalchemy_ulid"
+
+
+def test_alembic_sees_no_change_after_create(engine: Engine, tables: None) -> None:
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    import sqlalchemy_ulid.alembic
+
+    only = sa.MetaData()
+    for table in TABLES:
+        table.to_metadata(only)  # type: ignore[attr-defined]
+    with engine.connect() as conn:
+        context = MigrationContext.configure(
+            conn,
+            opts={"compare_type": True, "render_item": sqlalchemy_ulid.alembic.render_item},
+        )
+        diff = compare_metadata(context, only)
+    # Other tests' tables may exist in the same database: look at ours only.
+    names = {table.name for table in TABLES}  # type: ignore[attr-defined]
+    ours = [d for d in diff if names & set(str(d).split("'"))]
+    assert ours == []

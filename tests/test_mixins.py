@@ -125,7 +125,8 @@ def test_audit_base(engine: Engine, tables: None) -> None:
         session.commit()
         memo_id = memo.id
     with Session(engine) as session:
-        memo = session.get_one(Memo, memo_id)
+        memo = session.get(Memo, memo_id)  # not get_one: SQLAlchemy 2.0.22+
+        assert memo is not None
         created, inserted = memo.created_at, memo.updated_at
         # created_at is the id's time: no column for it.
         assert "created_at" not in Memo.__table__.c  # type: ignore[attr-defined]

@@ -103,6 +103,15 @@ def test_thousand_objects_flush_in_one_batched_insert(engine: Engine, tables: No
     assert values == list(range(1000))
 
 
+def test_more_objects_take_one_statement_per_thousand(engine: Engine, tables: None) -> None:
+    with Session(engine) as session, recording(engine) as seen:
+        session.add_all([Reading(value=n) for n in range(2500)])
+        session.flush()
+        inserts = [s for s in seen if s.lstrip().upper().startswith("INSERT")]
+        session.rollback()
+    assert len(inserts) == 3  # 1,000 + 1,000 + 500 (insertmanyvalues_page_size)
+
+
 def test_base_maps_ulid_annotations_and_foreign_keys(engine: Engine, tables: None) -> None:
     assert isinstance(Book.__table__.c.shelf_id.type, ULIDType)  # type: ignore[attr-defined]
     with Session(engine) as session:

@@ -30,19 +30,27 @@ if TYPE_CHECKING:
         ulid_function_ddl,
         ulid_server_default,
     )
+    from ._mixins import ULIDAuditBase, ULIDBase, ULIDPrimaryKey, UTCDateTime
     from ._pagination import Page, PaginationError, after, apaginate, before, paginate
     from ._partitions import create_partitions, partition_ddl
+    from ._sealed import CursorSealer, PageKwargs
     from ._sqltime import ulid_timestamp
     from ._timerange import created_before, created_between, created_since
     from ._types import ULIDType
 
 __all__ = [
     "ULID",
+    "CursorSealer",
     "InvalidULID",
     "MonotonicGenerator",
     "Page",
+    "PageKwargs",
     "PaginationError",
+    "ULIDAuditBase",
+    "ULIDBase",
+    "ULIDPrimaryKey",
     "ULIDType",
+    "UTCDateTime",
     "after",
     "apaginate",
     "before",
@@ -74,6 +82,12 @@ _LAZY = {
     "apaginate": "_pagination",
     "before": "_pagination",
     "paginate": "_pagination",
+    "ULIDAuditBase": "_mixins",
+    "ULIDBase": "_mixins",
+    "ULIDPrimaryKey": "_mixins",
+    "UTCDateTime": "_mixins",
+    "CursorSealer": "_sealed",
+    "PageKwargs": "_sealed",
     "create_partitions": "_partitions",
     "partition_ddl": "_partitions",
     "created_before": "_timerange",

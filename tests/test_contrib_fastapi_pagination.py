@@ -1,0 +1,243 @@
+"""fastapi-pagination with ULIDCursorPage: TestClient on the three servers, sync and async."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import warnings
+from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
+from typing import Annotated, Any
+
+import pytest
+import sqlalchemy as sa
+from fastapi import Depends, FastAPI, Request
+from fastapi_pagination import add_pagination
+from pydantic import BaseModel, ConfigDict
+from sqlalchemy.engine import Engine
+from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+
+from conftest import Backend, recording
+from sqlalchemy_ulid import ULID, CursorSealer, ULIDType
+from sqlalchemy_ulid import paginate as core_paginate
+from sqlalchemy_ulid.contrib.fastapi_pagination import ULIDCursorPage, apaginate, paginate
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    from fastapi.testclient import TestClient
+
+MS = 1_712_345_678_901
+SEALER = CursorSealer(bytes(range(32)), context="/sealed")
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Note(Base):
+    __tablename__ = "contrib_fastapi_pagination_notes"
+
+    id: Mapped[ULID] = mapped_column(ULIDType(), primary_key=True)
+    text: Mapped[str] = mapped_column(sa.String(20))
+
+
+class NoteOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: ULID
+    text: str
+
+
+def db(request: Request) -> Iterator[Session]:
+    with Session(request.app.state.engine) as session:
+        yield session
+
+
+async def adb(request: Request) -> AsyncIterator[AsyncSession]:
+    async with AsyncSession(request.app.state.async_engine) as session:
+        yield session
+
+
+# Module level: the annotations are strings (from __future__), and FastAPI
+# resolves them in the module's namespace.
+DB = Annotated[Session, Depends(db)]
+ADB = Annotated[AsyncSession, Depends(adb)]
+
+
+def make_app(engine: Engine, async_url: str | None = None) -> FastAPI:
+    app = FastAPI()
+    app.state.engine = engine
+
+    @app.get("/notes", response_model=ULIDCursorPage[NoteOut])
+    def notes(session: DB) -> Any:
+        return paginate(session, sa.select(Note), Note.id)
+
+    @app.get("/newest", response_model=ULIDCursorPage[NoteOut])
+    def newest(session: DB) -> Any:
+        return paginate(session, sa.select(Note), Note.id, descending=True)
+
+    @app.get("/sealed", response_model=ULIDCursorPage[NoteOut])
+    def sealed(session: DB) -> Any:
+        return paginate(session, sa.select(Note), Note.id, sealer=SEALER)
+
+    @app.get("/texts", response_model=ULIDCursorPage[str])
+    def texts(session: DB) -> Any:
+        return paginate(
+            session, sa.select(Note), Note.id, transformer=lambda items: [n.text for n in items]
+        )
+
+    @app.get("/settled", response_model=ULIDCursorPage[NoteOut])
+    def settled(session: DB) -> Any:
+        return paginate(session, sa.select(Note), Note.id, settle=timedelta(0))
+
+    if async_url is not None:
+        app.state.async_engine = create_async_engine(async_url)
+
+        @app.get("/async", response_model=ULIDCursorPage[NoteOut])
+        async def async_notes(session: ADB) -> Any:
+            return await apaginate(session, sa.select(Note), Note.id)
+
+    return add_pagination(app)
+
+
+@pytest.fixture
+def ids(engine: Engine) -> Iterator[list[ULID]]:
+    Base.metadata.drop_all(engine)
+    Base.metadata.create_all(engine)
+    made = [ULID.from_parts(MS + n // 2, n * 7919) for n in range(12)]
+    with engine.begin() as conn:
+        conn.execute(
+            Note.__table__.insert(), [{"id": i, "text": f"note {n}"} for n, i in enumerate(made)]
+        )
+    yield made
+    Base.metadata.drop_all(engine)
+
+
+@pytest.fixture
+def client(engine: Engine, ids: list[ULID]) -> Iterator[TestClient]:
+    with TestClient(make_app(engine)) as test_client:
+        yield test_client
+
+
+def walk(client: TestClient, path: str, key: str = "next_page") -> tuple[list[Any], Any]:
+    """Follow one kind of cursor to the end; return the items and the last body."""
+    items: list[Any] = []
+    url: str | None = path
+    while url is not None:
+        response = client.get(url)
+        assert response.status_code == 200, response.text
+        body = response.json()
+        items += body["items"]
+        cursor = body[key]
+        url = None if cursor is None else f"{path.split('?')[0]}?size=5&cursor={cursor}"
+    return items, body
+
+
+def test_walk_forward_then_back_one_query_per_page(
+    client: TestClient, engine: Engine, ids: list[ULID]
+) -> None:
+    with recording(engine) as seen:
+        items, last = walk(client, "/notes?size=5")
+    assert [item["id"] for item in items] == [str(i) for i in ids]
+    assert [item["text"] for item in items] == [f"note {n}" for n in range(12)]
+    assert len([s for s in seen if s.lstrip().upper().startswith("SELECT")]) == 3  # 5 + 5 + 2
+    assert last["next_page"] is None
+    assert set(last) == {"items", "next_page", "previous_page"}
+    assert last["previous_page"] == f"before:{ids[10]}"
+
+    back: list[Any] = []
+    cursor = last["previous_page"]
+    while cursor is not None:
+        body = client.get(f"/notes?size=5&cursor={cursor}").json()
+        back = body["items"] + back
+        cursor = body["previous_page"]
+    assert [item["id"] for item in back] == [str(i) for i in ids[:10]]
+
+
+def test_descending(client: TestClient, ids: list[ULID]) -> None:
+    items, _ = walk(client, "/newest?size=5")
+    assert [item["id"] for item in items] == [str(i) for i in reversed(ids)]
+
+
+def test_a_bare_id_means_after(client: TestClient, ids: list[ULID]) -> None:
+    body = client.get(f"/notes?size=3&cursor={str(ids[5]).lower()}").json()
+    assert [item["id"] for item in body["items"]] == [str(i) for i in ids[6:9]]
+
+
+@pytest.mark.parametrize(
+    ("cursor", "message"),
+    [
+        ("after:01HTQW311N1KR5G0Y75M3EF00U", "invalid character 'U'"),  # U is not Crockford
+        ("before:01HTQW311N", "26 characters"),  # too short
+        ("sideways:01HTQW311N1KR5G0Y75M3EF00H", "'after:<id>' or 'before:<id>'"),  # bad direction
+        ("' OR 1=1 --", "26 characters"),  # injection attempt
+    ],
+)
+def test_bad_cursor_is_400_with_our_message_and_no_sql(
+    client: TestClient, engine: Engine, cursor: str, message: str
+) -> None:
+    with recording(engine) as seen:
+        response = client.get("/notes", params={"cursor": cursor})
+    assert response.status_code == 400
+    assert response.json()["detail"].startswith("cursor: ")
+    assert message in response.json()["detail"]
+    assert not [s for s in seen if "contrib_fastapi_pagination_notes" in s]
+
+
+def test_size_bounds_are_validated(client: TestClient) -> None:
+    assert client.get("/notes?size=0").status_code == 422
+    assert client.get("/notes?size=101").status_code == 422
+
+
+def test_sealed_cursors_hide_ids_and_refuse_plain_ones(client: TestClient, ids: list[ULID]) -> None:
+    items, last = walk(client, "/sealed?size=5")
+    assert [item["id"] for item in items] == [str(i) for i in ids]
+    token = last["previous_page"]
+    assert not any(str(i) in token or str(i).lower() in token for i in ids)
+    assert SEALER.open(token) == {"before": ids[10], "descending": False}
+    # A plain cursor, a tampered token, or a token of another endpoint: 400.
+    for cursor in (f"after:{ids[0]}", token[:-2] + ("AA" if token[-2:] != "AA" else "BA")):
+        response = client.get("/sealed", params={"cursor": cursor})
+        assert response.status_code == 400
+        assert "cursor" in response.json()["detail"]
+    other = CursorSealer(bytes(range(32)), context="/other").seal_cursor(ids[0])
+    assert client.get("/sealed", params={"cursor": other}).status_code == 400
+
+
+def test_transformer(client: TestClient) -> None:
+    body = client.get("/texts?size=2").json()
+    assert body["items"] == ["note 0", "note 1"]
+    assert body["next_page"] is not None
+
+
+def test_settle_is_passed_through_where_the_core_has_it(
+    client: TestClient, ids: list[ULID]
+) -> None:
+    if "settle" in inspect.signature(core_paginate).parameters:
+        body = client.get("/settled?size=20").json()
+        assert [item["id"] for item in body["items"]] == [str(i) for i in ids]
+    else:
+        # Before the core grows settle=, asking for it is a loud error, not a no-op.
+        with pytest.raises(TypeError, match="settle"):
+            client.get("/settled")
+
+
+def test_openapi_documents_cursor_and_size(client: TestClient) -> None:
+    names = {
+        p["name"]
+        for p in client.get("/openapi.json").json()["paths"]["/notes"]["get"]["parameters"]
+    }
+    assert names == {"cursor", "size"}
+
+
+def test_async_session(engine: Engine, backend: Backend, ids: list[ULID]) -> None:
+    app = make_app(engine, backend.async_urls[0])
+    try:
+        with TestClient(app) as client:
+            items, _ = walk(client, "/async?size=5")
+            assert [item["id"] for item in items] == [str(i) for i in ids]
+            response = client.get("/async?cursor=nope")
+            assert response.status_code == 400
+    finally:
+        asyncio.run(app.state.async_engine.dispose())

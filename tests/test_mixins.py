@@ -152,6 +152,11 @@ def test_audit_base(engine: Engine, tables: None) -> None:
         assert session.scalars(sa.select(Memo).where(created_since(Memo.id, before))).all() == [
             memo
         ]
+        # ... and created_at is SQL too: the database reads it from the id.
+        in_sql = session.scalars(
+            sa.select(Memo.created_at).where(Memo.id == memo_id).order_by(Memo.created_at)
+        ).one()
+        assert in_sql == created
 
 
 def test_utc_datetime_round_trip_and_naive_refused(engine: Engine, tables: None) -> None:

@@ -14,10 +14,13 @@ from typing import Any, ClassVar
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Dialect
+from sqlalchemy.ext.hybrid import hybrid_property
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import TypeDecorator
 
 from ._generator import new_ulid
+from ._sqltime import ulid_timestamp
 from ._types import ULIDType
 from ._ulid import ULID
 
@@ -155,10 +158,12 @@ class ULIDAuditBase(ULIDBase):
     """:class:`ULIDBase` plus ``created_at`` (from the id) and ``updated_at``.
 
     ``created_at`` is not a column: it is the id's timestamp, read-only and
-    aware UTC, so it costs no storage and can never disagree with the id.
-    Query creation times on the id with :func:`created_since`,
-    :func:`created_before` and :func:`created_between`, which use the
-    primary-key index. ``updated_at`` is a column set in Python when the row
+    aware UTC, so it costs no storage and can never disagree with the id. It
+    is a hybrid: in SQL it is :func:`ulid_timestamp` of the id (group or sort
+    by it in reports); to *select rows* by creation time use
+    :func:`created_since`, :func:`created_before` and
+    :func:`created_between`, which compare the id and so use the primary-key
+    index. ``updated_at`` is a column set in Python when the row
     is inserted and on every ORM update (millisecond-or-better precision on
     every database).
 
@@ -186,7 +191,17 @@ class ULIDAuditBase(ULIDBase):
         UTCDateTime(), default=_utcnow, onupdate=_utcnow, sort_order=3000
     )
 
-    @property
+    @hybrid_property
     def created_at(self) -> datetime:
-        """When the row was created: the id's timestamp, aware UTC."""
+        """When the row was created: the id's timestamp, aware UTC.
+
+        On an instance it is ``id.datetime``; on the class it is
+        :func:`ulid_timestamp` of the id, so ``select(Memo.created_at)``,
+        ``group_by`` and ``order_by`` work in SQL with no stored column.
+        """
         return self.id.datetime
+
+    @created_at.inplace.expression
+    @classmethod
+    def _created_at_expression(cls) -> ColumnElement[datetime]:
+        return ulid_timestamp(cls.id)

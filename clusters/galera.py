@@ -312,11 +312,9 @@ class Galera:
         self._start_node(node, programs, bootstrap=False, start_position=match.group(1))
         self._wait_synced(number, deadline)
         text = node.log.read_text(errors="replace")[offset:]
-        if "State transfer required" in text and "Receiving IST" not in text:
-            return "SST"
-        if re.search(r"IST received|Receiving IST|Prepared IST receiver", text):
-            return "IST"
-        return "SST" if "SST" in text and "SST request" in text else "IST"
+        # The joiner's transfer script says which transfer it completed.
+        match = re.search(r"rsync (IST|SST) completed on joiner", text)
+        return match.group(1) if match else "unknown"
 
     # -- internals ------------------------------------------------------------
 

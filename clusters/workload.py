@@ -123,18 +123,22 @@ class Writer(threading.Thread):
                 break
             seq += 1
             new_id = None
+            inserted = False
             try:
                 with self.engine.connect() as conn:
                     new_id = self.generator()
-                    conn.execute(self.table.insert().values(id=new_id, writer=self.name, seq=seq))
+                    conn.execute(
+                        self.table.insert().values(id=new_id, writer=self.name, seq=seq)
+                    )
+                    inserted = True
                     if self.hold_ms:
                         time.sleep(rng.uniform(0, self.hold_ms) / 1000)
                     conn.commit()
-                self.acked[new_id] = now_ms()
-            except sa.exc.DBAPIError as exc:
-                kind = error_kind(exc)
-                self.errors[kind] += 1
-                if new_id is not None and exc.connection_invalidated:
+                    self.acked[new_id] = now_ms()
+            except Exception as exc:  # driver errors too: a dying node fails the pool's reset
+                self.errors[error_kind(exc)] += 1
+                if inserted and new_id is not None and new_id not in self.acked:
+                    # The commit may have reached the cluster before the error.
                     self.in_doubt.add(new_id)
                 time.sleep(0.05)
         self.seconds = time.monotonic() - started

@@ -90,9 +90,9 @@ class Node:
 
 
 def _programs() -> dict[str, str]:
-    provider = os.environ.get("WSREP_PROVIDER") or next(
-        (path for path in _PROVIDERS if Path(path).is_file()), None
-    )
+    # $WSREP_PROVIDER, when set, is the only place looked at.
+    candidates = [os.environ["WSREP_PROVIDER"]] if os.environ.get("WSREP_PROVIDER") else _PROVIDERS
+    provider = next((path for path in candidates if Path(path).is_file()), None)
     found = require(
         {
             "mariadbd": find_program("mariadbd", "/usr/sbin", "/usr/libexec"),

@@ -127,9 +127,7 @@ class Writer(threading.Thread):
             try:
                 with self.engine.connect() as conn:
                     new_id = self.generator()
-                    conn.execute(
-                        self.table.insert().values(id=new_id, writer=self.name, seq=seq)
-                    )
+                    conn.execute(self.table.insert().values(id=new_id, writer=self.name, seq=seq))
                     inserted = True
                     if self.hold_ms:
                         time.sleep(rng.uniform(0, self.hold_ms) / 1000)
@@ -239,3 +237,36 @@ def percentile(values: list[int] | list[float], q: float) -> float:
         return 0.0
     ordered = sorted(values)
     return float(ordered[min(len(ordered) - 1, int(q * len(ordered)))])
+
+
+def auto_settle_refusal(conn: Connection) -> str | None:
+    """Why ``settle="auto"`` cannot be sound on this server, or None where it can.
+
+    "auto" holds a tail's horizon behind the oldest transaction still open on
+    the server it reads from. That is sound only where every writer's open
+    transaction is visible from there:
+
+    * a Galera node knows only its own open transactions; one open on
+      another node shows up nowhere until it commits;
+    * a PostgreSQL hot standby runs no writers at all: the open transactions
+      live on the primary.
+
+    This is the check the library's ``paginate(..., settle="auto")`` should
+    refuse with (to be wired by the lead after the tail-safe paging merge).
+    """
+    if conn.dialect.name == "postgresql":
+        if conn.execute(sa.text("SELECT pg_is_in_recovery()")).scalar_one():
+            return (
+                "a PostgreSQL standby: the transactions still open live on the primary; "
+                "give settle a fixed timedelta covering commit latency plus replay lag"
+            )
+        return None
+    if conn.dialect.name in ("mysql", "mariadb"):
+        row = conn.execute(sa.text("SHOW GLOBAL VARIABLES LIKE 'wsrep_on'")).first()
+        if row is not None and str(row[1]).upper() == "ON":
+            return (
+                "a Galera node sees only its own open transactions, not those open on "
+                "the other nodes; give settle a fixed timedelta covering commit latency "
+                "plus certification and apply lag"
+            )
+    return None

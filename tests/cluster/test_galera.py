@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Iterator
@@ -9,19 +10,20 @@ from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
-
 from clusters import Galera
 from clusters.galera import node_status
 from clusters.workload import (
     Observer,
     Tailer,
     Writer,
+    auto_settle_refusal,
     feed_table,
     now_ms,
     percentile,
     server_now,
     tail_page,
 )
+
 from sqlalchemy_ulid import ULIDType, new_ulid, paginate, ulid_server_default
 
 pytestmark = pytest.mark.cluster
@@ -185,7 +187,7 @@ def test_kill_a_node_mid_write_then_it_rejoins_by_ist_with_nothing_lost(
     in_doubt = set().union(*(writer.in_doubt for writer in writers))
     sums = [checksum(engine, feed) for engine in galera_engines]
     assert sums[0] == sums[1] == sums[2]  # same rows, same content, on every node
-    total, rows, distinct = sums[0]
+    _total, rows, distinct = sums[0]
     assert rows == distinct  # nothing duplicated
     present = set(synced_ids(galera_engines[2], feed))
     assert acked <= present  # nothing acknowledged was lost
@@ -194,7 +196,7 @@ def test_kill_a_node_mid_write_then_it_rejoins_by_ist_with_nothing_lost(
     # The longest wait between two commits of a survivor: how long the
     # cluster paused to notice the dead node.
     pause = max(
-        max(b - a for a, b in zip(times, times[1:]))
+        max(b - a for a, b in itertools.pairwise(times))
         for times in (sorted(w.acked.values()) for w in writers[:2])
     )
     measured.append(
@@ -273,7 +275,8 @@ def test_settle_auto_cannot_see_another_nodes_open_transaction(
         with second.connect() as conn:
             # An "auto" horizon on node 2 is its own clock: no local transaction is open.
             page = tail_page(conn, feed, None, settle=timedelta(0))
-        assert len(page) == 1 and page[0] > early
+        assert len(page) == 1
+        assert page[0] > early
         cursor = page[-1]
         time.sleep(0.01)
         writer_conn.commit()
@@ -320,12 +323,14 @@ def test_server_default_ulids_are_identical_on_every_node_only_with_row_events(
         with galera_engines[1].begin() as conn:
             conn.execute(sa.text("SET SESSION binlog_format = 'STATEMENT'"))
             warning = conn.execute(sa.text("SHOW WARNINGS")).one()
-            assert "Galera" in warning[2] and "STATEMENT" in warning[2]
+            assert "Galera" in warning[2]
+            assert "STATEMENT" in warning[2]
             for n in range(20, 30):
                 conn.execute(sa.text("INSERT INTO server_made (n) VALUES (:n)"), {"n": n})
         rows = per_node()
         assert rows[0][:20] == rows[1][:20] == rows[2][:20]
-        assert rows[1][20:] != rows[0][20:] and rows[1][20:] != rows[2][20:]
+        assert rows[1][20:] != rows[0][20:]
+        assert rows[1][20:] != rows[2][20:]
         assert [n for _, n in rows[0]] == [n for _, n in rows[1]] == list(range(30))
 
         # Ids minted in the client are literals in the statement: the same everywhere.
@@ -342,3 +347,11 @@ def test_server_now_is_the_serving_nodes_clock(galera_engines: list[sa.Engine]) 
     with galera_engines[2].connect() as conn:
         skew = abs(server_now(conn).timestamp() * 1000 - now_ms())
     assert skew < 1000
+
+
+def test_settle_auto_is_refused_on_every_galera_node(galera_engines: list[sa.Engine]) -> None:
+    for engine in galera_engines:
+        with engine.connect() as conn:
+            reason = auto_settle_refusal(conn)
+        assert reason is not None
+        assert "Galera" in reason

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 from ._common import base_dir, start_watchdog
 from .galera import Galera
-from .workload import Tailer, Writer, feed_table
+from .workload import Tailer, Writer, create_on_every_node, feed_table
 
 SETTLE = timedelta(seconds=1)
 
@@ -34,7 +34,7 @@ def demo(seconds: float = 8.0) -> int:
             print("  " + line)
         metadata = sa.MetaData()
         table = feed_table(metadata, "demo_feed")
-        metadata.create_all(engines[0])
+        create_on_every_node(metadata, engines)
         stop = threading.Event()
         writers = [
             Writer(f"writer{n}", engine, table, hold_ms=20, stop=stop)

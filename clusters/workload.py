@@ -270,3 +270,20 @@ def auto_settle_refusal(conn: Connection) -> str | None:
                 "plus certification and apply lag"
             )
     return None
+
+
+def create_on_every_node(metadata: sa.MetaData, engines: list[Engine]) -> None:
+    """Create ``metadata``'s tables through the first node; return once every node has them.
+
+    Galera runs DDL in total order on every node, but the other nodes apply it
+    a moment after the first one returns; a writer on another node could
+    otherwise still find no table. ``wsrep_sync_wait = 1`` makes a read wait
+    until the node applied everything committed before it (on PostgreSQL,
+    where engines are a primary and its standbys, use the replay position).
+    """
+    metadata.create_all(engines[0])
+    for engine in engines[1:]:
+        with engine.connect() as conn:
+            conn.execute(sa.text("SET SESSION wsrep_sync_wait = 1"))
+            for table in metadata.sorted_tables:
+                conn.execute(sa.select(sa.literal(1)).select_from(table).limit(0)).all()

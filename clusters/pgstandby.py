@@ -257,6 +257,52 @@ class PgStandby:
         if self.root.exists():
             shutil.rmtree(self.root, ignore_errors=True)
 
+    def crash_primary(self) -> None:
+        """Stop the primary the hard way (``immediate``: no checkpoint, like a crash)."""
+        programs = _programs()
+        if self._pid(self.primary_dir) is not None:
+            run(
+                _as_postgres(
+                    [
+                        programs["pg_ctl"],
+                        "stop",
+                        "-D",
+                        str(self.primary_dir),
+                        "-m",
+                        "immediate",
+                        "-w",
+                        "-t",
+                        "30",
+                    ]
+                ),
+                timeout=40,
+                what="pg_ctl stop primary",
+            )
+
+    def promote(self, timeout: float = 60.0) -> None:
+        """Promote the standby: it leaves recovery and accepts writes on its port."""
+        programs = _programs()
+        run(
+            _as_postgres(
+                [
+                    programs["pg_ctl"],
+                    "promote",
+                    "-D",
+                    str(self.standby_dir),
+                    "-w",
+                    "-t",
+                    str(int(timeout)),
+                ]
+            ),
+            timeout=timeout + 10,
+            what="pg_ctl promote",
+        )
+        wait_until(
+            lambda: not _query(STANDBY_PORT, "SELECT pg_is_in_recovery()")[0][0],
+            timeout,
+            "the promoted standby to accept writes",
+        )
+
     def _pg_ctl_start(
         self, programs: dict[str, str], datadir: Path, port: int, deadline: float
     ) -> None:

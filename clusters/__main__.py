@@ -26,6 +26,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("status", help="show what runs")
     demo = sub.add_parser("demo", help="Galera: 3 writers and 1 tailing reader, then tear down")
     demo.add_argument("--seconds", type=float, default=8.0, help="how long the writers write")
+    demo.add_argument("--keep", action="store_true", help="leave the cluster running")
     expire = sub.add_parser("_expire", help=argparse.SUPPRESS)
     expire.add_argument("kind", choices=KINDS)
     expire.add_argument("token")
@@ -50,12 +51,20 @@ def _expire(kind: str, token: str, ttl: float) -> int:
     return 0
 
 
-def start(kind: str, ttl: float) -> None:
-    """Start ``kind`` and a watchdog that stops it after ``ttl`` seconds."""
+def start(kind: str, ttl: float) -> bool:
+    """Start ``kind`` and a watchdog that stops it after ``ttl`` seconds; True if it started.
+
+    On a cluster that already runs this only checks it: the time to live
+    counts from the start that brought it up.
+    """
     target = cluster(kind)
+    token_before = (target.state() or {}).get("token")
     target.start()
     state = target.state() or {}
+    if state.get("token") == token_before:
+        return False
     start_watchdog(kind, str(state.get("token")), ttl, base_dir() / f"{kind}-watchdog.log")
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,11 +73,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "start":
             began = time.monotonic()
-            start(args.kind, args.ttl)
-            print(
-                f"{args.kind}: up in {time.monotonic() - began:.1f} s"
-                f" (stops itself after {args.ttl:.0f} s)"
-            )
+            if start(args.kind, args.ttl):
+                print(
+                    f"{args.kind}: up in {time.monotonic() - began:.1f} s"
+                    f" (stops itself after {args.ttl:.0f} s)"
+                )
+            else:
+                print(f"{args.kind}: already running (its time to live counts from its start)")
             for line in cluster(args.kind).status():
                 print("  " + line)
             print("  urls: " + "  ".join(cluster(args.kind).urls))
@@ -84,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "demo":
             from .demo import demo
 
-            return demo(args.seconds)
+            return demo(args.seconds, keep=args.keep)
         elif args.command == "_expire":
             return _expire(args.kind, args.token, args.ttl)
     except ClusterError as exc:

@@ -15,18 +15,19 @@ from .workload import Tailer, Writer, create_on_every_node, feed_table
 SETTLE = timedelta(seconds=1)
 
 
-def demo(seconds: float = 8.0) -> int:
-    """Run the demo; return 0 when the reader saw every row exactly once, in id order."""
+def demo(seconds: float = 8.0, *, keep: bool = False) -> int:
+    """Run the demo; return 0 when the reader saw every row exactly once, in id order.
+
+    With ``keep`` the cluster stays up afterwards (the demo's table is dropped).
+    """
     galera = Galera()
     began = time.monotonic()
+    token_before = (galera.state() or {}).get("token")
     print("starting a 3-node Galera cluster on 127.0.0.1:3311-3313 ...", flush=True)
     galera.start()
-    start_watchdog(
-        galera.kind,
-        str((galera.state() or {}).get("token")),
-        600,
-        base_dir() / "galera-watchdog.log",
-    )
+    token = (galera.state() or {}).get("token")
+    if token != token_before:  # a cluster started earlier keeps its own time to live
+        start_watchdog(galera.kind, str(token), 600, base_dir() / "galera-watchdog.log")
     engines = [sa.create_engine(url, pool_size=2) for url in galera.urls]
     try:
         print(f"  up in {time.monotonic() - began:.1f} s")
@@ -82,8 +83,12 @@ def demo(seconds: float = 8.0) -> int:
         print("OK" if ok else "FAILED")
         return 0 if ok else 1
     finally:
+        if keep:
+            with engines[0].begin() as conn:
+                conn.execute(sa.text("DROP TABLE IF EXISTS demo_feed"))
         for engine in engines:
             engine.dispose()
-        print("\ntearing the cluster down ...", flush=True)
-        galera.stop()
+        if not keep:
+            print("\ntearing the cluster down ...", flush=True)
+            galera.stop()
         print(f"done in {time.monotonic() - began:.1f} s")

@@ -31,3 +31,9 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) site build dist .pytest_cache .mypy_cache .ruff_cache
+
+# A 3-node MariaDB Galera cluster on 127.0.0.1 (ports 3311-3313), 3 writers and
+# 1 tailing reader, then the cluster is torn down (see docs/distributed.md).
+.PHONY: cluster-demo
+cluster-demo: $(STAMP)
+	$(BIN)/python -m clusters demo

@@ -1,0 +1,1 @@
+"""Tests on real clusters (run on their own: pytest tests/cluster)."""

@@ -384,3 +384,124 @@ def test_100k_rows_survive_backfill_and_conversion(
             f"\n[{backend.name}] 100k rows: backfill {backfilled - began:.1f} s, "
             f"text->binary {converted - backfilled:.1f} s"
         )
+
+
+# -- never invent an id ---------------------------------------------------------
+
+VALID = "01HTQW311N1KR5G0Y75M3EF00V"
+# Each row: text, and why the Python parser accepts or refuses it.
+TEXT_CASES = [
+    VALID,  # canonical
+    VALID.lower(),  # lowercase is a ULID too
+    "7ZZZZZZZZZZZZZZZZZZZZZZZZZ",  # the largest ULID
+    "01HTQW311N1KR5G0Y75M3EF00U",  # U is not Crockford
+    "01HTQW311N1KR5G0Y75M3EF00I",  # nor I
+    "01HTQW311N1KR5G0Y75M3EF00L",  # nor L
+    "01HTQW311N1KR5G0Y75M3EF00O",  # nor O
+    "8ZZZZZZZZZZZZZZZZZZZZZZZZZ",  # above 128 bits
+    VALID + "\n",  # a trailing newline (REGEXP's $ matches before it)
+    VALID[:-1] + "\n",  # 26 characters, the last a newline
+    " " + VALID[1:],  # a space instead of the first character
+    VALID[:-1],  # 25 characters
+    VALID + "0",  # 27 characters
+    VALID[:-1] + "\u212a",  # the Kelvin sign, which case-folds to k
+    VALID[:-1] + "\uff10",  # a fullwidth digit zero
+    VALID[:-1] + "\u017f",  # long s, which upper-cases to S
+    VALID[:-1] + "-",  # punctuation
+    VALID[:13] + "_" + VALID[14:],  # int() would skip an underscore
+]
+
+
+def _parses(text: str) -> bool:
+    try:
+        ULID(text)
+    except InvalidULID:
+        return False
+    return True
+
+
+def test_sql_text_check_agrees_with_the_parser(clean: Engine) -> None:
+    from sqlalchemy_ulid._dialects import dialect_row
+
+    table = sa.Table(
+        EVENTS,
+        sa.MetaData(),
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+        sa.Column("ref", sa.Unicode(40)),
+    )
+    with clean.begin() as conn:
+        table.create(conn)
+        conn.execute(table.insert(), [{"id": i, "ref": t} for i, t in enumerate(TEXT_CASES)])
+        convert = dialect_row(conn.dialect).convert
+        assert convert is not None
+        valid = convert.valid_text("ref")
+        found = conn.exec_driver_sql(
+            f"SELECT id, CASE WHEN {valid} THEN 1 ELSE 0 END FROM {EVENTS} ORDER BY id"
+        ).all()
+    assert [(i, bool(ok)) for i, ok in found] == [(i, _parses(t)) for i, t in enumerate(TEXT_CASES)]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "01HTQW311N1KR5G0Y75M3EF00U",  # U: once converted to a different, valid-looking id
+        VALID[:-1] + "\n",  # a newline where a character should be
+        "8ZZZZZZZZZZZZZZZZZZZZZZZZZ",  # above 128 bits
+    ],
+)
+def test_the_conversion_statement_itself_refuses_bad_text(
+    clean: Engine, backend: Backend, bad: str
+) -> None:
+    """No check before it: the offline script (and a value written after the
+    online check) reaches the conversion itself, which must fail, not invent."""
+    _seed_events(clean, [VALID, bad, None])
+    op, buffer = _offline_op(backend.name)
+    op.alter_ulid_storage(
+        EVENTS,
+        "ref",
+        from_storage="text",
+        to_storage="auto",
+        nullable=True,
+        copy_from=_events(sa.MetaData(), sa.CHAR(26)),
+    )
+    statements = [s for s in buffer.getvalue().split(";\n") if s.strip()]
+    # PostgreSQL converts in its ALTER ... USING, the others in an UPDATE.
+    [update] = [s for s in statements if "USING CASE" in s or s.lstrip().startswith("UPDATE")]
+    with clean.begin() as conn:
+        before = conn.execute(sa.text(f"SELECT id, ref FROM {EVENTS} ORDER BY id")).all()
+        if backend.name == "mysql":
+            # The holding type first, as the script does; and the laxest
+            # sql_mode: the refusal must not depend on strict mode.
+            conn.exec_driver_sql(f"ALTER TABLE {EVENTS} MODIFY ref VARBINARY(26) NULL")
+            conn.exec_driver_sql("SET SESSION sql_mode = ''")
+    try:
+        with clean.begin() as conn, pytest.raises(sa.exc.DBAPIError):
+            conn.exec_driver_sql(update.replace("%%", "%"))
+    finally:
+        if backend.name == "mysql":
+            with clean.begin() as conn:
+                conn.exec_driver_sql("SET SESSION sql_mode = DEFAULT")
+    with clean.connect() as conn:
+        after = conn.execute(sa.text(f"SELECT id, ref FROM {EVENTS} ORDER BY id")).all()
+    assert [(i, r.decode() if isinstance(r, bytes) else r) for i, r in after] == before
+
+
+def test_online_conversion_refuses_a_bad_value_that_slips_past_the_check(
+    clean: Engine, backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A value committed between the check and the conversion: refused, with InvalidULID."""
+    from sqlalchemy_ulid import _alembic_storage
+
+    _seed_events(clean, [VALID, "01HTQW311N1KR5G0Y75M3EF00U"])
+    checks = []
+    real_check = _alembic_storage._check_text
+
+    def first_check_sees_nothing(*args: Any, **kwargs: Any) -> None:
+        checks.append(args)
+        if len(checks) > 1:  # the check after the failure is the real one
+            real_check(*args, **kwargs)
+
+    monkeypatch.setattr(_alembic_storage, "_check_text", first_check_sees_nothing)
+    with clean.begin() as conn, pytest.raises(InvalidULID, match="EF00U"):
+        _op(conn).alter_ulid_storage(EVENTS, "ref", from_storage="text", to_storage="auto")
+    assert len(checks) == 2

@@ -8,7 +8,7 @@ import is the user's opt-in.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import contextlib
 from datetime import datetime, tzinfo
 from datetime import timezone as _timezone
 from typing import Any
@@ -16,8 +16,19 @@ from typing import Any
 import sqlalchemy as sa
 from alembic.operations import MigrateOperation, Operations
 from alembic.util import CommandError
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Dialect
 
+from ._alembic_inspect import (
+    ColumnState,
+    check_identifier,
+    column_state,
+    quote,
+    run,
+    safe_name,
+    strict_mode,
+    unique_on,
+)
+from ._dialects import dialect_row
 from ._generator import MonotonicGenerator
 from ._time import to_ms
 from ._types import Storage, ULIDType, _check_storage
@@ -25,8 +36,9 @@ from ._types import Storage, ULIDType, _check_storage
 __all__ = ["AddULIDColumnOp", "DropULIDColumnOp"]
 
 
-def _unique_name(table_name: str, column_name: str, name: str | None) -> str:
-    return name if name is not None else f"uq_{table_name}_{column_name}"
+def unique_name(table_name: str, column_name: str, dialect: Dialect) -> str:
+    """Return the default unique constraint name, shortened to fit the database."""
+    return safe_name(f"uq_{table_name}_{column_name}", dialect)
 
 
 @Operations.register_operation("add_ulid_column")
@@ -45,8 +57,11 @@ class AddULIDColumnOp(MigrateOperation):
         unique: bool = True,
         constraint_name: str | None = None,
         schema: str | None = None,
+        fold: int | None = None,
     ) -> None:
         _check_storage(storage)
+        if fold not in (None, 0, 1):
+            raise ValueError(f"fold must be None, 0 or 1, got {fold!r}")
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         # None, not a default of timezone.utc: Alembic re-creates this
@@ -64,6 +79,7 @@ class AddULIDColumnOp(MigrateOperation):
         self.unique = unique
         self.constraint_name = constraint_name
         self.schema = schema
+        self.fold = fold
 
     @classmethod
     def add_ulid_column(
@@ -79,16 +95,34 @@ class AddULIDColumnOp(MigrateOperation):
         unique: bool = True,
         constraint_name: str | None = None,
         schema: str | None = None,
+        fold: int | None = None,
     ) -> None:
         """Add a ULID column to a populated table, backfilled from a timestamp.
 
         Each row gets a ULID whose timestamp is the row's ``from_column`` (to
         the millisecond), so the new ULIDs sort like the rows' creation
         times; rows with equal times are numbered in primary-key order, by
-        the monotonic generator. The column is added nullable, filled in
-        batches of ``batch_size`` rows, then made ``NOT NULL`` and (with
-        ``unique=True``) given a unique constraint. On SQLite the last step
-        recreates the table (Alembic's batch mode).
+        the monotonic generator.
+
+        The steps, each safe to interrupt:
+
+        1. Checks, before any DDL: a primary key, no NULL times, names the
+           database accepts, and every row's ULID computed (times out of
+           range, before 1970, or in a DST gap or fold refuse here), in one
+           ordered streaming pass into a temporary table.
+        2. ``ADD COLUMN`` (nullable), one joined ``UPDATE``, then a catch-up
+           for rows written meanwhile.
+        3. ``NOT NULL``, then (with ``unique=True``) the unique constraint
+           (a unique index on SQLite).
+
+        Rerun after an interruption, it finds the column, fills only its
+        NULL rows and adds what is missing; rerun after success, it does
+        nothing. The temporary table is dropped whatever happens.
+
+        On PostgreSQL the migration's transaction holds an ACCESS EXCLUSIVE
+        lock from ``ADD COLUMN`` to commit (step 2 and 3); see "Running these
+        on a live database" in the docs for durations and what the
+        application must do about the new NOT NULL column.
 
         Online only: the ULIDs depend on the rows, so in offline (``--sql``)
         mode this raises :class:`alembic.util.CommandError`.
@@ -102,17 +136,24 @@ class AddULIDColumnOp(MigrateOperation):
             storage: the new column's :class:`~sqlalchemy_ulid.ULIDType` storage.
             timezone: the zone naive timestamps are in (``None``: UTC).
                 Databases usually return ``TIMESTAMP``/``DATETIME`` values
-                naive; they are read as UTC unless you say otherwise, never as the machine's local
-                time. Aware values keep their own offset.
+                naive; they are read as UTC unless you say otherwise, never
+                as the machine's local time. Aware values keep their own
+                offset.
             batch_size: rows read and updated per round trip.
             unique: add a unique constraint on the new column.
             constraint_name: its name; default ``uq_<table>_<column>``.
             schema: the table's schema.
+            fold: for a naive time that a DST change in ``timezone`` makes
+                ambiguous (a fold) or non-existent (a gap): ``None`` refuses
+                it, ``0``/``1`` picks the offset before/after the change
+                (Python's ``datetime.fold``).
 
         Raises:
-            alembic.util.CommandError: in offline mode.
-            ValueError: the table has no primary key, or ``from_column`` has
-                NULLs or naive values that ``timezone`` cannot place. Checked
+            alembic.util.CommandError: in offline mode, or rows were written
+                without the column faster than the catch-up (rerun it).
+            ValueError: the table has no primary key, ``from_column`` has
+                NULLs or naive values that ``timezone`` cannot place, a time
+                is out of the ULID range, or a name is too long. Checked
                 before the table is altered.
         """
         operations.invoke(
@@ -126,6 +167,7 @@ class AddULIDColumnOp(MigrateOperation):
                 unique=unique,
                 constraint_name=constraint_name,
                 schema=schema,
+                fold=fold,
             )
         )
 
@@ -147,50 +189,31 @@ def _refuse_offline(operations: Operations, what: str) -> None:
         )
 
 
-def _timestamp_ms(value: Any, zone: tzinfo) -> int:
+def _timestamp_ms(value: Any, zone: tzinfo, fold: int | None) -> int:
     if isinstance(value, datetime) and value.tzinfo is None:
-        value = value.replace(tzinfo=zone)
+        placed = value.replace(tzinfo=zone)
+        if not isinstance(zone, _timezone):  # a fixed offset has no DST
+            other = placed.replace(fold=1)
+            if placed.utcoffset() != other.utcoffset():
+                if fold is None:
+                    raise ValueError(
+                        f"{value.isoformat()} is ambiguous or does not exist in {zone} "
+                        "(a daylight-saving change); pass fold=0 or fold=1 to choose the "
+                        "offset before or after it"
+                    )
+                placed = placed.replace(fold=fold)
+        value = placed
     return to_ms(value)
 
 
-def _ordered_rows(
-    connection: Connection, table: sa.Table, from_column: str, batch_size: int
-) -> Iterator[Sequence[sa.Row[Any]]]:
-    """Yield the rows' keys and times in (time, key) order, a batch at a time.
-
-    Keyset pagination, not OFFSET: each batch starts where the last one
-    ended, so the whole walk reads each row once. The cursor compares the
-    time column as the driver returned it (``raw``), so no round trip
-    through a Python type can shift it (SQLite stores times as text).
-    """
-    time_col = table.c[from_column]
-    keys = list(table.primary_key.columns)
-    raw = sa.type_coerce(time_col, sa.types.NullType())
-    query = (
-        sa.select(raw.label("_raw"), time_col.label("_time"), *keys)
-        .order_by(time_col, *keys)
-        .limit(batch_size)
-    )
-    last: tuple[Any, ...] | None = None
-    while True:
-        page = query
-        if last is not None:
-            page = query.where(sa.tuple_(raw, *keys) > sa.tuple_(*last))
-        rows: Sequence[sa.Row[Any]] = connection.execute(page).all()
-        if not rows:
-            return
-        yield rows
-        last_row: tuple[Any, ...] = tuple(rows[-1])
-        last = (
-            sa.literal(last_row[0], sa.types.NullType()),
-            *(sa.literal(v, k.type) for v, k in zip(last_row[2:], keys, strict=True)),
-        )
+_STAGING = "_ulid_backfill"
 
 
 @Operations.implementation_for(AddULIDColumnOp)
 def _add_ulid_column(operations: Operations, op: AddULIDColumnOp) -> None:
     _refuse_offline(operations, "add_ulid_column")
     connection = operations.get_bind()
+    dialect = connection.dialect
     table = sa.Table(op.table_name, sa.MetaData(), schema=op.schema, autoload_with=connection)
     if op.from_column not in table.c:
         raise ValueError(f"{op.table_name} has no column {op.from_column!r}")
@@ -200,6 +223,13 @@ def _add_ulid_column(operations: Operations, op: AddULIDColumnOp) -> None:
             f"{op.table_name} has no primary key: add_ulid_column needs one to "
             "update rows and to order rows with equal timestamps"
         )
+    check_identifier(op.column_name, "column name", dialect)
+    constraint = op.constraint_name or unique_name(op.table_name, op.column_name, dialect)
+    check_identifier(constraint, "constraint name", dialect)
+    column_type = ULIDType(op.storage)
+    existing = column_state(connection, op.table_name, op.column_name, op.schema)
+    if existing is not None:
+        _check_existing(existing, column_type, op, dialect)
     nulls = connection.scalar(
         sa.select(sa.func.count()).select_from(table).where(table.c[op.from_column].is_(None))
     )
@@ -208,70 +238,184 @@ def _add_ulid_column(operations: Operations, op: AddULIDColumnOp) -> None:
             f"{op.table_name}.{op.from_column} is NULL in {nulls} rows: "
             "fill them before deriving ULIDs from it"
         )
-
-    column_type = ULIDType(op.storage)
-    operations.add_column(
-        op.table_name, sa.Column(op.column_name, column_type, nullable=True), schema=op.schema
+    target = sa.Table(
+        op.table_name,
+        sa.MetaData(),
+        *(sa.Column(k.name, k.type, primary_key=True) for k in keys),
+        sa.Column(op.from_column, table.c[op.from_column].type),
+        sa.Column(op.column_name, column_type),
+        schema=op.schema,
     )
-    _backfill(connection, table, keys, column_type, op)
-    with operations.batch_alter_table(op.table_name, schema=op.schema) as batch:
-        batch.alter_column(
-            op.column_name, existing_type=column_type, existing_nullable=True, nullable=False
-        )
-        if op.unique:
-            batch.create_unique_constraint(
-                _unique_name(op.table_name, op.column_name, op.constraint_name), [op.column_name]
-            )
-
-
-def _backfill(
-    connection: Connection,
-    table: sa.Table,
-    keys: list[sa.Column[Any]],
-    column_type: ULIDType,
-    op: AddULIDColumnOp,
-) -> None:
-    """Compute every row's ULID, stage them, and write them in one UPDATE.
-
-    Multi-row INSERTs into a temporary table are fast on every driver, where
-    one UPDATE per row is a round trip per row (minutes for a million rows
-    on MySQL). The joined UPDATE is rendered by SQLAlchemy for each dialect.
-    """
     staging = sa.Table(
-        f"_ulid_backfill_{op.table_name}",
+        _STAGING,
         sa.MetaData(),
         *(sa.Column(k.name, k.type, primary_key=True, autoincrement=False) for k in keys),
         sa.Column("ulid", column_type, nullable=False),
         prefixes=["TEMPORARY"],
     )
-    staging.create(connection)
+    with strict_mode(connection):
+        _drop_staging(connection, staging)  # left by an earlier attempt in this session
+        staging.create(connection)
+        try:
+            # Every ULID is computed before the first DDL statement.
+            _stage(connection, table if existing is None else target, staging, op, existing)
+            if existing is None:
+                operations.add_column(
+                    op.table_name,
+                    sa.Column(op.column_name, column_type, nullable=True),
+                    schema=op.schema,
+                )
+            _fill(connection, target, staging, op)
+            _finish(operations, connection, target, staging, op, constraint, existing)
+        except BaseException:
+            # After a failure PostgreSQL's transaction is aborted (its
+            # rollback drops the table) and a killed session took the table
+            # along: a failing DROP must not hide the error.
+            with contextlib.suppress(sa.exc.DBAPIError):
+                _drop_staging(connection, staging)
+            raise
+        _drop_staging(connection, staging)
+
+
+def _check_existing(
+    existing: ColumnState, column_type: ULIDType, op: AddULIDColumnOp, dialect: Dialect
+) -> None:
+    wanted = column_type.load_dialect_impl(dialect).compile(dialect=dialect)
+    found = existing.type.compile(dialect=dialect)
+    if _base(wanted) != _base(found):
+        raise ValueError(
+            f"{op.table_name}.{op.column_name} exists as {found}, not {wanted} "
+            f"(storage={op.storage!r}); nothing was changed"
+        )
+
+
+def _base(type_sql: str) -> str:
+    return type_sql.split(" ")[0].split("(")[0].upper()
+
+
+def _stage(
+    connection: Connection,
+    source: sa.Table,
+    staging: sa.Table,
+    op: AddULIDColumnOp,
+    existing: ColumnState | None,
+) -> int:
+    """Compute the ULIDs of the rows that have none, in one ordered pass.
+
+    One ``SELECT ... ORDER BY time, key`` read through a server-side cursor
+    (linear, where re-querying a batch at a time re-sorts the table each
+    time), written to the temporary table in batches. Where the driver
+    cannot write while a streaming read is open (PyMySQL), the computed
+    pairs are kept (about 50 bytes a row) and written after the read.
+    """
+    time_col = source.c[op.from_column]
+    keys = [source.c[k.name] for k in staging.primary_key.columns]
+    query = sa.select(time_col, *keys).order_by(time_col, *keys)
+    if existing is not None:
+        query = query.where(source.c[op.column_name].is_(None))
     # The generator's clock is the current row's time: the rows arrive in
     # (time, key) order, so ties count up by one in key order, exactly as
     # ULIDs made live within one millisecond would.
     now = [0]
     generate = MonotonicGenerator(clock=lambda: now[0])
     names = [k.name for k in keys]
-    for rows in _ordered_rows(connection, table, op.from_column, op.batch_size):
-        staged = []
-        for row in rows:
-            values: tuple[Any, ...] = tuple(row)
-            now[0] = _timestamp_ms(values[1], op.timezone)
-            item = dict(zip(names, values[2:], strict=True))
-            item["ulid"] = generate()
-            staged.append(item)
-        connection.execute(staging.insert(), staged)
-    target = sa.table(
-        op.table_name,
-        *(sa.column(name) for name in names),
-        sa.column(op.column_name, column_type),
-        schema=op.schema,
+    interleave = dialect_row(connection.dialect).write_while_streaming
+    pending: list[dict[str, Any]] = []
+    count = 0
+    # Options on the statement: Connection.execution_options() would change
+    # the connection itself, and every later statement would stream too.
+    result = connection.execute(
+        query, execution_options={"stream_results": True, "yield_per": op.batch_size}
     )
+    with result:
+        for batch in result.partitions():
+            staged = []
+            for row in batch:
+                now[0] = _timestamp_ms(row[0], op.timezone, op.fold)
+                item = dict(zip(names, row[1:], strict=True))
+                item["ulid"] = generate()
+                staged.append(item)
+            count += len(staged)
+            if interleave:
+                connection.execute(staging.insert(), staged)
+            else:
+                pending.extend(staged)
+    for start in range(0, len(pending), op.batch_size):
+        connection.execute(staging.insert(), pending[start : start + op.batch_size])
+    return count
+
+
+def _fill(connection: Connection, target: sa.Table, staging: sa.Table, op: AddULIDColumnOp) -> None:
+    """Write the staged ULIDs into the rows that still have none, in one UPDATE."""
+    names = [k.name for k in staging.primary_key.columns]
     connection.execute(
         sa.update(target)
         .where(*(target.c[name] == staging.c[name] for name in names))
+        .where(target.c[op.column_name].is_(None))
         .values({op.column_name: staging.c.ulid})
     )
-    staging.drop(connection)
+    connection.execute(staging.delete())
+
+
+#: Catch-up rounds for rows written while the op runs (MariaDB's DDL does
+#: not keep writers out; PostgreSQL's lock does, so one round suffices).
+_CATCH_UP_ROUNDS = 3
+
+
+def _finish(
+    operations: Operations,
+    connection: Connection,
+    target: sa.Table,
+    staging: sa.Table,
+    op: AddULIDColumnOp,
+    constraint: str,
+    existing: ColumnState | None,
+) -> None:
+    column = target.c[op.column_name]
+    missing = sa.select(sa.func.count()).select_from(target).where(column.is_(None))
+    for _ in range(_CATCH_UP_ROUNDS):
+        if not connection.scalar(missing):
+            break
+        _stage(connection, target, staging, op, ColumnState(column.type, True, None, None))
+        _fill(connection, target, staging, op)
+    nullable = True if existing is None else existing.nullable
+    if nullable:
+        try:
+            with operations.batch_alter_table(op.table_name, schema=op.schema) as batch:
+                batch.alter_column(
+                    op.column_name,
+                    existing_type=column.type,
+                    existing_nullable=True,
+                    nullable=False,
+                )
+        except sa.exc.DBAPIError as exc:
+            if exc.connection_invalidated:
+                raise
+            late = connection.scalar(missing)
+            if not late:
+                raise
+            raise CommandError(
+                f"{late} rows were written to {op.table_name} without {op.column_name} "
+                "while add_ulid_column ran, so it cannot be made NOT NULL yet. Rerun the "
+                "migration (it fills only the rows that have none), after giving the "
+                "application a default for the column or pausing its writes"
+            ) from exc
+    if op.unique and not unique_on(connection, op.table_name, op.column_name, op.schema):
+        if dialect_row(connection.dialect).unique_by_index:
+            operations.create_index(
+                constraint, op.table_name, [op.column_name], unique=True, schema=op.schema
+            )
+        else:
+            operations.create_unique_constraint(
+                constraint, op.table_name, [op.column_name], schema=op.schema
+            )
+
+
+def _drop_staging(connection: Connection, staging: sa.Table) -> None:
+    # The temporary table lives as long as the session: drop it whatever
+    # happened (MariaDB: DROP TEMPORARY TABLE, which commits nothing).
+    name = quote(connection.dialect, staging.name)
+    run(connection, dialect_row(connection.dialect).drop_temporary.format(name))
 
 
 @Operations.register_operation("drop_ulid_column")
@@ -332,9 +476,35 @@ class DropULIDColumnOp(MigrateOperation):
 
 @Operations.implementation_for(DropULIDColumnOp)
 def _drop_ulid_column(operations: Operations, op: DropULIDColumnOp) -> None:
+    context = operations.migration_context
+    dialect = context.dialect
+    by_index = dialect_row(dialect).unique_by_index
+    name = op.constraint_name or unique_name(op.table_name, op.column_name, dialect)
+    if context.as_sql:
+        if op.unique and by_index:
+            operations.drop_index(name, op.table_name, schema=op.schema)
+        elif op.unique:
+            operations.drop_constraint(name, op.table_name, type_="unique", schema=op.schema)
+        operations.drop_column(op.table_name, op.column_name, schema=op.schema)
+        return
+    connection = operations.get_bind()
+    if column_state(connection, op.table_name, op.column_name, op.schema) is None:
+        return  # already dropped (a rerun)
+    inspector = sa.inspect(connection)
+    constraints = {
+        str(u["name"])
+        for u in inspector.get_unique_constraints(op.table_name, schema=op.schema)
+        if u["column_names"] == [op.column_name]
+    }
+    # Every unique constraint or index on just this column goes with it,
+    # whatever its name (PostgreSQL may have cut a long default name).
+    uniques = unique_on(connection, op.table_name, op.column_name, op.schema)
+    if not op.unique:
+        uniques = []
     with operations.batch_alter_table(op.table_name, schema=op.schema) as batch:
-        if op.unique:
-            batch.drop_constraint(
-                _unique_name(op.table_name, op.column_name, op.constraint_name), type_="unique"
-            )
+        for unique in uniques:
+            if unique in constraints:
+                batch.drop_constraint(unique, type_="unique")
+            else:
+                batch.drop_index(unique)
         batch.drop_column(op.column_name)

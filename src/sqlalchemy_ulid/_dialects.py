@@ -61,6 +61,14 @@ class DialectRow:
     convert: ConvertSQL | None = None
     #: ``CREATE TABLE ... PARTITION OF ... FOR VALUES FROM ... TO ...`` exists
     range_partitions: bool = False
+    #: The driver can run other statements while a streaming (server-side
+    #: cursor) read is open on the same connection (PyMySQL cannot).
+    write_while_streaming: bool = True
+    #: Uniqueness is added as a unique index: adding a unique constraint
+    #: would recreate the table (SQLite), and dropping it offline could not.
+    unique_by_index: bool = False
+    #: drops a temporary table (``{}``: its quoted name) without committing
+    drop_temporary: str = "DROP TABLE IF EXISTS {}"
 
     def kind(self, storage: str) -> str:
         """Return the storage kind ("uuid", "binary", "text") of a storage option."""
@@ -170,6 +178,8 @@ _MYSQL = DialectRow(
         default={"binary": _MYSQL_EXPR},
     ),
     convert=MYSQL_CONVERT,
+    write_while_streaming=False,
+    drop_temporary="DROP TEMPORARY TABLE IF EXISTS {}",
 )
 _OTHER = DialectRow(native="binary", binary=_binary16, binary_literal=_x_literal, text=_char26)
 
@@ -192,6 +202,7 @@ _ROWS: dict[str, DialectRow] = {
         # defines gen_ulid() on each connection instead.
         server=ServerSQL(create=(), drop=(), default={"binary": f"{FUNCTION_NAME}()"}),
         convert=SQLITE_CONVERT,
+        unique_by_index=True,
     ),
     # UNIQUEIDENTIFIER sorts by its last six bytes first: not ULID order.
     "mssql": DialectRow(

@@ -505,3 +505,220 @@ def test_online_conversion_refuses_a_bad_value_that_slips_past_the_check(
     with clean.begin() as conn, pytest.raises(InvalidULID, match="EF00U"):
         _op(conn).alter_ulid_storage(EVENTS, "ref", from_storage="text", to_storage="auto")
     assert len(checks) == 2
+
+
+# -- checks before the first DDL, reruns, names -------------------------------------
+
+
+def test_times_before_1970_refuse_before_the_column_is_added(clean: Engine) -> None:
+    _seed_orders(
+        clean,
+        [
+            {"id": 1, "created_at": datetime(2020, 1, 1), "note": None},
+            {"id": 2, "created_at": datetime(1969, 12, 31, 23, 59), "note": None},
+        ],
+    )
+    with clean.begin() as conn, pytest.raises(InvalidULID, match="outside"):
+        _op(conn).add_ulid_column(ORDERS, "public_id", "created_at")
+    with clean.connect() as conn:
+        assert "public_id" not in _columns(conn, ORDERS)
+
+
+BERLIN = "Europe/Berlin"
+
+
+@pytest.mark.parametrize(
+    ("naive", "fold", "expected_utc"),
+    [
+        (datetime(2021, 3, 28, 2, 30), None, None),  # in the spring gap: refused
+        (datetime(2021, 10, 31, 2, 30), None, None),  # in the autumn fold: refused
+        (datetime(2021, 10, 31, 2, 30), 0, datetime(2021, 10, 31, 0, 30)),  # fold=0: summer
+        (datetime(2021, 10, 31, 2, 30), 1, datetime(2021, 10, 31, 1, 30)),  # fold=1: winter
+    ],
+)
+def test_dst_gaps_and_folds_are_refused_unless_told(
+    clean: Engine, naive: datetime, fold: int | None, expected_utc: datetime | None
+) -> None:
+    from zoneinfo import ZoneInfo
+
+    _seed_orders(clean, [{"id": 1, "created_at": naive, "note": None}])
+    zone = ZoneInfo(BERLIN)
+    if expected_utc is None:
+        with clean.begin() as conn, pytest.raises(ValueError, match="daylight-saving"):
+            _op(conn).add_ulid_column(ORDERS, "public_id", "created_at", timezone=zone)
+        with clean.connect() as conn:
+            assert "public_id" not in _columns(conn, ORDERS)
+        return
+    with clean.begin() as conn:
+        _op(conn).add_ulid_column(ORDERS, "public_id", "created_at", timezone=zone, fold=fold)
+    [(_, _, _, public_id)] = _read_backfilled(clean)
+    assert public_id.datetime == expected_utc.replace(tzinfo=timezone.utc)
+
+
+def test_long_table_names_get_a_shortened_constraint_name(clean: Engine, backend: Backend) -> None:
+    name = "ops_" + "x" * 45  # 49 characters: uq_<table>_public_id is over 64
+    with clean.begin() as conn:
+        conn.execute(sa.text(f"DROP TABLE IF EXISTS {name}"))
+        table = sa.Table(
+            name,
+            sa.MetaData(),
+            sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+            sa.Column("created_at", DATETIME, nullable=False),
+        )
+        table.create(conn)
+        conn.execute(table.insert(), [{"id": 1, "created_at": datetime(2020, 1, 1)}])
+    try:
+        with clean.begin() as conn:
+            _op(conn).add_ulid_column(name, "public_id", "created_at")
+        with clean.connect() as conn:
+            [unique] = [
+                *sa.inspect(conn).get_unique_constraints(name),
+                *(i for i in sa.inspect(conn).get_indexes(name) if i["unique"]),
+            ][:1]
+            assert unique["column_names"] == ["public_id"]
+            assert len(str(unique["name"])) <= 63
+        with clean.begin() as conn:
+            _op(conn).drop_ulid_column(name, "public_id")
+        with clean.connect() as conn:
+            assert "public_id" not in _columns(conn, name)
+    finally:
+        with clean.begin() as conn:
+            conn.execute(sa.text(f"DROP TABLE IF EXISTS {name}"))
+
+
+def test_percent_in_a_table_name_is_escaped_once(engine: Engine) -> None:
+    name = "ops_50%_off"
+    quoted = engine.dialect.identifier_preparer.quote(name)
+    with engine.begin() as conn:
+        conn.execute(sa.text(f"DROP TABLE IF EXISTS {quoted}".replace("%%", "%")))
+    table = sa.Table(
+        name,
+        sa.MetaData(),
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+        sa.Column("created_at", DATETIME, nullable=False),
+        sa.Column("ref", sa.CHAR(26)),
+    )
+    try:
+        with engine.begin() as conn:
+            table.create(conn)
+            conn.execute(
+                table.insert(), [{"id": 1, "created_at": datetime(2020, 1, 1), "ref": VALID}]
+            )
+        with engine.begin() as conn:
+            _op(conn).add_ulid_column(name, "public_id", "created_at")
+            _op(conn).alter_ulid_storage(name, "ref", from_storage="text", to_storage="auto")
+        after = sa.Table(name, sa.MetaData(), sa.Column("ref", ULIDType(as_str=True)))
+        with engine.connect() as conn:
+            assert conn.scalars(sa.select(after.c.ref)).all() == [VALID]
+    finally:
+        table.drop(engine, checkfirst=True)
+
+
+def test_rerun_fills_only_null_rows_of_an_existing_column(clean: Engine) -> None:
+    _seed_orders(
+        clean,
+        [{"id": i, "created_at": datetime(2020, 1, 1, 0, 0, i), "note": None} for i in range(5)],
+    )
+    keep = new_ulid()
+    with clean.begin() as conn:
+        # An interrupted earlier run: the column is there, one row filled.
+        _op(conn).add_column(ORDERS, sa.Column("public_id", ULIDType(), nullable=True))
+        table = sa.Table(
+            ORDERS, sa.MetaData(), sa.Column("id", sa.Integer), sa.Column("public_id", ULIDType())
+        )
+        conn.execute(table.update().where(table.c.id == 3).values(public_id=keep))
+    with clean.begin() as conn:
+        _op(conn).add_ulid_column(ORDERS, "public_id", "created_at")
+    result = {r[0]: r[3] for r in _read_backfilled(clean)}
+    assert result[3] == keep
+    assert all(v is not None for v in result.values())
+    with clean.connect() as conn:
+        assert _columns(conn, ORDERS)["public_id"]["nullable"] is False
+
+
+def test_drop_ulid_column_offline_on_sqlite_runs() -> None:
+    op, buffer = _offline_op("sqlite")
+    op.drop_ulid_column(ORDERS, "public_id")
+    script = buffer.getvalue()
+    engine = sa.create_engine("sqlite://")
+    with engine.begin() as conn:
+        _seed_orders_on(conn)
+        _op(conn).add_ulid_column(ORDERS, "public_id", "created_at")
+    with engine.begin() as conn:
+        for statement in script.split(";\n"):
+            if statement.strip():
+                conn.exec_driver_sql(statement)
+        assert "public_id" not in _columns(conn, ORDERS)
+
+
+def _seed_orders_on(conn: Connection) -> None:
+    table = _orders(sa.MetaData())
+    table.create(conn)
+    conn.execute(table.insert(), [{"id": 1, "created_at": datetime(2020, 1, 1), "note": None}])
+
+
+def test_conversion_keeps_default_comment_and_nullability(clean: Engine, backend: Backend) -> None:
+    with clean.begin() as conn:
+        conn.execute(
+            sa.text(
+                f"CREATE TABLE {EVENTS} (id INTEGER PRIMARY KEY, "
+                f"ref CHAR(26) NOT NULL DEFAULT '{VALID}'"
+                + (" COMMENT 'partner id'" if backend.name == "mysql" else "")
+                + ")"
+            )
+        )
+        if backend.name == "postgresql":
+            conn.execute(sa.text(f"COMMENT ON COLUMN {EVENTS}.ref IS 'partner id'"))
+        conn.execute(sa.text(f"INSERT INTO {EVENTS} (id, ref) VALUES (1, '{new_ulid()}')"))
+    with clean.begin() as conn:
+        _op(conn).alter_ulid_storage(EVENTS, "ref", from_storage="text", to_storage="auto")
+    with clean.begin() as conn:
+        column = _columns(conn, EVENTS)["ref"]
+        assert column["nullable"] is False
+        if backend.name == "mysql":  # SQLAlchemy misreads a COMMENT after DEFAULT f()
+            comment = conn.scalar(
+                sa.text(
+                    "SELECT COLUMN_COMMENT FROM information_schema.COLUMNS WHERE "
+                    f"TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '{EVENTS}' AND COLUMN_NAME = 'ref'"
+                )
+            )
+            assert comment == "partner id"
+        elif backend.name == "postgresql":  # SQLite keeps no comments
+            assert column["comment"] == "partner id"
+        conn.execute(sa.text(f"INSERT INTO {EVENTS} (id) VALUES (2)"))
+        table = sa.Table(
+            EVENTS,
+            sa.MetaData(),
+            sa.Column("id", sa.Integer),
+            sa.Column("ref", ULIDType(as_str=True)),
+        )
+        assert conn.scalar(sa.select(table.c.ref).where(table.c.id == 2)) == VALID
+
+
+def test_a_key_referenced_by_foreign_keys_is_refused_before_any_change(
+    clean: Engine, backend: Backend
+) -> None:
+    metadata = sa.MetaData()
+    parent = sa.Table(EVENTS, metadata, sa.Column("ref", sa.CHAR(26), primary_key=True))
+    child = sa.Table(
+        ORDERS,
+        metadata,
+        sa.Column("id", sa.Integer, primary_key=True),
+        sa.Column("event_ref", sa.CHAR(26), sa.ForeignKey(f"{EVENTS}.ref")),
+    )
+    with clean.begin() as conn:
+        metadata.create_all(conn)
+        conn.execute(parent.insert(), [{"ref": VALID}])
+        conn.execute(child.insert(), [{"id": 1, "event_ref": VALID}])
+    try:
+        with clean.begin() as conn, pytest.raises(ValueError, match="foreign keys"):
+            _op(conn).alter_ulid_storage(EVENTS, "ref", from_storage="text", to_storage="auto")
+        with clean.begin() as conn, pytest.raises(ValueError, match="foreign keys"):
+            _op(conn).alter_ulid_storage(
+                ORDERS, "event_ref", from_storage="text", to_storage="auto"
+            )
+        with clean.connect() as conn:
+            assert "CHAR" in str(_columns(conn, EVENTS)["ref"]["type"]).upper()
+    finally:
+        with clean.begin() as conn:
+            conn.execute(sa.text(f"DROP TABLE IF EXISTS {ORDERS}"))

@@ -83,32 +83,33 @@ def column_state(
     """Return the column's type, nullability, default and comment (None: no such column)."""
     for info in sa.inspect(connection).get_columns(table, schema=schema):
         if info["name"] == column:
-            default = info.get("default")
-            if default is not None and connection.dialect.name in ("mysql", "mariadb"):
-                # SQLAlchemy cuts long MariaDB DEFAULT expressions short:
-                # read the server's own text.
-                default = _mysql_default(connection, table, column, schema)
+            default, comment = info.get("default"), info.get("comment")
+            if connection.dialect.name in ("mysql", "mariadb"):
+                # SQLAlchemy cuts long MariaDB DEFAULT expressions short, and
+                # misses the COMMENT after a function DEFAULT: read the
+                # server's own text.
+                default, comment = _mysql_default_and_comment(connection, table, column, schema)
             return ColumnState(
                 type=info["type"],
                 nullable=bool(info["nullable"]),
                 default=None if default in (None, "NULL") else str(default),
-                comment=info.get("comment"),
+                comment=comment or None,
             )
     return None
 
 
-def _mysql_default(
+def _mysql_default_and_comment(
     connection: Connection, table: str, column: str, schema: str | None
-) -> str | None:
-    value = connection.execute(
+) -> tuple[str | None, str | None]:
+    row = connection.execute(
         sa.text(
-            "SELECT COLUMN_DEFAULT FROM information_schema.COLUMNS WHERE "
+            "SELECT COLUMN_DEFAULT, COLUMN_COMMENT FROM information_schema.COLUMNS WHERE "
             "TABLE_SCHEMA = COALESCE(:schema, DATABASE()) AND TABLE_NAME = :table "
             "AND COLUMN_NAME = :column"
         ),
         {"schema": schema, "table": table, "column": column},
-    ).scalar()
-    return None if value is None else str(value)
+    ).one()
+    return row[0], row[1]
 
 
 def foreign_keys_on(

@@ -284,7 +284,7 @@ def _plan(
             _refuse_text_lookalikes(connection, op, table, column)
     if plan.update and from_kind == "text":
         _check_text(connection, table, column, sql.bad_text(column), op)
-    plan.default = _convert_default(state.default, op, connection.dialect)
+    plan.default = _convert_default(state.default, op, connection.dialect, sql, to_kind)
     return plan
 
 
@@ -309,13 +309,17 @@ def _refuse_text_lookalikes(
 _TEXT_LITERAL = re.compile(r"^'([0-9A-Za-z]{26})'(::[a-z ]+)?$")
 
 
-def _convert_default(default: str | None, op: AlterULIDStorageOp, dialect: Any) -> str | None:
+def _convert_default(
+    default: str | None, op: AlterULIDStorageOp, dialect: Any, sql: ConvertSQL, to_kind: str
+) -> str | None:
     """Return the DEFAULT in the new storage, or refuse one that cannot be converted."""
     if default is None:
         return None
     match = _TEXT_LITERAL.match(default)
     if match is not None and op.from_storage == "text":
         value = ULID(match.group(1))
+        if sql.binary_default is not None and to_kind == "binary":
+            return sql.binary_default(value.hex)
         return ULIDType(op.to_storage).literal_processor(dialect)(value)
     raise ValueError(
         f"{op.table_name}.{op.column_name} has DEFAULT {default}, which cannot be carried "

@@ -62,6 +62,9 @@ class ConvertSQL:
     #: the type that holds both the old and the new values during the
     #: ``UPDATE`` (None: the database is dynamically typed)
     holding: Callable[[], TypeEngine[Any]] | None = None
+    #: 32 hex digits -> a column DEFAULT of binary storage (None: the type's
+    #: literal)
+    binary_default: _Expr | None = None
 
     def bad_text(self, col: str) -> str:
         """Return SQL true for a non-NULL text value that is not a ULID."""
@@ -195,6 +198,9 @@ MYSQL_CONVERT = ConvertSQL(
     # is only a warning outside strict mode); MariaDB quotes the expression.
     fail=lambda col: f"~0 + (LENGTH(CONCAT('not a ULID: ', {col})) > 0)",
     holding=_varbinary26,
+    # An expression, not X'...': MariaDB's SHOW CREATE TABLE prints a binary
+    # literal default as raw bytes, which drivers then fail to decode.
+    binary_default=lambda h: f"(UNHEX('{h}'))",
 )
 
 

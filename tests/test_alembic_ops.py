@@ -556,7 +556,7 @@ def test_dst_gaps_and_folds_are_refused_unless_told(
 
 
 def test_long_table_names_get_a_shortened_constraint_name(clean: Engine, backend: Backend) -> None:
-    name = "ops_" + "x" * 45  # 49 characters: uq_<table>_public_id is over 64
+    name = "ops_" + "x" * 48  # 52 characters: uq_<table>_public_id is 65
     with clean.begin() as conn:
         conn.execute(sa.text(f"DROP TABLE IF EXISTS {name}"))
         table = sa.Table(
@@ -576,7 +576,8 @@ def test_long_table_names_get_a_shortened_constraint_name(clean: Engine, backend
                 *(i for i in sa.inspect(conn).get_indexes(name) if i["unique"]),
             ][:1]
             assert unique["column_names"] == ["public_id"]
-            assert len(str(unique["name"])) <= 63
+            limit = {"postgresql": 63, "mysql": 64}.get(backend.name, 1000)
+            assert len(str(unique["name"])) <= limit
         with clean.begin() as conn:
             _op(conn).drop_ulid_column(name, "public_id")
         with clean.connect() as conn:

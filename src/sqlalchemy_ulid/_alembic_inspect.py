@@ -152,7 +152,7 @@ def safe_name(name: str, dialect: Dialect) -> str:
     collide) and MariaDB refuses names over 64 characters; the hash keeps
     shortened names distinct and the same on every run.
     """
-    limit = dialect.max_identifier_length or 63
+    limit = _name_limit(dialect)
     if len(name.encode()) <= limit:
         return name
     digest = hashlib.sha1(name.encode()).hexdigest()[:8]
@@ -160,9 +160,19 @@ def safe_name(name: str, dialect: Dialect) -> str:
     return f"{head}_{digest}"
 
 
+def _name_limit(dialect: Dialect) -> int:
+    # MySQL allows 255 for some names but 64 for constraints and indexes.
+    limits = [
+        dialect.max_identifier_length,
+        getattr(dialect, "max_constraint_name_length", None),
+        getattr(dialect, "max_index_name_length", None),
+    ]
+    return min(limit for limit in limits if limit) if any(limits) else 63
+
+
 def check_identifier(name: str, what: str, dialect: Dialect) -> None:
     """Refuse a name the database would cut short or reject."""
-    limit = dialect.max_identifier_length or 63
+    limit = _name_limit(dialect)
     if len(name.encode()) > limit:
         raise ValueError(
             f"{what} {name!r} is {len(name.encode())} bytes; {dialect.name} allows {limit}"

@@ -329,3 +329,66 @@ def test_rows_written_during_the_backfill_get_ids_or_a_clear_refusal(server: Eng
     assert {r[0] for r in rows} >= set(inserted)
     assert len(rows) == 19 + len(inserted)
     _check_public_ids(server)
+
+
+def test_with_server_default_the_unchanged_application_keeps_writing(server: Engine) -> None:
+    """The app's INSERTs that omit the new column get an id from the database,
+    during the op and after it: no NULL rows, no NOT NULL violations."""
+    _seed(server)
+    with server.begin() as conn:
+        _op(conn).create_ulid_function()  # PostgreSQL's DEFAULT calls gen_ulid()
+    inserted: list[int] = []
+    errors: list[Exception] = []
+    stop = threading.Event()
+    table = sa.table(TABLE, sa.column("id"), sa.column("created_at"), sa.column("note"))
+
+    def writer() -> None:
+        key = 1000
+        while not stop.is_set():
+            try:
+                with server.begin() as conn:
+                    conn.execute(
+                        table.insert().values(id=key, created_at=datetime.now(), note="app")
+                    )
+            except sa.exc.DBAPIError as exc:
+                errors.append(exc)
+                return
+            inserted.append(key)
+            key += 1
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        time.sleep(0.05)
+        with server.begin() as conn:
+            _op(conn).add_ulid_column(
+                TABLE, "public_id", "created_at", batch_size=4, server_default=True
+            )
+        time.sleep(0.1)  # the application goes on writing after the migration
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+        with server.begin() as conn:
+            _op(conn).drop_ulid_column(TABLE, "public_id")
+            _op(conn).drop_ulid_function()
+    assert errors == []
+    assert inserted
+
+
+def test_server_default_rows_have_ids(server: Engine) -> None:
+    _seed(server)
+    with server.begin() as conn:
+        _op(conn).create_ulid_function()
+        _op(conn).add_ulid_column(TABLE, "public_id", "created_at", server_default=True)
+        conn.execute(
+            sa.text(f"INSERT INTO {TABLE} (id, created_at, note) VALUES (500, :t, 'app')"),
+            {"t": datetime(2030, 1, 1)},
+        )
+    try:
+        rows = {r[0]: r[2] for r in _public_ids(server)}
+        assert rows[500] is not None
+        assert abs(rows[500].timestamp_ms - time.time() * 1000) < 60_000  # made now, by the server
+    finally:
+        _drop(server)  # the column's DEFAULT depends on the function
+        with server.begin() as conn:
+            _op(conn).drop_ulid_function()

@@ -28,6 +28,7 @@ from ._alembic_inspect import (
     strict_mode,
     unique_on,
 )
+from ._defaults import ulid_server_default
 from ._dialects import dialect_row
 from ._generator import MonotonicGenerator
 from ._time import to_ms
@@ -58,8 +59,11 @@ class AddULIDColumnOp(MigrateOperation):
         constraint_name: str | None = None,
         schema: str | None = None,
         fold: int | None = None,
+        server_default: bool = False,
     ) -> None:
         _check_storage(storage)
+        if server_default and storage == "text":
+            raise ValueError("storage='text' has no server-side generator: server_default=False")
         if fold not in (None, 0, 1):
             raise ValueError(f"fold must be None, 0 or 1, got {fold!r}")
         if batch_size < 1:
@@ -80,6 +84,7 @@ class AddULIDColumnOp(MigrateOperation):
         self.constraint_name = constraint_name
         self.schema = schema
         self.fold = fold
+        self.server_default = server_default
 
     @classmethod
     def add_ulid_column(
@@ -96,6 +101,7 @@ class AddULIDColumnOp(MigrateOperation):
         constraint_name: str | None = None,
         schema: str | None = None,
         fold: int | None = None,
+        server_default: bool = False,
     ) -> None:
         """Add a ULID column to a populated table, backfilled from a timestamp.
 
@@ -147,6 +153,13 @@ class AddULIDColumnOp(MigrateOperation):
                 ambiguous (a fold) or non-existent (a gap): ``None`` refuses
                 it, ``0``/``1`` picks the offset before/after the change
                 (Python's ``datetime.fold``).
+            server_default: right after ``ADD COLUMN``, give the column the
+                database's ULID generator as its DEFAULT
+                (:func:`~sqlalchemy_ulid.ulid_server_default`; on PostgreSQL
+                run ``op.create_ulid_function()`` first). Rows the
+                application inserts without the column, during the op and
+                after it, then get an id instead of a NULL (MariaDB) or a
+                NOT NULL violation.
 
         Raises:
             alembic.util.CommandError: in offline mode, or rows were written
@@ -168,6 +181,7 @@ class AddULIDColumnOp(MigrateOperation):
                 constraint_name=constraint_name,
                 schema=schema,
                 fold=fold,
+                server_default=server_default,
             )
         )
 
@@ -227,6 +241,13 @@ def _add_ulid_column(operations: Operations, op: AddULIDColumnOp) -> None:
     constraint = op.constraint_name or unique_name(op.table_name, op.column_name, dialect)
     check_identifier(constraint, "constraint name", dialect)
     column_type = ULIDType(op.storage)
+    if op.server_default:
+        server = dialect_row(dialect).server
+        if server is None or dialect_row(dialect).kind(op.storage) not in server.default:
+            raise ValueError(
+                f"{dialect.name} has no server-side ULID generator for storage "
+                f"{op.storage!r}: server_default=True cannot be honoured"
+            )
     existing = column_state(connection, op.table_name, op.column_name, op.schema)
     if existing is not None:
         _check_existing(existing, column_type, op, dialect)
@@ -265,8 +286,16 @@ def _add_ulid_column(operations: Operations, op: AddULIDColumnOp) -> None:
                     sa.Column(op.column_name, column_type, nullable=True),
                     schema=op.schema,
                 )
+            if op.server_default and (existing is None or existing.default is None):
+                with operations.batch_alter_table(op.table_name, schema=op.schema) as batch:
+                    batch.alter_column(
+                        op.column_name,
+                        existing_type=column_type,
+                        existing_nullable=True if existing is None else existing.nullable,
+                        server_default=ulid_server_default(op.storage),
+                    )
             _fill(connection, target, staging, op)
-            _finish(operations, connection, target, staging, op, constraint, existing)
+            _finish(operations, connection, target, staging, op, constraint)
         except BaseException:
             # After a failure PostgreSQL's transaction is aborted (its
             # rollback drops the table) and a killed session took the table
@@ -369,7 +398,6 @@ def _finish(
     staging: sa.Table,
     op: AddULIDColumnOp,
     constraint: str,
-    existing: ColumnState | None,
 ) -> None:
     column = target.c[op.column_name]
     missing = sa.select(sa.func.count()).select_from(target).where(column.is_(None))
@@ -378,8 +406,9 @@ def _finish(
             break
         _stage(connection, target, staging, op, ColumnState(column.type, True, None, None))
         _fill(connection, target, staging, op)
-    nullable = True if existing is None else existing.nullable
-    if nullable:
+    state = column_state(connection, op.table_name, op.column_name, op.schema)
+    assert state is not None
+    if state.nullable:
         try:
             with operations.batch_alter_table(op.table_name, schema=op.schema) as batch:
                 batch.alter_column(
@@ -387,6 +416,11 @@ def _finish(
                     existing_type=column.type,
                     existing_nullable=True,
                     nullable=False,
+                    # MariaDB's MODIFY restates the column: keep these.
+                    existing_server_default=(
+                        None if state.default is None else sa.text(state.default)
+                    ),
+                    existing_comment=state.comment,
                 )
         except sa.exc.DBAPIError as exc:
             if exc.connection_invalidated:

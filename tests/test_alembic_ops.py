@@ -723,3 +723,46 @@ def test_a_key_referenced_by_foreign_keys_is_refused_before_any_change(
     finally:
         with clean.begin() as conn:
             conn.execute(sa.text(f"DROP TABLE IF EXISTS {ORDERS}"))
+
+
+def test_the_documented_foreign_key_sequence_converts_key_and_references(
+    clean: Engine, backend: Backend
+) -> None:
+    if backend.name == "sqlite":
+        return  # SQLite changes constraints by copying the table (batch mode)
+    metadata = sa.MetaData()
+    parent = sa.Table(EVENTS, metadata, sa.Column("id", sa.CHAR(26), primary_key=True))
+    child = sa.Table(
+        ORDERS,
+        metadata,
+        sa.Column("id", sa.Integer, primary_key=True),
+        sa.Column(
+            "customer_id",
+            sa.CHAR(26),
+            sa.ForeignKey(f"{EVENTS}.id", name="fk_orders_customer_id"),
+            nullable=False,
+        ),
+    )
+    with clean.begin() as conn:
+        metadata.create_all(conn)
+        conn.execute(parent.insert(), [{"id": VALID}])
+        conn.execute(child.insert(), [{"id": 1, "customer_id": VALID}])
+    try:
+        with clean.begin() as conn:
+            op = _op(conn)
+            op.drop_constraint("fk_orders_customer_id", ORDERS, type_="foreignkey")
+            op.alter_ulid_storage(EVENTS, "id", from_storage="text", to_storage="auto")
+            op.alter_ulid_storage(ORDERS, "customer_id", from_storage="text", to_storage="auto")
+            op.create_foreign_key("fk_orders_customer_id", ORDERS, EVENTS, ["customer_id"], ["id"])
+        after = sa.Table(ORDERS, sa.MetaData(), sa.Column("customer_id", ULIDType(as_str=True)))
+        with clean.begin() as conn:
+            assert conn.scalars(sa.select(after.c.customer_id)).all() == [VALID]
+            with pytest.raises(sa.exc.IntegrityError):  # the foreign key is back
+                conn.execute(
+                    sa.insert(
+                        sa.table(ORDERS, sa.column("id"), sa.column("customer_id", ULIDType()))
+                    ).values(id=2, customer_id=new_ulid())
+                )
+    finally:
+        with clean.begin() as conn:
+            conn.execute(sa.text(f"DROP TABLE IF EXISTS {ORDERS}"))

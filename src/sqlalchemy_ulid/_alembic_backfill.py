@@ -9,7 +9,7 @@ import is the user's opt-in.
 from __future__ import annotations
 
 import contextlib
-from datetime import datetime, tzinfo
+from datetime import datetime, timedelta, tzinfo
 from datetime import timezone as _timezone
 from typing import Any
 
@@ -31,7 +31,7 @@ from ._alembic_inspect import (
 from ._defaults import ulid_server_default
 from ._dialects import dialect_row
 from ._generator import MonotonicGenerator
-from ._time import to_ms
+from ._time import check_ms, to_ms
 from ._types import Storage, ULIDType, _check_storage
 
 __all__ = ["AddULIDColumnOp", "DropULIDColumnOp"]
@@ -203,19 +203,28 @@ def _refuse_offline(operations: Operations, what: str) -> None:
         )
 
 
+_NAIVE_EPOCH = datetime(1970, 1, 1)
+_ONE_MS = timedelta(milliseconds=1)
+
+
 def _timestamp_ms(value: Any, zone: tzinfo, fold: int | None) -> int:
     if isinstance(value, datetime) and value.tzinfo is None:
+        if isinstance(zone, _timezone):
+            # A fixed offset has no DST: naive arithmetic, exact and quick
+            # (this runs once per row).
+            ms = (value - _NAIVE_EPOCH - zone.utcoffset(None)) // _ONE_MS
+            check_ms(ms)
+            return ms
         placed = value.replace(tzinfo=zone)
-        if not isinstance(zone, _timezone):  # a fixed offset has no DST
-            other = placed.replace(fold=1)
-            if placed.utcoffset() != other.utcoffset():
-                if fold is None:
-                    raise ValueError(
-                        f"{value.isoformat()} is ambiguous or does not exist in {zone} "
-                        "(a daylight-saving change); pass fold=0 or fold=1 to choose the "
-                        "offset before or after it"
-                    )
-                placed = placed.replace(fold=fold)
+        other = placed.replace(fold=1)
+        if placed.utcoffset() != other.utcoffset():
+            if fold is None:
+                raise ValueError(
+                    f"{value.isoformat()} is ambiguous or does not exist in {zone} "
+                    "(a daylight-saving change); pass fold=0 or fold=1 to choose the "
+                    "offset before or after it"
+                )
+            placed = placed.replace(fold=fold)
         value = placed
     return to_ms(value)
 
@@ -300,7 +309,7 @@ def _add_ulid_column(operations: Operations, op: AddULIDColumnOp) -> None:
             # After a failure PostgreSQL's transaction is aborted (its
             # rollback drops the table) and a killed session took the table
             # along: a failing DROP must not hide the error.
-            with contextlib.suppress(sa.exc.DBAPIError):
+            with contextlib.suppress(sa.exc.SQLAlchemyError):
                 _drop_staging(connection, staging)
             raise
         _drop_staging(connection, staging)
@@ -484,7 +493,12 @@ class DropULIDColumnOp(MigrateOperation):
     ) -> None:
         """Drop a ULID column and its unique constraint (undoes ``add_ulid_column``).
 
-        Works offline too. On SQLite it recreates the table (batch mode).
+        Works offline too. Online it drops whatever unique constraint or
+        unique index covers just this column (PostgreSQL may have cut a long
+        name), and does nothing if the column is gone (a rerun). On SQLite
+        ``add_ulid_column`` makes a unique index, so this is ``DROP INDEX``
+        and ``DROP COLUMN`` (SQLite 3.35+), offline as well; a table-level
+        unique constraint is dropped by recreating the table (online).
 
         Args:
             operations: supplied by Alembic (call it as ``op.drop_ulid_column``).

@@ -197,10 +197,14 @@ def strict_mode(connection: Connection) -> Iterator[None]:
     connection.exec_driver_sql(
         "SET SESSION sql_mode = CONCAT_WS(',', NULLIF(@@SESSION.sql_mode, ''), 'STRICT_ALL_TABLES')"
     )
+    restore = sa.text("SET SESSION sql_mode = :mode")
     try:
         yield
-    finally:
+    except BaseException:
         # The connection may be gone (that is why we are here): the mode
-        # then dies with the session.
-        with contextlib.suppress(sa.exc.DBAPIError):
-            connection.execute(sa.text("SET SESSION sql_mode = :mode"), {"mode": mode})
+        # dies with the session, and the error that brought us here is the
+        # one to report.
+        with contextlib.suppress(sa.exc.SQLAlchemyError):
+            connection.execute(restore, {"mode": mode})
+        raise
+    connection.execute(restore, {"mode": mode})

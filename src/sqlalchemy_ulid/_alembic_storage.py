@@ -88,8 +88,21 @@ class AlterULIDStorageOp(MigrateOperation):
           SQLite before 3.41 has no ``unhex()``; online, the op defines it
           on the connection.
 
-        Online, text values are checked first: if any is not a ULID, the op
-        raises :class:`~sqlalchemy_ulid.InvalidULID` before changing anything.
+        The conversion SQL itself fails on a text value the parser would
+        refuse (or a binary value that is not 16 bytes), online and in
+        ``--sql`` scripts, whatever MariaDB's ``sql_mode``: no value can
+        become a different id. Online, text values are also checked first:
+        if any is not a ULID, the op raises
+        :class:`~sqlalchemy_ulid.InvalidULID`, with examples, before
+        changing anything.
+
+        Online it reads the column first and is safe to rerun: a column
+        already in ``to_storage`` is left alone, and after an interrupted
+        MariaDB run (column left ``VARBINARY(26)``) it recognises whether
+        the values were converted and finishes. Nullability, the
+        ``COMMENT`` and a ULID literal ``DEFAULT`` are kept (any other
+        DEFAULT is refused before any change, as is a column used by a
+        foreign key: see "Keys with foreign keys" in the docs).
 
         Args:
             operations: supplied by Alembic (call it as ``op.alter_ulid_storage``).
@@ -105,7 +118,10 @@ class AlterULIDStorageOp(MigrateOperation):
 
         Raises:
             InvalidULID: (online) a text value is not a ULID.
-            ValueError: both storages are the same kind on this database.
+            ValueError: both storages are the same kind on this database;
+                (online) the column is used by a foreign key, has a DEFAULT
+                that cannot be converted, is of neither storage, or holds
+                both converted and unconverted values.
             alembic.util.CommandError: offline without ``nullable``.
         """
         operations.invoke(

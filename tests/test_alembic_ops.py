@@ -19,7 +19,7 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection, Engine
 
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
-from conftest import Backend
+from conftest import Backend, recording
 from sqlalchemy_ulid import ULID, InvalidULID, ULIDType, new_ulid
 from sqlalchemy_ulid._time import to_ms
 
@@ -766,3 +766,65 @@ def test_the_documented_foreign_key_sequence_converts_key_and_references(
     finally:
         with clean.begin() as conn:
             conn.execute(sa.text(f"DROP TABLE IF EXISTS {ORDERS}"))
+
+
+def test_drop_after_an_interrupted_add_needs_no_options(clean: Engine) -> None:
+    """The column is there but the unique constraint is not: drop works as written."""
+    _seed_orders(clean, [{"id": 1, "created_at": datetime(2020, 1, 1), "note": None}])
+    with clean.begin() as conn:
+        _op(conn).add_column(ORDERS, sa.Column("public_id", ULIDType(), nullable=True))
+    with clean.begin() as conn:
+        _op(conn).drop_ulid_column(ORDERS, "public_id")
+    with clean.begin() as conn:
+        _op(conn).drop_ulid_column(ORDERS, "public_id")  # and again: nothing to do
+    with clean.connect() as conn:
+        assert "public_id" not in _columns(conn, ORDERS)
+
+
+def test_the_backfill_reads_the_table_once(clean: Engine) -> None:
+    """One ordered streaming SELECT, not an ORDER BY ... LIMIT per batch
+    (which re-sorts the table each time: quadratic without an index)."""
+    _seed_orders(
+        clean,
+        [
+            {"id": i, "created_at": datetime(2020, 1, 1, 0, 0, i % 7), "note": None}
+            for i in range(50)
+        ],
+    )
+    with recording(clean) as seen, clean.begin() as conn:
+        _op(conn).add_ulid_column(ORDERS, "public_id", "created_at", batch_size=5)
+    ordered = [s for s in seen if "ORDER BY" in s and ORDERS in s]
+    assert len(ordered) == 1, ordered
+    assert "LIMIT" not in ordered[0]
+
+
+def test_postgresql_writers_are_not_blocked_while_ids_are_computed(
+    clean: Engine, backend: Backend
+) -> None:
+    """The ids are computed before ADD COLUMN: until then the op holds no lock
+    that stops writers (it used to hold ACCESS EXCLUSIVE for the whole backfill)."""
+    if backend.name != "postgresql":
+        return  # MariaDB's ADD COLUMN does not keep writers out either
+    _seed_orders(
+        clean, [{"id": i, "created_at": datetime(2020, 1, 1), "note": None} for i in range(20)]
+    )
+    assert backend.url is not None
+    other = sa.create_engine(backend.url, poolclass=sa.pool.NullPool)
+    written = []
+
+    def write_from_another_session(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement.startswith("INSERT INTO _ulid_backfill") and not written:
+            with other.begin() as writer:
+                writer.exec_driver_sql("SET LOCAL lock_timeout = '2s'")
+                writer.exec_driver_sql(f"UPDATE {ORDERS} SET note = 'written' WHERE id = 3")
+            written.append(True)
+
+    sa.event.listen(clean, "before_cursor_execute", write_from_another_session)
+    try:
+        with clean.begin() as conn:
+            _op(conn).add_ulid_column(ORDERS, "public_id", "created_at", batch_size=5)
+    finally:
+        sa.event.remove(clean, "before_cursor_execute", write_from_another_session)
+        other.dispose()
+    assert written == [True]
+    assert {r[0]: r[2] for r in _read_backfilled(clean)}[3] == "written"

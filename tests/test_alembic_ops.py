@@ -828,3 +828,29 @@ def test_postgresql_writers_are_not_blocked_while_ids_are_computed(
         other.dispose()
     assert written == [True]
     assert {r[0]: r[2] for r in _read_backfilled(clean)}[3] == "written"
+
+
+def test_a_default_that_cannot_be_converted_is_refused_before_any_change(
+    clean: Engine,
+) -> None:
+    with clean.begin() as conn:
+        conn.execute(
+            sa.text(f"CREATE TABLE {EVENTS} (id INTEGER PRIMARY KEY, ref CHAR(26) DEFAULT 'none')")
+        )
+        conn.execute(sa.text(f"INSERT INTO {EVENTS} (id, ref) VALUES (1, '{VALID}')"))
+    with clean.begin() as conn, pytest.raises(ValueError, match="DEFAULT"):
+        _op(conn).alter_ulid_storage(EVENTS, "ref", from_storage="text", to_storage="auto")
+    with clean.connect() as conn:
+        assert "CHAR" in str(_columns(conn, EVENTS)["ref"]["type"]).upper()
+
+
+def test_a_too_long_constraint_name_is_refused_before_any_change(
+    clean: Engine, backend: Backend
+) -> None:
+    if backend.name == "sqlite":
+        return  # SQLite has no length limit on names
+    _seed_orders(clean, [{"id": 1, "created_at": datetime(2020, 1, 1), "note": None}])
+    with clean.begin() as conn, pytest.raises(ValueError, match="allows"):
+        _op(conn).add_ulid_column(ORDERS, "public_id", "created_at", constraint_name="u" * 65)
+    with clean.connect() as conn:
+        assert "public_id" not in _columns(conn, ORDERS)

@@ -27,6 +27,7 @@ __all__ = [
     "run",
     "safe_name",
     "strict_mode",
+    "unique_name",
     "unique_on",
 ]
 
@@ -168,6 +169,11 @@ def _name_limit(dialect: Dialect) -> int:
         getattr(dialect, "max_index_name_length", None),
     ]
     return min(limit for limit in limits if limit) if any(limits) else 63
+
+
+def unique_name(table_name: str, column_name: str, dialect: Dialect) -> str:
+    """Return the default unique constraint name, shortened to fit the database."""
+    return safe_name(f"uq_{table_name}_{column_name}", dialect)
 
 
 def check_identifier(name: str, what: str, dialect: Dialect) -> None:

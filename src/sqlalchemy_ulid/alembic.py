@@ -43,7 +43,8 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess
     ) from exc
 
 # Importing the op modules registers the ops on Alembic's Operations.
-from ._alembic_backfill import AddULIDColumnOp, DropULIDColumnOp
+from ._alembic_backfill import AddULIDColumnOp
+from ._alembic_drop import DropULIDColumnOp
 from ._alembic_function import CreateULIDFunctionOp, DropULIDFunctionOp
 from ._alembic_storage import AlterULIDStorageOp
 from ._types import ULIDType

@@ -237,3 +237,63 @@ def test_alembic_cli_check_is_clean(tmp_path: Path, engine: Engine, backend: Bac
         sys.path.remove(str(tmp_path))
         sys.modules.pop("models", None)
         _clean(engine)
+
+
+def test_without_alembic_the_import_names_the_extra() -> None:
+    code = (
+        "import sys\n"
+        "sys.modules['alembic'] = None\n"
+        "try:\n"
+        "    import sqlalchemy_ulid.alembic\n"
+        "except ImportError as exc:\n"
+        "    print(exc)\n"
+        "import sqlalchemy_ulid\n"  # the core still imports
+        "print(sqlalchemy_ulid.ULIDType.__name__)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert "pip install 'sqlalchemy-ulid[alembic]'" in result.stdout
+    assert result.stdout.strip().endswith("ULIDType")
+
+
+def test_alembic_module_exports() -> None:
+    import sqlalchemy_ulid.alembic as module
+
+    assert set(module.__all__) >= {"render_item", "AddULIDColumnOp", "AlterULIDStorageOp"}
+    for name in module.__all__:
+        assert getattr(module, name) is not None
+
+
+def test_the_plugin_entry_point_registers_the_ops_without_an_import() -> None:
+    """Alembic >= 1.18 loads our alembic.plugins entry point at start-up."""
+    code = (
+        "import sys\n"
+        "from alembic.operations import Operations\n"
+        "import alembic.runtime.plugins\n"
+        "assert 'sqlalchemy_ulid' in alembic.runtime.plugins._all_plugins\n"
+        "assert 'sqlalchemy_ulid.alembic' in sys.modules\n"
+        "print(hasattr(Operations, 'add_ulid_column'))\n"
+    )
+    pytest.importorskip("alembic.runtime.plugins")  # Alembic before 1.18 has none
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "True"
+
+
+def test_user_module_prefix_sa_still_renders_our_type(project: Config, engine: Engine) -> None:
+    """advanced-alchemy and SQLModel set user_module_prefix="sa."; render_item wins."""
+    script_dir = Path(project.get_main_option("script_location"))
+    env = (script_dir / "env.py").read_text()
+    (script_dir / "env.py").write_text(
+        env.replace("render_item=", 'user_module_prefix="sa.",\n    render_item=')
+    )
+    _run(project, engine, command.revision, autogenerate=True, message="ulids")
+    [script] = (script_dir / "versions").glob("*.py")
+    source = script.read_text()
+    assert "sqlalchemy_ulid.ULIDType()" in source
+    assert "sa.ULIDType" not in source
+    _run(project, engine, command.upgrade, "head")
+    _run(project, engine, command.downgrade, "base")

@@ -19,7 +19,7 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection, Engine
 
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
-from conftest import Backend
+from conftest import Backend, recording
 from sqlalchemy_ulid import ULID, InvalidULID, ULIDType, new_ulid
 from sqlalchemy_ulid._time import to_ms
 
@@ -384,3 +384,473 @@ def test_100k_rows_survive_backfill_and_conversion(
             f"\n[{backend.name}] 100k rows: backfill {backfilled - began:.1f} s, "
             f"text->binary {converted - backfilled:.1f} s"
         )
+
+
+# -- never invent an id ---------------------------------------------------------
+
+VALID = "01HTQW311N1KR5G0Y75M3EF00V"
+# Each row: text, and why the Python parser accepts or refuses it.
+TEXT_CASES = [
+    VALID,  # canonical
+    VALID.lower(),  # lowercase is a ULID too
+    "7ZZZZZZZZZZZZZZZZZZZZZZZZZ",  # the largest ULID
+    "01HTQW311N1KR5G0Y75M3EF00U",  # U is not Crockford
+    "01HTQW311N1KR5G0Y75M3EF00I",  # nor I
+    "01HTQW311N1KR5G0Y75M3EF00L",  # nor L
+    "01HTQW311N1KR5G0Y75M3EF00O",  # nor O
+    "8ZZZZZZZZZZZZZZZZZZZZZZZZZ",  # above 128 bits
+    VALID + "\n",  # a trailing newline (REGEXP's $ matches before it)
+    VALID[:-1] + "\n",  # 26 characters, the last a newline
+    " " + VALID[1:],  # a space instead of the first character
+    VALID[:-1],  # 25 characters
+    VALID + "0",  # 27 characters
+    VALID[:-1] + "\u212a",  # the Kelvin sign, which case-folds to k
+    VALID[:-1] + "\uff10",  # a fullwidth digit zero
+    VALID[:-1] + "\u017f",  # long s, which upper-cases to S
+    VALID[:-1] + "-",  # punctuation
+    VALID[:13] + "_" + VALID[14:],  # int() would skip an underscore
+]
+
+
+def _parses(text: str) -> bool:
+    try:
+        ULID(text)
+    except InvalidULID:
+        return False
+    return True
+
+
+def test_sql_text_check_agrees_with_the_parser(clean: Engine) -> None:
+    from sqlalchemy_ulid._dialects import dialect_row
+
+    table = sa.Table(
+        EVENTS,
+        sa.MetaData(),
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+        sa.Column("ref", sa.Unicode(40)),
+    )
+    with clean.begin() as conn:
+        table.create(conn)
+        conn.execute(table.insert(), [{"id": i, "ref": t} for i, t in enumerate(TEXT_CASES)])
+        convert = dialect_row(conn.dialect).convert
+        assert convert is not None
+        valid = convert.valid_text("ref")
+        found = conn.exec_driver_sql(
+            f"SELECT id, CASE WHEN {valid} THEN 1 ELSE 0 END FROM {EVENTS} ORDER BY id"
+        ).all()
+    assert [(i, bool(ok)) for i, ok in found] == [(i, _parses(t)) for i, t in enumerate(TEXT_CASES)]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "01HTQW311N1KR5G0Y75M3EF00U",  # U: once converted to a different, valid-looking id
+        VALID[:-1] + "\n",  # a newline where a character should be
+        "8ZZZZZZZZZZZZZZZZZZZZZZZZZ",  # above 128 bits
+    ],
+)
+def test_the_conversion_statement_itself_refuses_bad_text(
+    clean: Engine, backend: Backend, bad: str
+) -> None:
+    """No check before it: the offline script (and a value written after the
+    online check) reaches the conversion itself, which must fail, not invent."""
+    _seed_events(clean, [VALID, bad, None])
+    op, buffer = _offline_op(backend.name)
+    op.alter_ulid_storage(
+        EVENTS,
+        "ref",
+        from_storage="text",
+        to_storage="auto",
+        nullable=True,
+        copy_from=_events(sa.MetaData(), sa.CHAR(26)),
+    )
+    statements = [s for s in buffer.getvalue().split(";\n") if s.strip()]
+    # PostgreSQL converts in its ALTER ... USING, the others in an UPDATE.
+    [update] = [s for s in statements if "USING CASE" in s or s.lstrip().startswith("UPDATE")]
+    with clean.begin() as conn:
+        before = conn.execute(sa.text(f"SELECT id, ref FROM {EVENTS} ORDER BY id")).all()
+        if backend.name == "mysql":
+            # The holding type first, as the script does; and the laxest
+            # sql_mode: the refusal must not depend on strict mode.
+            conn.exec_driver_sql(f"ALTER TABLE {EVENTS} MODIFY ref VARBINARY(26) NULL")
+            conn.exec_driver_sql("SET SESSION sql_mode = ''")
+    try:
+        with clean.begin() as conn, pytest.raises(sa.exc.DBAPIError):
+            conn.exec_driver_sql(update.replace("%%", "%"))
+    finally:
+        if backend.name == "mysql":
+            with clean.begin() as conn:
+                conn.exec_driver_sql("SET SESSION sql_mode = DEFAULT")
+    with clean.connect() as conn:
+        after = conn.execute(sa.text(f"SELECT id, ref FROM {EVENTS} ORDER BY id")).all()
+    assert [(i, r.decode() if isinstance(r, bytes) else r) for i, r in after] == before
+
+
+def test_online_conversion_refuses_a_bad_value_that_slips_past_the_check(
+    clean: Engine, backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A value committed between the check and the conversion: refused, with InvalidULID."""
+    from sqlalchemy_ulid import _alembic_storage
+
+    _seed_events(clean, [VALID, "01HTQW311N1KR5G0Y75M3EF00U"])
+    checks = []
+    real_check = _alembic_storage._check_text
+
+    def first_check_sees_nothing(*args: Any, **kwargs: Any) -> None:
+        checks.append(args)
+        if len(checks) > 1:  # the check after the failure is the real one
+            real_check(*args, **kwargs)
+
+    monkeypatch.setattr(_alembic_storage, "_check_text", first_check_sees_nothing)
+    with clean.begin() as conn, pytest.raises(InvalidULID, match="EF00U"):
+        _op(conn).alter_ulid_storage(EVENTS, "ref", from_storage="text", to_storage="auto")
+    assert len(checks) == 2
+
+
+# -- checks before the first DDL, reruns, names -------------------------------------
+
+
+def test_times_before_1970_refuse_before_the_column_is_added(clean: Engine) -> None:
+    _seed_orders(
+        clean,
+        [
+            {"id": 1, "created_at": datetime(2020, 1, 1), "note": None},
+            {"id": 2, "created_at": datetime(1969, 12, 31, 23, 59), "note": None},
+        ],
+    )
+    with clean.begin() as conn, pytest.raises(InvalidULID, match="outside"):
+        _op(conn).add_ulid_column(ORDERS, "public_id", "created_at")
+    with clean.connect() as conn:
+        assert "public_id" not in _columns(conn, ORDERS)
+
+
+BERLIN = "Europe/Berlin"
+
+
+@pytest.mark.parametrize(
+    ("naive", "fold", "expected_utc"),
+    [
+        (datetime(2021, 3, 28, 2, 30), None, None),  # in the spring gap: refused
+        (datetime(2021, 10, 31, 2, 30), None, None),  # in the autumn fold: refused
+        (datetime(2021, 10, 31, 2, 30), 0, datetime(2021, 10, 31, 0, 30)),  # fold=0: summer
+        (datetime(2021, 10, 31, 2, 30), 1, datetime(2021, 10, 31, 1, 30)),  # fold=1: winter
+    ],
+)
+def test_dst_gaps_and_folds_are_refused_unless_told(
+    clean: Engine, naive: datetime, fold: int | None, expected_utc: datetime | None
+) -> None:
+    from zoneinfo import ZoneInfo
+
+    _seed_orders(clean, [{"id": 1, "created_at": naive, "note": None}])
+    zone = ZoneInfo(BERLIN)
+    if expected_utc is None:
+        with clean.begin() as conn, pytest.raises(ValueError, match="daylight-saving"):
+            _op(conn).add_ulid_column(ORDERS, "public_id", "created_at", timezone=zone)
+        with clean.connect() as conn:
+            assert "public_id" not in _columns(conn, ORDERS)
+        return
+    with clean.begin() as conn:
+        _op(conn).add_ulid_column(ORDERS, "public_id", "created_at", timezone=zone, fold=fold)
+    [(_, _, _, public_id)] = _read_backfilled(clean)
+    assert public_id.datetime == expected_utc.replace(tzinfo=timezone.utc)
+
+
+def test_long_table_names_get_a_shortened_constraint_name(clean: Engine, backend: Backend) -> None:
+    name = "ops_" + "x" * 48  # 52 characters: uq_<table>_public_id is 65
+    with clean.begin() as conn:
+        conn.execute(sa.text(f"DROP TABLE IF EXISTS {name}"))
+        table = sa.Table(
+            name,
+            sa.MetaData(),
+            sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+            sa.Column("created_at", DATETIME, nullable=False),
+        )
+        table.create(conn)
+        conn.execute(table.insert(), [{"id": 1, "created_at": datetime(2020, 1, 1)}])
+    try:
+        with clean.begin() as conn:
+            _op(conn).add_ulid_column(name, "public_id", "created_at")
+        with clean.connect() as conn:
+            [unique] = [
+                *sa.inspect(conn).get_unique_constraints(name),
+                *(i for i in sa.inspect(conn).get_indexes(name) if i["unique"]),
+            ][:1]
+            assert unique["column_names"] == ["public_id"]
+            limit = {"postgresql": 63, "mysql": 64}.get(backend.name, 1000)
+            assert len(str(unique["name"])) <= limit
+        with clean.begin() as conn:
+            _op(conn).drop_ulid_column(name, "public_id")
+        with clean.connect() as conn:
+            assert "public_id" not in _columns(conn, name)
+    finally:
+        with clean.begin() as conn:
+            conn.execute(sa.text(f"DROP TABLE IF EXISTS {name}"))
+
+
+def test_percent_in_a_table_name_is_escaped_once(engine: Engine) -> None:
+    name = "ops_50%_off"
+    quoted = engine.dialect.identifier_preparer.quote(name)
+    with engine.begin() as conn:
+        conn.execute(sa.text(f"DROP TABLE IF EXISTS {quoted}".replace("%%", "%")))
+    table = sa.Table(
+        name,
+        sa.MetaData(),
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+        sa.Column("created_at", DATETIME, nullable=False),
+        sa.Column("ref", sa.CHAR(26)),
+    )
+    try:
+        with engine.begin() as conn:
+            table.create(conn)
+            conn.execute(
+                table.insert(), [{"id": 1, "created_at": datetime(2020, 1, 1), "ref": VALID}]
+            )
+        with engine.begin() as conn:
+            _op(conn).add_ulid_column(name, "public_id", "created_at")
+            _op(conn).alter_ulid_storage(name, "ref", from_storage="text", to_storage="auto")
+        after = sa.Table(name, sa.MetaData(), sa.Column("ref", ULIDType(as_str=True)))
+        with engine.connect() as conn:
+            assert conn.scalars(sa.select(after.c.ref)).all() == [VALID]
+    finally:
+        table.drop(engine, checkfirst=True)
+
+
+def test_rerun_fills_only_null_rows_of_an_existing_column(clean: Engine) -> None:
+    _seed_orders(
+        clean,
+        [{"id": i, "created_at": datetime(2020, 1, 1, 0, 0, i), "note": None} for i in range(5)],
+    )
+    keep = new_ulid()
+    with clean.begin() as conn:
+        # An interrupted earlier run: the column is there, one row filled.
+        _op(conn).add_column(ORDERS, sa.Column("public_id", ULIDType(), nullable=True))
+        table = sa.Table(
+            ORDERS, sa.MetaData(), sa.Column("id", sa.Integer), sa.Column("public_id", ULIDType())
+        )
+        conn.execute(table.update().where(table.c.id == 3).values(public_id=keep))
+    with clean.begin() as conn:
+        _op(conn).add_ulid_column(ORDERS, "public_id", "created_at")
+    result = {r[0]: r[3] for r in _read_backfilled(clean)}
+    assert result[3] == keep
+    assert all(v is not None for v in result.values())
+    with clean.connect() as conn:
+        assert _columns(conn, ORDERS)["public_id"]["nullable"] is False
+
+
+def test_drop_ulid_column_offline_on_sqlite_runs() -> None:
+    op, buffer = _offline_op("sqlite")
+    op.drop_ulid_column(ORDERS, "public_id")
+    script = buffer.getvalue()
+    engine = sa.create_engine("sqlite://")
+    with engine.begin() as conn:
+        _seed_orders_on(conn)
+        _op(conn).add_ulid_column(ORDERS, "public_id", "created_at")
+    with engine.begin() as conn:
+        for statement in script.split(";\n"):
+            if statement.strip():
+                conn.exec_driver_sql(statement)
+        assert "public_id" not in _columns(conn, ORDERS)
+
+
+def _seed_orders_on(conn: Connection) -> None:
+    table = _orders(sa.MetaData())
+    table.create(conn)
+    conn.execute(table.insert(), [{"id": 1, "created_at": datetime(2020, 1, 1), "note": None}])
+
+
+def test_conversion_keeps_default_comment_and_nullability(clean: Engine, backend: Backend) -> None:
+    with clean.begin() as conn:
+        conn.execute(
+            sa.text(
+                f"CREATE TABLE {EVENTS} (id INTEGER PRIMARY KEY, "
+                f"ref CHAR(26) NOT NULL DEFAULT '{VALID}'"
+                + (" COMMENT 'partner id'" if backend.name == "mysql" else "")
+                + ")"
+            )
+        )
+        if backend.name == "postgresql":
+            conn.execute(sa.text(f"COMMENT ON COLUMN {EVENTS}.ref IS 'partner id'"))
+        conn.execute(sa.text(f"INSERT INTO {EVENTS} (id, ref) VALUES (1, '{new_ulid()}')"))
+    with clean.begin() as conn:
+        _op(conn).alter_ulid_storage(EVENTS, "ref", from_storage="text", to_storage="auto")
+    with clean.begin() as conn:
+        column = _columns(conn, EVENTS)["ref"]
+        assert column["nullable"] is False
+        if backend.name == "mysql":  # SQLAlchemy misreads a COMMENT after DEFAULT f()
+            comment = conn.scalar(
+                sa.text(
+                    "SELECT COLUMN_COMMENT FROM information_schema.COLUMNS WHERE "
+                    f"TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '{EVENTS}' AND COLUMN_NAME = 'ref'"
+                )
+            )
+            assert comment == "partner id"
+        elif backend.name == "postgresql":  # SQLite keeps no comments
+            assert column["comment"] == "partner id"
+        conn.execute(sa.text(f"INSERT INTO {EVENTS} (id) VALUES (2)"))
+        table = sa.Table(
+            EVENTS,
+            sa.MetaData(),
+            sa.Column("id", sa.Integer),
+            sa.Column("ref", ULIDType(as_str=True)),
+        )
+        assert conn.scalar(sa.select(table.c.ref).where(table.c.id == 2)) == VALID
+
+
+def test_a_key_referenced_by_foreign_keys_is_refused_before_any_change(
+    clean: Engine, backend: Backend
+) -> None:
+    metadata = sa.MetaData()
+    parent = sa.Table(EVENTS, metadata, sa.Column("ref", sa.CHAR(26), primary_key=True))
+    child = sa.Table(
+        ORDERS,
+        metadata,
+        sa.Column("id", sa.Integer, primary_key=True),
+        sa.Column("event_ref", sa.CHAR(26), sa.ForeignKey(f"{EVENTS}.ref")),
+    )
+    with clean.begin() as conn:
+        metadata.create_all(conn)
+        conn.execute(parent.insert(), [{"ref": VALID}])
+        conn.execute(child.insert(), [{"id": 1, "event_ref": VALID}])
+    try:
+        with clean.begin() as conn, pytest.raises(ValueError, match="foreign keys"):
+            _op(conn).alter_ulid_storage(EVENTS, "ref", from_storage="text", to_storage="auto")
+        with clean.begin() as conn, pytest.raises(ValueError, match="foreign keys"):
+            _op(conn).alter_ulid_storage(
+                ORDERS, "event_ref", from_storage="text", to_storage="auto"
+            )
+        with clean.connect() as conn:
+            assert "CHAR" in str(_columns(conn, EVENTS)["ref"]["type"]).upper()
+    finally:
+        with clean.begin() as conn:
+            conn.execute(sa.text(f"DROP TABLE IF EXISTS {ORDERS}"))
+
+
+def test_the_documented_foreign_key_sequence_converts_key_and_references(
+    clean: Engine, backend: Backend
+) -> None:
+    if backend.name == "sqlite":
+        return  # SQLite changes constraints by copying the table (batch mode)
+    metadata = sa.MetaData()
+    parent = sa.Table(EVENTS, metadata, sa.Column("id", sa.CHAR(26), primary_key=True))
+    child = sa.Table(
+        ORDERS,
+        metadata,
+        sa.Column("id", sa.Integer, primary_key=True),
+        sa.Column(
+            "customer_id",
+            sa.CHAR(26),
+            sa.ForeignKey(f"{EVENTS}.id", name="fk_orders_customer_id"),
+            nullable=False,
+        ),
+    )
+    with clean.begin() as conn:
+        metadata.create_all(conn)
+        conn.execute(parent.insert(), [{"id": VALID}])
+        conn.execute(child.insert(), [{"id": 1, "customer_id": VALID}])
+    try:
+        with clean.begin() as conn:
+            op = _op(conn)
+            op.drop_constraint("fk_orders_customer_id", ORDERS, type_="foreignkey")
+            op.alter_ulid_storage(EVENTS, "id", from_storage="text", to_storage="auto")
+            op.alter_ulid_storage(ORDERS, "customer_id", from_storage="text", to_storage="auto")
+            op.create_foreign_key("fk_orders_customer_id", ORDERS, EVENTS, ["customer_id"], ["id"])
+        after = sa.Table(ORDERS, sa.MetaData(), sa.Column("customer_id", ULIDType(as_str=True)))
+        with clean.begin() as conn:
+            assert conn.scalars(sa.select(after.c.customer_id)).all() == [VALID]
+            with pytest.raises(sa.exc.IntegrityError):  # the foreign key is back
+                conn.execute(
+                    sa.insert(
+                        sa.table(ORDERS, sa.column("id"), sa.column("customer_id", ULIDType()))
+                    ).values(id=2, customer_id=new_ulid())
+                )
+    finally:
+        with clean.begin() as conn:
+            conn.execute(sa.text(f"DROP TABLE IF EXISTS {ORDERS}"))
+
+
+def test_drop_after_an_interrupted_add_needs_no_options(clean: Engine) -> None:
+    """The column is there but the unique constraint is not: drop works as written."""
+    _seed_orders(clean, [{"id": 1, "created_at": datetime(2020, 1, 1), "note": None}])
+    with clean.begin() as conn:
+        _op(conn).add_column(ORDERS, sa.Column("public_id", ULIDType(), nullable=True))
+    with clean.begin() as conn:
+        _op(conn).drop_ulid_column(ORDERS, "public_id")
+    with clean.begin() as conn:
+        _op(conn).drop_ulid_column(ORDERS, "public_id")  # and again: nothing to do
+    with clean.connect() as conn:
+        assert "public_id" not in _columns(conn, ORDERS)
+
+
+def test_the_backfill_reads_the_table_once(clean: Engine) -> None:
+    """One ordered streaming SELECT, not an ORDER BY ... LIMIT per batch
+    (which re-sorts the table each time: quadratic without an index)."""
+    _seed_orders(
+        clean,
+        [
+            {"id": i, "created_at": datetime(2020, 1, 1, 0, 0, i % 7), "note": None}
+            for i in range(50)
+        ],
+    )
+    with recording(clean) as seen, clean.begin() as conn:
+        _op(conn).add_ulid_column(ORDERS, "public_id", "created_at", batch_size=5)
+    ordered = [s for s in seen if "ORDER BY" in s and ORDERS in s]
+    assert len(ordered) == 1, ordered
+    assert "LIMIT" not in ordered[0]
+
+
+def test_postgresql_writers_are_not_blocked_while_ids_are_computed(
+    clean: Engine, backend: Backend
+) -> None:
+    """The ids are computed before ADD COLUMN: until then the op holds no lock
+    that stops writers (it used to hold ACCESS EXCLUSIVE for the whole backfill)."""
+    if backend.name != "postgresql":
+        return  # MariaDB's ADD COLUMN does not keep writers out either
+    _seed_orders(
+        clean, [{"id": i, "created_at": datetime(2020, 1, 1), "note": None} for i in range(20)]
+    )
+    assert backend.url is not None
+    other = sa.create_engine(backend.url, poolclass=sa.pool.NullPool)
+    written = []
+
+    def write_from_another_session(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement.startswith("INSERT INTO _ulid_backfill") and not written:
+            with other.begin() as writer:
+                writer.exec_driver_sql("SET LOCAL lock_timeout = '2s'")
+                writer.exec_driver_sql(f"UPDATE {ORDERS} SET note = 'written' WHERE id = 3")
+            written.append(True)
+
+    sa.event.listen(clean, "before_cursor_execute", write_from_another_session)
+    try:
+        with clean.begin() as conn:
+            _op(conn).add_ulid_column(ORDERS, "public_id", "created_at", batch_size=5)
+    finally:
+        sa.event.remove(clean, "before_cursor_execute", write_from_another_session)
+        other.dispose()
+    assert written == [True]
+    assert {r[0]: r[2] for r in _read_backfilled(clean)}[3] == "written"
+
+
+def test_a_default_that_cannot_be_converted_is_refused_before_any_change(
+    clean: Engine,
+) -> None:
+    with clean.begin() as conn:
+        conn.execute(
+            sa.text(f"CREATE TABLE {EVENTS} (id INTEGER PRIMARY KEY, ref CHAR(26) DEFAULT 'none')")
+        )
+        conn.execute(sa.text(f"INSERT INTO {EVENTS} (id, ref) VALUES (1, '{VALID}')"))
+    with clean.begin() as conn, pytest.raises(ValueError, match="DEFAULT"):
+        _op(conn).alter_ulid_storage(EVENTS, "ref", from_storage="text", to_storage="auto")
+    with clean.connect() as conn:
+        assert "CHAR" in str(_columns(conn, EVENTS)["ref"]["type"]).upper()
+
+
+def test_a_too_long_constraint_name_is_refused_before_any_change(
+    clean: Engine, backend: Backend
+) -> None:
+    if backend.name == "sqlite":
+        return  # SQLite has no length limit on names
+    _seed_orders(clean, [{"id": 1, "created_at": datetime(2020, 1, 1), "note": None}])
+    with clean.begin() as conn, pytest.raises(ValueError, match="allows"):
+        _op(conn).add_ulid_column(ORDERS, "public_id", "created_at", constraint_name="u" * 65)
+    with clean.connect() as conn:
+        assert "public_id" not in _columns(conn, ORDERS)

@@ -1,32 +1,42 @@
-"""Alembic ops that add a ULID column to a populated table, and drop it again.
+"""The Alembic op that adds a ULID column to a populated table.
 
 ``op.add_ulid_column`` dates each row's new ULID from a timestamp column;
-``op.drop_ulid_column`` undoes it. Importing this module registers both on
-Alembic's ``Operations``; :mod:`sqlalchemy_ulid.alembic` imports it, and that
-import is the user's opt-in.
+``op.drop_ulid_column`` (``_alembic_drop``) undoes it. Importing this module
+registers the op on Alembic's ``Operations``; :mod:`sqlalchemy_ulid.alembic`
+imports it, and that import (or Alembic's plugin entry point) is the user's
+opt-in.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from datetime import datetime, tzinfo
+import contextlib
+from datetime import datetime, timedelta, tzinfo
 from datetime import timezone as _timezone
 from typing import Any
 
 import sqlalchemy as sa
 from alembic.operations import MigrateOperation, Operations
 from alembic.util import CommandError
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Dialect
 
+from ._alembic_drop import DropULIDColumnOp
+from ._alembic_inspect import (
+    ColumnState,
+    check_identifier,
+    column_state,
+    quote,
+    run,
+    strict_mode,
+    unique_name,
+    unique_on,
+)
+from ._defaults import ulid_server_default
+from ._dialects import dialect_row
 from ._generator import MonotonicGenerator
-from ._time import to_ms
+from ._time import check_ms, to_ms
 from ._types import Storage, ULIDType, _check_storage
 
-__all__ = ["AddULIDColumnOp", "DropULIDColumnOp"]
-
-
-def _unique_name(table_name: str, column_name: str, name: str | None) -> str:
-    return name if name is not None else f"uq_{table_name}_{column_name}"
+__all__ = ["AddULIDColumnOp"]
 
 
 @Operations.register_operation("add_ulid_column")
@@ -45,8 +55,14 @@ class AddULIDColumnOp(MigrateOperation):
         unique: bool = True,
         constraint_name: str | None = None,
         schema: str | None = None,
+        fold: int | None = None,
+        server_default: bool = False,
     ) -> None:
         _check_storage(storage)
+        if server_default and storage == "text":
+            raise ValueError("storage='text' has no server-side generator: server_default=False")
+        if fold not in (None, 0, 1):
+            raise ValueError(f"fold must be None, 0 or 1, got {fold!r}")
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         # None, not a default of timezone.utc: Alembic re-creates this
@@ -64,6 +80,8 @@ class AddULIDColumnOp(MigrateOperation):
         self.unique = unique
         self.constraint_name = constraint_name
         self.schema = schema
+        self.fold = fold
+        self.server_default = server_default
 
     @classmethod
     def add_ulid_column(
@@ -79,16 +97,35 @@ class AddULIDColumnOp(MigrateOperation):
         unique: bool = True,
         constraint_name: str | None = None,
         schema: str | None = None,
+        fold: int | None = None,
+        server_default: bool = False,
     ) -> None:
         """Add a ULID column to a populated table, backfilled from a timestamp.
 
         Each row gets a ULID whose timestamp is the row's ``from_column`` (to
         the millisecond), so the new ULIDs sort like the rows' creation
         times; rows with equal times are numbered in primary-key order, by
-        the monotonic generator. The column is added nullable, filled in
-        batches of ``batch_size`` rows, then made ``NOT NULL`` and (with
-        ``unique=True``) given a unique constraint. On SQLite the last step
-        recreates the table (Alembic's batch mode).
+        the monotonic generator.
+
+        The steps, each safe to interrupt:
+
+        1. Checks, before any DDL: a primary key, no NULL times, names the
+           database accepts, and every row's ULID computed (times out of
+           range, before 1970, or in a DST gap or fold refuse here), in one
+           ordered streaming pass into a temporary table.
+        2. ``ADD COLUMN`` (nullable), one joined ``UPDATE``, then a catch-up
+           for rows written meanwhile.
+        3. ``NOT NULL``, then (with ``unique=True``) the unique constraint
+           (a unique index on SQLite).
+
+        Rerun after an interruption, it finds the column, fills only its
+        NULL rows and adds what is missing; rerun after success, it does
+        nothing. The temporary table is dropped whatever happens.
+
+        On PostgreSQL the migration's transaction holds an ACCESS EXCLUSIVE
+        lock from ``ADD COLUMN`` to commit (step 2 and 3); see "Running these
+        on a live database" in the docs for durations and what the
+        application must do about the new NOT NULL column.
 
         Online only: the ULIDs depend on the rows, so in offline (``--sql``)
         mode this raises :class:`alembic.util.CommandError`.
@@ -102,17 +139,31 @@ class AddULIDColumnOp(MigrateOperation):
             storage: the new column's :class:`~sqlalchemy_ulid.ULIDType` storage.
             timezone: the zone naive timestamps are in (``None``: UTC).
                 Databases usually return ``TIMESTAMP``/``DATETIME`` values
-                naive; they are read as UTC unless you say otherwise, never as the machine's local
-                time. Aware values keep their own offset.
+                naive; they are read as UTC unless you say otherwise, never
+                as the machine's local time. Aware values keep their own
+                offset.
             batch_size: rows read and updated per round trip.
             unique: add a unique constraint on the new column.
             constraint_name: its name; default ``uq_<table>_<column>``.
             schema: the table's schema.
+            fold: for a naive time that a DST change in ``timezone`` makes
+                ambiguous (a fold) or non-existent (a gap): ``None`` refuses
+                it, ``0``/``1`` picks the offset before/after the change
+                (Python's ``datetime.fold``).
+            server_default: right after ``ADD COLUMN``, give the column the
+                database's ULID generator as its DEFAULT
+                (:func:`~sqlalchemy_ulid.ulid_server_default`; on PostgreSQL
+                run ``op.create_ulid_function()`` first). Rows the
+                application inserts without the column, during the op and
+                after it, then get an id instead of a NULL (MariaDB) or a
+                NOT NULL violation.
 
         Raises:
-            alembic.util.CommandError: in offline mode.
-            ValueError: the table has no primary key, or ``from_column`` has
-                NULLs or naive values that ``timezone`` cannot place. Checked
+            alembic.util.CommandError: in offline mode, or rows were written
+                without the column faster than the catch-up (rerun it).
+            ValueError: the table has no primary key, ``from_column`` has
+                NULLs or naive values that ``timezone`` cannot place, a time
+                is out of the ULID range, or a name is too long. Checked
                 before the table is altered.
         """
         operations.invoke(
@@ -126,6 +177,8 @@ class AddULIDColumnOp(MigrateOperation):
                 unique=unique,
                 constraint_name=constraint_name,
                 schema=schema,
+                fold=fold,
+                server_default=server_default,
             )
         )
 
@@ -147,50 +200,40 @@ def _refuse_offline(operations: Operations, what: str) -> None:
         )
 
 
-def _timestamp_ms(value: Any, zone: tzinfo) -> int:
+_NAIVE_EPOCH = datetime(1970, 1, 1)
+_ONE_MS = timedelta(milliseconds=1)
+
+
+def _timestamp_ms(value: Any, zone: tzinfo, fold: int | None) -> int:
     if isinstance(value, datetime) and value.tzinfo is None:
-        value = value.replace(tzinfo=zone)
+        if isinstance(zone, _timezone):
+            # A fixed offset has no DST: naive arithmetic, exact and quick
+            # (this runs once per row).
+            ms = (value - _NAIVE_EPOCH - zone.utcoffset(None)) // _ONE_MS
+            check_ms(ms)
+            return ms
+        placed = value.replace(tzinfo=zone)
+        other = placed.replace(fold=1)
+        if placed.utcoffset() != other.utcoffset():
+            if fold is None:
+                raise ValueError(
+                    f"{value.isoformat()} is ambiguous or does not exist in {zone} "
+                    "(a daylight-saving change); pass fold=0 or fold=1 to choose the "
+                    "offset before or after it"
+                )
+            placed = placed.replace(fold=fold)
+        value = placed
     return to_ms(value)
 
 
-def _ordered_rows(
-    connection: Connection, table: sa.Table, from_column: str, batch_size: int
-) -> Iterator[Sequence[sa.Row[Any]]]:
-    """Yield the rows' keys and times in (time, key) order, a batch at a time.
-
-    Keyset pagination, not OFFSET: each batch starts where the last one
-    ended, so the whole walk reads each row once. The cursor compares the
-    time column as the driver returned it (``raw``), so no round trip
-    through a Python type can shift it (SQLite stores times as text).
-    """
-    time_col = table.c[from_column]
-    keys = list(table.primary_key.columns)
-    raw = sa.type_coerce(time_col, sa.types.NullType())
-    query = (
-        sa.select(raw.label("_raw"), time_col.label("_time"), *keys)
-        .order_by(time_col, *keys)
-        .limit(batch_size)
-    )
-    last: tuple[Any, ...] | None = None
-    while True:
-        page = query
-        if last is not None:
-            page = query.where(sa.tuple_(raw, *keys) > sa.tuple_(*last))
-        rows: Sequence[sa.Row[Any]] = connection.execute(page).all()
-        if not rows:
-            return
-        yield rows
-        last_row: tuple[Any, ...] = tuple(rows[-1])
-        last = (
-            sa.literal(last_row[0], sa.types.NullType()),
-            *(sa.literal(v, k.type) for v, k in zip(last_row[2:], keys, strict=True)),
-        )
+_STAGING = "_ulid_backfill"
 
 
 @Operations.implementation_for(AddULIDColumnOp)
 def _add_ulid_column(operations: Operations, op: AddULIDColumnOp) -> None:
     _refuse_offline(operations, "add_ulid_column")
     connection = operations.get_bind()
+    dialect = connection.dialect
     table = sa.Table(op.table_name, sa.MetaData(), schema=op.schema, autoload_with=connection)
     if op.from_column not in table.c:
         raise ValueError(f"{op.table_name} has no column {op.from_column!r}")
@@ -200,6 +243,20 @@ def _add_ulid_column(operations: Operations, op: AddULIDColumnOp) -> None:
             f"{op.table_name} has no primary key: add_ulid_column needs one to "
             "update rows and to order rows with equal timestamps"
         )
+    check_identifier(op.column_name, "column name", dialect)
+    constraint = op.constraint_name or unique_name(op.table_name, op.column_name, dialect)
+    check_identifier(constraint, "constraint name", dialect)
+    column_type = ULIDType(op.storage)
+    if op.server_default:
+        server = dialect_row(dialect).server
+        if server is None or dialect_row(dialect).kind(op.storage) not in server.default:
+            raise ValueError(
+                f"{dialect.name} has no server-side ULID generator for storage "
+                f"{op.storage!r}: server_default=True cannot be honoured"
+            )
+    existing = column_state(connection, op.table_name, op.column_name, op.schema)
+    if existing is not None:
+        _check_existing(existing, column_type, op, dialect)
     nulls = connection.scalar(
         sa.select(sa.func.count()).select_from(table).where(table.c[op.from_column].is_(None))
     )
@@ -208,133 +265,194 @@ def _add_ulid_column(operations: Operations, op: AddULIDColumnOp) -> None:
             f"{op.table_name}.{op.from_column} is NULL in {nulls} rows: "
             "fill them before deriving ULIDs from it"
         )
-
-    column_type = ULIDType(op.storage)
-    operations.add_column(
-        op.table_name, sa.Column(op.column_name, column_type, nullable=True), schema=op.schema
+    target = sa.Table(
+        op.table_name,
+        sa.MetaData(),
+        *(sa.Column(k.name, k.type, primary_key=True) for k in keys),
+        sa.Column(op.from_column, table.c[op.from_column].type),
+        sa.Column(op.column_name, column_type),
+        schema=op.schema,
     )
-    _backfill(connection, table, keys, column_type, op)
-    with operations.batch_alter_table(op.table_name, schema=op.schema) as batch:
-        batch.alter_column(
-            op.column_name, existing_type=column_type, existing_nullable=True, nullable=False
-        )
-        if op.unique:
-            batch.create_unique_constraint(
-                _unique_name(op.table_name, op.column_name, op.constraint_name), [op.column_name]
-            )
-
-
-def _backfill(
-    connection: Connection,
-    table: sa.Table,
-    keys: list[sa.Column[Any]],
-    column_type: ULIDType,
-    op: AddULIDColumnOp,
-) -> None:
-    """Compute every row's ULID, stage them, and write them in one UPDATE.
-
-    Multi-row INSERTs into a temporary table are fast on every driver, where
-    one UPDATE per row is a round trip per row (minutes for a million rows
-    on MySQL). The joined UPDATE is rendered by SQLAlchemy for each dialect.
-    """
     staging = sa.Table(
-        f"_ulid_backfill_{op.table_name}",
+        _STAGING,
         sa.MetaData(),
         *(sa.Column(k.name, k.type, primary_key=True, autoincrement=False) for k in keys),
         sa.Column("ulid", column_type, nullable=False),
         prefixes=["TEMPORARY"],
     )
-    staging.create(connection)
+    with strict_mode(connection):
+        _drop_staging(connection, staging)  # left by an earlier attempt in this session
+        staging.create(connection)
+        try:
+            # Every ULID is computed before the first DDL statement.
+            _stage(connection, table if existing is None else target, staging, op, existing)
+            if existing is None:
+                operations.add_column(
+                    op.table_name,
+                    sa.Column(op.column_name, column_type, nullable=True),
+                    schema=op.schema,
+                )
+            if op.server_default and (existing is None or existing.default is None):
+                with operations.batch_alter_table(op.table_name, schema=op.schema) as batch:
+                    batch.alter_column(
+                        op.column_name,
+                        existing_type=column_type,
+                        existing_nullable=True if existing is None else existing.nullable,
+                        server_default=ulid_server_default(op.storage),
+                    )
+            _fill(connection, target, staging, op)
+            _finish(operations, connection, target, staging, op, constraint)
+        except BaseException:
+            # After a failure PostgreSQL's transaction is aborted (its
+            # rollback drops the table) and a killed session took the table
+            # along: a failing DROP must not hide the error.
+            with contextlib.suppress(sa.exc.SQLAlchemyError):
+                _drop_staging(connection, staging)
+            raise
+        _drop_staging(connection, staging)
+
+
+def _check_existing(
+    existing: ColumnState, column_type: ULIDType, op: AddULIDColumnOp, dialect: Dialect
+) -> None:
+    wanted = column_type.load_dialect_impl(dialect).compile(dialect=dialect)
+    found = existing.type.compile(dialect=dialect)
+    if _base(wanted) != _base(found):
+        raise ValueError(
+            f"{op.table_name}.{op.column_name} exists as {found}, not {wanted} "
+            f"(storage={op.storage!r}); nothing was changed"
+        )
+
+
+def _base(type_sql: str) -> str:
+    return type_sql.split(" ")[0].split("(")[0].upper()
+
+
+def _stage(
+    connection: Connection,
+    source: sa.Table,
+    staging: sa.Table,
+    op: AddULIDColumnOp,
+    existing: ColumnState | None,
+) -> int:
+    """Compute the ULIDs of the rows that have none, in one ordered pass.
+
+    One ``SELECT ... ORDER BY time, key`` read through a server-side cursor
+    (linear, where re-querying a batch at a time re-sorts the table each
+    time), written to the temporary table in batches. Where the driver
+    cannot write while a streaming read is open (PyMySQL), the computed
+    pairs are kept (about 50 bytes a row) and written after the read.
+    """
+    time_col = source.c[op.from_column]
+    keys = [source.c[k.name] for k in staging.primary_key.columns]
+    query = sa.select(time_col, *keys).order_by(time_col, *keys)
+    if existing is not None:
+        query = query.where(source.c[op.column_name].is_(None))
     # The generator's clock is the current row's time: the rows arrive in
     # (time, key) order, so ties count up by one in key order, exactly as
     # ULIDs made live within one millisecond would.
     now = [0]
     generate = MonotonicGenerator(clock=lambda: now[0])
     names = [k.name for k in keys]
-    for rows in _ordered_rows(connection, table, op.from_column, op.batch_size):
-        staged = []
-        for row in rows:
-            values: tuple[Any, ...] = tuple(row)
-            now[0] = _timestamp_ms(values[1], op.timezone)
-            item = dict(zip(names, values[2:], strict=True))
-            item["ulid"] = generate()
-            staged.append(item)
-        connection.execute(staging.insert(), staged)
-    target = sa.table(
-        op.table_name,
-        *(sa.column(name) for name in names),
-        sa.column(op.column_name, column_type),
-        schema=op.schema,
+    interleave = dialect_row(connection.dialect).write_while_streaming
+    pending: list[dict[str, Any]] = []
+    count = 0
+    # Options on the statement: Connection.execution_options() would change
+    # the connection itself, and every later statement would stream too.
+    result = connection.execute(
+        query, execution_options={"stream_results": True, "yield_per": op.batch_size}
     )
+    with result:
+        for batch in result.partitions():
+            staged = []
+            for row in batch:
+                now[0] = _timestamp_ms(row[0], op.timezone, op.fold)
+                item = dict(zip(names, row[1:], strict=True))
+                item["ulid"] = generate()
+                staged.append(item)
+            count += len(staged)
+            if interleave:
+                connection.execute(staging.insert(), staged)
+            else:
+                pending.extend(staged)
+    for start in range(0, len(pending), op.batch_size):
+        connection.execute(staging.insert(), pending[start : start + op.batch_size])
+    return count
+
+
+def _fill(connection: Connection, target: sa.Table, staging: sa.Table, op: AddULIDColumnOp) -> None:
+    """Write the staged ULIDs into the rows that still have none, in one UPDATE."""
+    names = [k.name for k in staging.primary_key.columns]
     connection.execute(
         sa.update(target)
         .where(*(target.c[name] == staging.c[name] for name in names))
+        .where(target.c[op.column_name].is_(None))
         .values({op.column_name: staging.c.ulid})
     )
-    staging.drop(connection)
+    connection.execute(staging.delete())
 
 
-@Operations.register_operation("drop_ulid_column")
-class DropULIDColumnOp(MigrateOperation):
-    """Drop a column made by ``add_ulid_column``, with its unique constraint."""
+#: Catch-up rounds for rows written while the op runs (MariaDB's DDL does
+#: not keep writers out; PostgreSQL's lock does, so one round suffices).
+_CATCH_UP_ROUNDS = 3
 
-    def __init__(
-        self,
-        table_name: str,
-        column_name: str,
-        *,
-        unique: bool = True,
-        constraint_name: str | None = None,
-        schema: str | None = None,
-    ) -> None:
-        self.table_name = table_name
-        self.column_name = column_name
-        self.unique = unique
-        self.constraint_name = constraint_name
-        self.schema = schema
 
-    @classmethod
-    def drop_ulid_column(
-        cls,
-        operations: Operations,
-        table_name: str,
-        column_name: str,
-        *,
-        unique: bool = True,
-        constraint_name: str | None = None,
-        schema: str | None = None,
-    ) -> None:
-        """Drop a ULID column and its unique constraint (undoes ``add_ulid_column``).
-
-        Works offline too. On SQLite it recreates the table (batch mode).
-
-        Args:
-            operations: supplied by Alembic (call it as ``op.drop_ulid_column``).
-            table_name: the table.
-            column_name: the ULID column.
-            unique: whether ``add_ulid_column`` made a unique constraint.
-            constraint_name: its name; default ``uq_<table>_<column>``.
-            schema: the table's schema.
-        """
-        operations.invoke(
-            cls(
-                table_name,
-                column_name,
-                unique=unique,
-                constraint_name=constraint_name,
-                schema=schema,
+def _finish(
+    operations: Operations,
+    connection: Connection,
+    target: sa.Table,
+    staging: sa.Table,
+    op: AddULIDColumnOp,
+    constraint: str,
+) -> None:
+    column = target.c[op.column_name]
+    missing = sa.select(sa.func.count()).select_from(target).where(column.is_(None))
+    for _ in range(_CATCH_UP_ROUNDS):
+        if not connection.scalar(missing):
+            break
+        _stage(connection, target, staging, op, ColumnState(column.type, True, None, None))
+        _fill(connection, target, staging, op)
+    state = column_state(connection, op.table_name, op.column_name, op.schema)
+    assert state is not None
+    if state.nullable:
+        try:
+            with operations.batch_alter_table(op.table_name, schema=op.schema) as batch:
+                batch.alter_column(
+                    op.column_name,
+                    existing_type=column.type,
+                    existing_nullable=True,
+                    nullable=False,
+                    # MariaDB's MODIFY restates the column: keep these.
+                    existing_server_default=(
+                        None if state.default is None else sa.text(state.default)
+                    ),
+                    existing_comment=state.comment,
+                )
+        except sa.exc.DBAPIError as exc:
+            if exc.connection_invalidated:
+                raise
+            late = connection.scalar(missing)
+            if not late:
+                raise
+            raise CommandError(
+                f"{late} rows were written to {op.table_name} without {op.column_name} "
+                "while add_ulid_column ran, so it cannot be made NOT NULL yet. Rerun the "
+                "migration (it fills only the rows that have none), after giving the "
+                "application a default for the column or pausing its writes"
+            ) from exc
+    if op.unique and not unique_on(connection, op.table_name, op.column_name, op.schema):
+        if dialect_row(connection.dialect).unique_by_index:
+            operations.create_index(
+                constraint, op.table_name, [op.column_name], unique=True, schema=op.schema
             )
-        )
-
-    def reverse(self) -> MigrateOperation:
-        raise NotImplementedError("add_ulid_column needs the timestamp column to date from")
-
-
-@Operations.implementation_for(DropULIDColumnOp)
-def _drop_ulid_column(operations: Operations, op: DropULIDColumnOp) -> None:
-    with operations.batch_alter_table(op.table_name, schema=op.schema) as batch:
-        if op.unique:
-            batch.drop_constraint(
-                _unique_name(op.table_name, op.column_name, op.constraint_name), type_="unique"
+        else:
+            operations.create_unique_constraint(
+                constraint, op.table_name, [op.column_name], schema=op.schema
             )
-        batch.drop_column(op.column_name)
+
+
+def _drop_staging(connection: Connection, staging: sa.Table) -> None:
+    # The temporary table lives as long as the session: drop it whatever
+    # happened (MariaDB: DROP TEMPORARY TABLE, which commits nothing).
+    name = quote(connection.dialect, staging.name)
+    run(connection, dialect_row(connection.dialect).drop_temporary.format(name))

@@ -9,14 +9,22 @@ the user's opt-in.
 
 from __future__ import annotations
 
+import contextlib
+import re
+from dataclasses import dataclass
+from typing import Any
+
 import sqlalchemy as sa
 from alembic.operations import MigrateOperation, Operations
 from alembic.util import CommandError
 from sqlalchemy.engine import Connection
 
-from ._codec import InvalidULID
+from ._alembic_inspect import column_state, execute, foreign_keys_on, quote, run, strict_mode
+from ._codec import ALPHABET, InvalidULID
+from ._convert_sql import ConvertSQL
 from ._dialects import dialect_row, dialects_with
 from ._types import Storage, ULIDType, _check_storage
+from ._ulid import ULID
 
 __all__ = ["AlterULIDStorageOp"]
 
@@ -80,8 +88,21 @@ class AlterULIDStorageOp(MigrateOperation):
           SQLite before 3.41 has no ``unhex()``; online, the op defines it
           on the connection.
 
-        Online, text values are checked first: if any is not a ULID, the op
-        raises :class:`~sqlalchemy_ulid.InvalidULID` before changing anything.
+        The conversion SQL itself fails on a text value the parser would
+        refuse (or a binary value that is not 16 bytes), online and in
+        ``--sql`` scripts, whatever MariaDB's ``sql_mode``: no value can
+        become a different id. Online, text values are also checked first:
+        if any is not a ULID, the op raises
+        :class:`~sqlalchemy_ulid.InvalidULID`, with examples, before
+        changing anything.
+
+        Online it reads the column first and is safe to rerun: a column
+        already in ``to_storage`` is left alone, and after an interrupted
+        MariaDB run (column left ``VARBINARY(26)``) it recognises whether
+        the values were converted and finishes. Nullability, the
+        ``COMMENT`` and a ULID literal ``DEFAULT`` are kept (any other
+        DEFAULT is refused before any change, as is a column used by a
+        foreign key: see "Keys with foreign keys" in the docs).
 
         Args:
             operations: supplied by Alembic (call it as ``op.alter_ulid_storage``).
@@ -97,7 +118,10 @@ class AlterULIDStorageOp(MigrateOperation):
 
         Raises:
             InvalidULID: (online) a text value is not a ULID.
-            ValueError: both storages are the same kind on this database.
+            ValueError: both storages are the same kind on this database;
+                (online) the column is used by a foreign key, has a DEFAULT
+                that cannot be converted, is of neither storage, or holds
+                both converted and unconverted values.
             alembic.util.CommandError: offline without ``nullable``.
         """
         operations.invoke(
@@ -124,11 +148,17 @@ class AlterULIDStorageOp(MigrateOperation):
         )
 
 
-def _column_nullable(connection: Connection, op: AlterULIDStorageOp) -> bool:
-    for column in sa.inspect(connection).get_columns(op.table_name, schema=op.schema):
-        if column["name"] == op.column_name:
-            return bool(column["nullable"])
-    raise ValueError(f"{op.table_name} has no column {op.column_name!r}")
+def _kind_of(type_: sa.types.TypeEngine[Any], holding: bool) -> str | None:
+    """Return the storage kind a reflected column type holds, "holding", or None."""
+    if isinstance(type_, sa.Uuid):
+        return "uuid"
+    if isinstance(type_, sa.VARBINARY) and holding and type_.length == 26:
+        return "holding"
+    if isinstance(type_, sa.types._Binary):
+        return "binary"
+    if isinstance(type_, sa.String):
+        return "text"
+    return None
 
 
 def _sqlite_unhex(text: str) -> bytes:
@@ -144,6 +174,19 @@ def _define_unhex(connection: Connection) -> None:
     # from a library older than 3.41 lacks it (same meaning as the built-in).
     if isinstance(driver, sqlite3.Connection) and sqlite3.sqlite_version_info < (3, 41):
         driver.create_function("unhex", 1, _sqlite_unhex, deterministic=True)
+
+
+@dataclass
+class _Plan:
+    """What is left to do, decided from the state found before any DDL."""
+
+    nullable: bool
+    #: the column's DEFAULT in the new storage (None: none), and its comment
+    default: str | None = None
+    comment: str | None = None
+    to_holding: bool = True
+    update: bool = True
+    done: bool = False
 
 
 @Operations.implementation_for(AlterULIDStorageOp)
@@ -164,68 +207,218 @@ def _alter_ulid_storage(operations: Operations, op: AlterULIDStorageOp) -> None:
             f"{op.from_storage!r} and {op.to_storage!r} are both {from_kind} storage "
             f"on {dialect.name}: nothing to convert"
         )
-    column = dialect.identifier_preparer.quote(op.column_name)
-    table = dialect.identifier_preparer.format_table(sa.table(op.table_name, schema=op.schema))
-    converted = sql.from_hex[to_kind](sql.to_hex[from_kind](column))
+    column = quote(dialect, op.column_name)
+    table = quote(dialect, op.table_name, op.schema)
+    converted = sql.convert(column, from_kind, to_kind)
 
-    nullable = op.nullable
-    if not context.as_sql:
-        connection = operations.get_bind()
-        if nullable is None:
-            nullable = _column_nullable(connection, op)
-        if from_kind == "text":
-            _check_text(connection, table, column, sql.bad_text(column), op)
-        _define_unhex(connection)
-    elif nullable is None:
-        raise CommandError(
-            f"alter_ulid_storage({op.table_name!r}, {op.column_name!r}): pass nullable= "
-            "in offline mode (the column's nullability cannot be read from a database)"
+    if context.as_sql:
+        if op.nullable is None:
+            raise CommandError(
+                f"alter_ulid_storage({op.table_name!r}, {op.column_name!r}): pass nullable= "
+                "in offline mode (the column's nullability cannot be read from a database)"
+            )
+        plan = _Plan(nullable=op.nullable, to_holding=sql.holding is not None)
+        _convert(operations, op, plan, sql, table, column, converted)
+        return
+    connection = operations.get_bind()
+    plan = _plan(connection, op, sql, from_kind, to_kind, table, column)
+    if plan.done:
+        return
+    _define_unhex(connection)
+    # PostgreSQL converts in one statement: a savepoint keeps the
+    # transaction usable after a refusal, to find the values to name.
+    savepoint = connection.begin_nested() if sql.alter_using else contextlib.nullcontext()
+    with strict_mode(connection):
+        try:
+            with savepoint:
+                _convert(operations, op, plan, sql, table, column, converted)
+        except sa.exc.DBAPIError as exc:
+            # A value that is not a ULID arrived after the check (or the
+            # conversion found it): the statement failed, nothing was stored.
+            if from_kind == "text" and not _connection_lost(exc):
+                _check_text(connection, table, column, sql.bad_text(column), op, exc)
+            raise
+
+
+def _connection_lost(exc: sa.exc.DBAPIError) -> bool:
+    return bool(exc.connection_invalidated)
+
+
+def _plan(
+    connection: Connection,
+    op: AlterULIDStorageOp,
+    sql: ConvertSQL,
+    from_kind: str,
+    to_kind: str,
+    table: str,
+    column: str,
+) -> _Plan:
+    """Read the column and its values; decide what is left; refuse what cannot finish."""
+    state = column_state(connection, op.table_name, op.column_name, op.schema)
+    if state is None:
+        raise ValueError(f"{op.table_name} has no column {op.column_name!r}")
+    nullable = state.nullable if op.nullable is None else op.nullable
+    plan = _Plan(nullable=nullable, comment=state.comment)
+    found = _kind_of(state.type, sql.holding is not None)
+    if found == to_kind:
+        # Already converted (a rerun after success): nothing to do.
+        plan.done = True
+        return plan
+    if found not in (from_kind, "holding"):
+        raise ValueError(
+            f"{op.table_name}.{op.column_name} is {state.type}, which is neither "
+            f"{from_kind} nor {to_kind} storage: nothing was changed"
+        )
+    references = foreign_keys_on(connection, op.table_name, op.column_name, op.schema)
+    if references:
+        raise ValueError(
+            f"{op.table_name}.{op.column_name} is used by foreign keys "
+            f"({'; '.join(references)}); nothing was changed. Drop those foreign keys, "
+            "convert the key and every column referencing it with alter_ulid_storage, "
+            "then create the foreign keys again (see 'Keys with foreign keys' in the docs)"
+        )
+    plan.to_holding = found != "holding" and sql.holding is not None
+    if found == "holding" or sql.holding is None:
+        # Non-transactional DDL (MariaDB) or a dynamically typed column
+        # (SQLite): an earlier run may have converted the values already. The
+        # UPDATE is one statement, so values are all old or all new.
+        done_sql = sql.valid_text(column) if to_kind == "text" else sql.valid_binary(column)
+        counts = run(
+            connection,
+            f"SELECT COUNT(CASE WHEN {done_sql} THEN 1 END), COUNT({column}) FROM {table}",
+        ).one()
+        converted, present = (int(value) for value in counts)
+        if converted and converted != present:
+            raise ValueError(
+                f"{op.table_name}.{op.column_name} holds {converted} converted and "
+                f"{present - converted} unconverted values (rows written during an "
+                "interrupted conversion?); nothing was changed. Convert or delete the "
+                "odd rows by hand, then rerun"
+            )
+        plan.update = converted == 0 and present > 0
+        if converted and from_kind == "text" and found == "holding":
+            _refuse_text_lookalikes(connection, op, table, column)
+    if plan.update and from_kind == "text":
+        _check_text(connection, table, column, sql.bad_text(column), op)
+    plan.default = _convert_default(state.default, op, connection.dialect, sql, to_kind)
+    return plan
+
+
+def _refuse_text_lookalikes(
+    connection: Connection, op: AlterULIDStorageOp, table: str, column: str
+) -> None:
+    # 16 bytes that are all ULID characters are 16 characters of text that
+    # were never a ULID, not a converted value (a binary ULID's first byte
+    # is below 0x30 until the year 3600).
+    lookalike = run(
+        connection,
+        f"SELECT COUNT(*) FROM {table} WHERE CONVERT({column} USING ascii) "
+        f"REGEXP '^[{ALPHABET}{ALPHABET.lower()}]{{16}}$'",
+    ).scalar()
+    if lookalike:
+        raise InvalidULID(
+            f"{op.table_name}.{op.column_name} holds {lookalike} 16-character text values "
+            "that are not ULIDs; nothing was changed"
         )
 
+
+_TEXT_LITERAL = re.compile(r"^'([0-9A-Za-z]{26})'(::[a-z ]+)?$")
+
+
+def _convert_default(
+    default: str | None, op: AlterULIDStorageOp, dialect: Any, sql: ConvertSQL, to_kind: str
+) -> str | None:
+    """Return the DEFAULT in the new storage, or refuse one that cannot be converted."""
+    if default is None:
+        return None
+    match = _TEXT_LITERAL.match(default)
+    if match is not None and op.from_storage == "text":
+        value = ULID(match.group(1))
+        if sql.binary_default is not None and to_kind == "binary":
+            return sql.binary_default(value.hex)
+        return ULIDType(op.to_storage).literal_processor(dialect)(value)
+    raise ValueError(
+        f"{op.table_name}.{op.column_name} has DEFAULT {default}, which cannot be carried "
+        "to the new storage; nothing was changed. Drop the default, convert, then set a "
+        "new one (for example ulid_server_default())"
+    )
+
+
+def _convert(
+    operations: Operations,
+    op: AlterULIDStorageOp,
+    plan: _Plan,
+    sql: ConvertSQL,
+    table: str,
+    column: str,
+    converted: str,
+) -> None:
     old_type, new_type = ULIDType(op.from_storage), ULIDType(op.to_storage)
+    default = None if plan.default is None else sa.text(plan.default)
     if sql.alter_using:
-        # concat() skips NULLs: without the CASE a NULL would become ''.
-        converted = f"CASE WHEN {column} IS NULL THEN NULL ELSE {converted} END"
+        if plan.default is not None:
+            # PostgreSQL converts the default by cast, not by USING.
+            operations.alter_column(
+                op.table_name, op.column_name, server_default=None, schema=op.schema
+            )
         operations.alter_column(
             op.table_name,
             op.column_name,
             type_=new_type,
             existing_type=old_type,
-            existing_nullable=nullable,
+            existing_nullable=plan.nullable,
+            existing_comment=plan.comment,
             schema=op.schema,
             postgresql_using=converted,
         )
+        if default is not None:
+            operations.alter_column(
+                op.table_name, op.column_name, server_default=default, schema=op.schema
+            )
         return
-    if sql.holding is not None:
+    holding = sql.holding() if sql.holding is not None else old_type
+    if plan.to_holding:
         operations.alter_column(
             op.table_name,
             op.column_name,
-            type_=sql.holding(),
+            type_=holding,
             existing_type=old_type,
-            existing_nullable=nullable,
+            existing_nullable=plan.nullable,
+            # MariaDB's MODIFY restates the whole column: without these the
+            # DEFAULT (no text default fits the new type) and COMMENT go.
+            existing_server_default=None,
+            existing_comment=plan.comment,
             schema=op.schema,
         )
-    operations.execute(f"UPDATE {table} SET {column} = {converted} WHERE {column} IS NOT NULL")
+    if plan.update:
+        execute(operations, f"UPDATE {table} SET {column} = {converted} WHERE {column} IS NOT NULL")
     with operations.batch_alter_table(
         op.table_name, schema=op.schema, copy_from=op.copy_from
     ) as batch:
         batch.alter_column(
             op.column_name,
             type_=new_type,
-            existing_type=sql.holding() if sql.holding is not None else old_type,
-            existing_nullable=nullable,
+            existing_type=holding,
+            existing_nullable=plan.nullable,
+            existing_server_default=default,
+            existing_comment=plan.comment,
         )
 
 
 def _check_text(
-    connection: Connection, table: str, column: str, bad: str, op: AlterULIDStorageOp
+    connection: Connection,
+    table: str,
+    column: str,
+    bad: str,
+    op: AlterULIDStorageOp,
+    cause: BaseException | None = None,
 ) -> None:
-    rows = connection.exec_driver_sql(
-        f"SELECT {column} FROM {table} WHERE {column} IS NOT NULL AND {bad}"
+    rows = run(
+        connection, f"SELECT {column} FROM {table} WHERE {column} IS NOT NULL AND {bad}"
     ).fetchmany(3)
     if rows:
         examples = ", ".join(repr(row[0]) for row in rows)
         raise InvalidULID(
             f"{op.table_name}.{op.column_name} holds values that are not ULIDs "
             f"(e.g. {examples}); nothing was changed"
-        )
+        ) from cause

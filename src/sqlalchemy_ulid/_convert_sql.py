@@ -30,6 +30,11 @@ _Expr = Callable[[str], str]
 # REPLACE chains below map one onto the other; each runs in an order where a
 # letter is replaced only after the letter it becomes has been moved away.
 _CONV32 = "0123456789ABCDEFGHIJKLMNOPQRSTUV"
+# The characters a ULID's text may hold, spelled out (no ranges, no
+# case-insensitive matching): ranges and case folding follow the locale in
+# some databases, and the Kelvin sign folds to "k".
+_FIRST = "[01234567]"
+_REST = "[" + ALPHABET + ALPHABET.lower() + "]"
 _TO_CONV = [(c, k) for c, k in zip(ALPHABET, _CONV32, strict=True) if c != k]
 _FROM_CONV = [(k, c) for c, k in reversed(_TO_CONV)]
 
@@ -42,14 +47,43 @@ class ConvertSQL:
     to_hex: dict[str, _Expr]
     #: storage kind -> SQL turning 32 hex digits into a value of that kind
     from_hex: dict[str, _Expr]
-    #: SQL true for a text value that is not a ULID (run before converting)
-    bad_text: _Expr
+    #: SQL true exactly for the text values the Python parser accepts
+    valid_text: _Expr
+    #: SQL true for a binary value that holds exactly 16 bytes
+    valid_binary: _Expr
+    #: SQL that raises an error when it is evaluated, naming the value; it
+    #: stands where the 32 hex digits would (so its type is text). It is the
+    #: ELSE branch of every conversion: a value that is not a ULID stops the
+    #: statement, whatever the session's settings, online and in --sql scripts.
+    fail: _Expr
     #: True: ``ALTER ... TYPE ... USING`` converts in one statement.
     #: False: ``UPDATE`` in place, then change the declared type.
     alter_using: bool = False
     #: the type that holds both the old and the new values during the
     #: ``UPDATE`` (None: the database is dynamically typed)
     holding: Callable[[], TypeEngine[Any]] | None = None
+    #: 32 hex digits -> a column DEFAULT of binary storage (None: the type's
+    #: literal)
+    binary_default: _Expr | None = None
+
+    def bad_text(self, col: str) -> str:
+        """Return SQL true for a non-NULL text value that is not a ULID."""
+        return f"NOT ({self.valid_text(col)})"
+
+    def convert(self, col: str, from_kind: str, to_kind: str) -> str:
+        """Return SQL converting ``col`` between storage kinds, failing on bad values.
+
+        The conversion itself refuses what is not a ULID: a text value the
+        parser would reject, or a binary value of the wrong length, makes
+        the statement fail instead of turning into a different id. So no
+        value written between a check and the conversion, and no offline
+        script, can store a wrong id. NULL stays NULL.
+        """
+        hex_sql = self.to_hex[from_kind](col)
+        if from_kind != "uuid":  # every uuid is 16 bytes
+            valid = self.valid_text(col) if from_kind == "text" else self.valid_binary(col)
+            hex_sql = f"CASE WHEN {valid} THEN {hex_sql} ELSE {self.fail(col)} END"
+        return f"CASE WHEN {col} IS NULL THEN NULL ELSE {self.from_hex[to_kind](hex_sql)} END"
 
 
 # -- PostgreSQL ---------------------------------------------------------------
@@ -110,7 +144,11 @@ POSTGRESQL_CONVERT = ConvertSQL(
         "binary": lambda h: f"decode({h}, 'hex')",
         "text": _pg_hex_to_text,
     },
-    bad_text=lambda col: f"{col} !~* '^[0-7][0-9A-HJKMNP-TV-Z]{{25}}$'",
+    # ARE's $ matches only at the very end of the string (no newline mode).
+    valid_text=lambda col: f"{col}::text ~ '^{_FIRST}{_REST}{{25}}$'",
+    valid_binary=lambda col: f"octet_length({col}) = 16",
+    # No cast exists from this text to uuid: the error names the value.
+    fail=lambda col: f"CAST(CAST('not a ULID: ' || {col}::text AS uuid) AS text)",
     alter_using=True,
 )
 
@@ -150,10 +188,19 @@ def _varbinary26() -> TypeEngine[Any]:
 MYSQL_CONVERT = ConvertSQL(
     to_hex={"binary": lambda col: f"HEX({col})", "text": _mysql_text_to_hex},
     from_hex={"binary": lambda h: f"UNHEX({h})", "text": _mysql_hex_to_text},
-    bad_text=lambda col: (
-        f"NOT (UPPER(CONVERT({col} USING ascii)) REGEXP '^[0-7][0-9A-HJKMNP-TV-Z]{{25}}$')"
+    # LENGTH counts bytes: REGEXP's $ also matches before a final newline,
+    # and a multi-byte character is never part of a ULID.
+    valid_text=lambda col: (
+        f"LENGTH({col}) = 26 AND CONVERT({col} USING ascii) REGEXP '^{_FIRST}{_REST}{{25}}$'"
     ),
+    valid_binary=lambda col: f"LENGTH({col}) = 16",
+    # An unsigned overflow is an error in every sql_mode (a too-long value
+    # is only a warning outside strict mode); MariaDB quotes the expression.
+    fail=lambda col: f"~0 + (LENGTH(CONCAT('not a ULID: ', {col})) > 0)",
     holding=_varbinary26,
+    # An expression, not X'...': MariaDB's SHOW CREATE TABLE prints a binary
+    # literal default as raw bytes, which drivers then fail to decode.
+    binary_default=lambda h: f"(UNHEX('{h}'))",
 )
 
 
@@ -191,7 +238,10 @@ SQLITE_CONVERT = ConvertSQL(
     # unhex() is built in from SQLite 3.41; the op defines it on older
     # connections (online) so the same SQL runs everywhere.
     from_hex={"binary": lambda h: f"unhex({h})", "text": _sqlite_hex_to_text},
-    bad_text=lambda col: (
-        f"NOT (length({col}) = 26 AND upper({col}) GLOB '[0-7]{'[0-9A-HJKMNP-TV-Z]' * 25}')"
+    valid_text=lambda col: (
+        f"typeof({col}) = 'text' AND length({col}) = 26 AND {col} GLOB '{_FIRST}{_REST * 25}'"
     ),
+    valid_binary=lambda col: f"typeof({col}) = 'blob' AND length({col}) = 16",
+    # abs() of the smallest integer is SQLite's "integer overflow" error.
+    fail=lambda col: f"abs(-9223372036854775807 - 1 + 0 * length({col}))",
 )

@@ -71,6 +71,14 @@ class DialectRow:
     range_partitions: bool = False
     #: the creation time of a stored key in SQL (None: not implemented here)
     time: TimeSQL | None = None
+    #: The driver can run other statements while a streaming (server-side
+    #: cursor) read is open on the same connection (PyMySQL cannot).
+    write_while_streaming: bool = True
+    #: Uniqueness is added as a unique index: adding a unique constraint
+    #: would recreate the table (SQLite), and dropping it offline could not.
+    unique_by_index: bool = False
+    #: drops a temporary table (``{}``: its quoted name) without committing
+    drop_temporary: str = "DROP TABLE IF EXISTS {}"
 
     def kind(self, storage: str) -> str:
         """Return the storage kind ("uuid", "binary", "text") of a storage option."""
@@ -383,6 +391,8 @@ _MYSQL = DialectRow(
     ),
     convert=MYSQL_CONVERT,
     time=_MYSQL_TIME,
+    write_while_streaming=False,
+    drop_temporary="DROP TEMPORARY TABLE IF EXISTS {}",
 )
 _OTHER = DialectRow(native="binary", binary=_binary16, binary_literal=_x_literal, text=_char26)
 
@@ -406,6 +416,7 @@ _ROWS: dict[str, DialectRow] = {
         server=ServerSQL(create=(), drop=(), default={"binary": f"{FUNCTION_NAME}()"}),
         convert=SQLITE_CONVERT,
         time=_SQLITE_TIME,
+        unique_by_index=True,
     ),
     # UNIQUEIDENTIFIER sorts by its last six bytes first: not ULID order.
     "mssql": DialectRow(

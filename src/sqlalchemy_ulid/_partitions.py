@@ -8,6 +8,7 @@ before the bound.
 
 from __future__ import annotations
 
+import hashlib
 from datetime import date, datetime, timedelta, timezone
 from typing import Any, Literal
 
@@ -16,6 +17,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection, Dialect
 
 from ._dialects import dialect_row
+from ._types import ULIDType
 from ._ulid import ULID
 
 __all__ = ["create_partitions", "partition_ddl"]
@@ -86,8 +88,10 @@ def partition_ddl(
     zero-randomness ULIDs: ``FOR VALUES FROM (min_at(day)) TO
     (min_at(next day))``. The parent table must be declared with
     ``postgresql_partition_by="RANGE (<column>)"``. Partitions are named
-    ``<table>_pYYYYMMDD`` (``<table>_pYYYYMM`` by month). Bounds are
-    rendered by the column's type, so they match its storage.
+    ``<table>_pYYYYMMDD`` (``<table>_pYYYYMM`` by month); past
+    PostgreSQL's 63 bytes the table part is shortened and a hash of the
+    table name added, so names stay distinct. Bounds are rendered by the
+    column's type, so they match its storage.
 
     Args:
         column: the ULID column the parent table is partitioned on.
@@ -119,6 +123,37 @@ def partition_ddl(
           FOR VALUES FROM (CAST('018eb0b4740000000000000000000000' AS UUID))
           TO (CAST('018eb5dad00000000000000000000000' AS UUID))
     """
+    return [ddl for _, ddl in _partitions(column, start, end, interval, dialect)]
+
+
+#: PostgreSQL keeps the first 63 bytes of a name and drops the rest.
+_MAX_NAME_BYTES = 63
+
+
+def _partition_name(table_name: str, suffix: str) -> str:
+    """Return ``<table>_p<suffix>``, shortened with a hash past 63 bytes.
+
+    PostgreSQL would cut a longer name silently, and the partitions of two
+    days would then get one name; the hash keeps them apart, the same on
+    every run.
+    """
+    name = f"{table_name}_p{suffix}"
+    if len(name.encode()) <= _MAX_NAME_BYTES:
+        return name
+    digest = hashlib.sha1(table_name.encode()).hexdigest()[:8]
+    tail = f"_{digest}_p{suffix}"
+    head = table_name.encode()[: _MAX_NAME_BYTES - len(tail)].decode(errors="ignore")
+    return head + tail
+
+
+def _partitions(
+    column: sa.Column[Any],
+    start: date | datetime,
+    end: date | datetime,
+    interval: Interval,
+    dialect: Dialect | None,
+) -> list[tuple[str, str]]:
+    """Return (partition name, DDL) pairs."""
     if dialect is None:
         dialect = postgresql.dialect()  # type: ignore[no-untyped-call]
     _check_dialect(dialect)
@@ -126,26 +161,37 @@ def partition_ddl(
     if not isinstance(table, sa.Table):
         raise TypeError("column must belong to a Table")
     preparer = dialect.identifier_preparer
+    column_type = column.type
+    processor = (
+        column_type.literal_processor(dialect) if isinstance(column_type, ULIDType) else None
+    )
 
     def literal(moment: datetime) -> str:
-        # The column's own type renders the bound (literal_binds goes through
-        # its literal processor), so a uuid, bytea or text column each get
-        # the literal their storage needs.
-        expr = sa.literal(ULID.min_at(moment), type_=column.type)
+        value = ULID.min_at(moment)
+        if processor is not None:
+            # The type's own literal, as is: compiling it would pass it
+            # through SQLAlchemy's string escaping, which on 2.0 doubles the
+            # backslash of a bytea literal ('\\x...'): wrong bounds.
+            return processor(value)
+        expr = sa.literal(value, type_=column_type)
         return str(expr.compile(dialect=dialect, compile_kwargs={"literal_binds": True}))
 
     parent = preparer.format_table(table)
-    statements = []
+    partitions = []
     for low, high in _boundaries(start, end, interval):
         suffix = low.strftime("%Y%m" if interval == "month" else "%Y%m%d")
-        name = preparer.quote(f"{table.name}_p{suffix}")
+        bare = _partition_name(table.name, suffix)
+        name = preparer.quote(bare)
         if table.schema:
             name = f"{preparer.quote_schema(table.schema)}.{name}"
-        statements.append(
-            f"CREATE TABLE {name} PARTITION OF {parent} "
-            f"FOR VALUES FROM ({literal(low)}) TO ({literal(high)})"
+        partitions.append(
+            (
+                bare,
+                f"CREATE TABLE {name} PARTITION OF {parent} "
+                f"FOR VALUES FROM ({literal(low)}) TO ({literal(high)})",
+            )
         )
-    return statements
+    return partitions
 
 
 def create_partitions(
@@ -156,7 +202,13 @@ def create_partitions(
     *,
     interval: Interval = "day",
 ) -> list[str]:
-    """Create the partitions :func:`partition_ddl` describes, and return their DDL.
+    """Create the partitions :func:`partition_ddl` describes that do not exist yet.
+
+    Idempotent: partitions of the table that exist already are skipped, so
+    a scheduled job can create "the next 7 days" every day.
+
+    Returns:
+        The DDL of the partitions it created.
 
     Raises:
         ValueError: the connection is not to PostgreSQL (before any SQL
@@ -173,7 +225,23 @@ def create_partitions(
         ...
         ValueError: time partitions are a PostgreSQL feature; ...
     """
-    statements = partition_ddl(column, start, end, interval=interval, dialect=connection.dialect)
-    for statement in statements:
-        connection.exec_driver_sql(statement)
-    return statements
+    partitions = _partitions(column, start, end, interval, connection.dialect)
+    table = column.table
+    assert isinstance(table, sa.Table)
+    # Partitions that exist already are skipped: rerunning "the next 7
+    # days" every day creates only the new ones.
+    existing = set(
+        connection.execute(
+            sa.text(
+                "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+                "WHERE i.inhparent = CAST(:parent AS regclass)"
+            ),
+            {"parent": connection.dialect.identifier_preparer.format_table(table)},
+        ).scalars()
+    )
+    created = []
+    for name, statement in partitions:
+        if name not in existing:
+            connection.exec_driver_sql(statement)
+            created.append(statement)
+    return created

@@ -19,7 +19,8 @@ column type it compiles to on the database (``UUID``, ``BINARY(16)``,
 second autogenerate and ``alembic check`` report nothing.
 
 The import also registers these operations, for use as ``op.<name>(...)``
-in migrations:
+in migrations (on Alembic 1.18+ our ``alembic.plugins`` entry point imports
+this module at start-up, so they work without the import):
 
 * ``op.add_ulid_column(table, column, from_column, ...)``: add a ULID column
   to a populated table, dated from a timestamp column (online only);
@@ -34,8 +35,16 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+try:
+    import alembic.operations  # noqa: F401  (the extra this module needs)
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess
+    raise ImportError(
+        "sqlalchemy_ulid.alembic needs Alembic: pip install 'sqlalchemy-ulid[alembic]'"
+    ) from exc
+
 # Importing the op modules registers the ops on Alembic's Operations.
-from ._alembic_backfill import AddULIDColumnOp, DropULIDColumnOp
+from ._alembic_backfill import AddULIDColumnOp
+from ._alembic_drop import DropULIDColumnOp
 from ._alembic_function import CreateULIDFunctionOp, DropULIDFunctionOp
 from ._alembic_storage import AlterULIDStorageOp
 from ._types import ULIDType
@@ -47,6 +56,7 @@ __all__ = [
     "DropULIDColumnOp",
     "DropULIDFunctionOp",
     "render_item",
+    "setup",
 ]
 
 #: The import line every migration that uses a ULIDType needs.
@@ -94,3 +104,14 @@ def render_item(type_: str, obj: Any, autogen_context: Any) -> str | Literal[Fal
     if imports is not None:
         imports.add(_IMPORT)
     return f"sqlalchemy_ulid.{obj!r}"
+
+
+def setup(plugin: Any) -> None:
+    """Alembic plugin hook (Alembic 1.18+): the ops are registered on import.
+
+    The ``alembic.plugins`` entry point names this module, so Alembic
+    imports it at start-up and ``op.add_ulid_column`` & co. work without
+    an import in ``env.py``. Nothing else is needed here: importing the
+    module registered the ops. On older Alembic, import this module in
+    ``env.py`` (or in the migration) instead.
+    """

@@ -1,0 +1,216 @@
+"""What the Alembic ops read from the database before they change anything.
+
+Every op checks the state it finds first (so a rerun after an interruption
+knows what is already done) and refuses what it cannot finish before its
+first DDL statement. The readers here are shared by the ops.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from alembic.operations import Operations
+from sqlalchemy.engine import Connection, Dialect
+
+__all__ = [
+    "ColumnState",
+    "check_identifier",
+    "column_state",
+    "execute",
+    "foreign_keys_on",
+    "quote",
+    "run",
+    "safe_name",
+    "strict_mode",
+    "unique_name",
+    "unique_on",
+]
+
+
+def quote(dialect: Dialect, name: str, schema: str | None = None) -> str:
+    """Quote a name (schema-qualified) as SQL text, without escaping ``%``.
+
+    The statements built from it are escaped once, as a whole, where they
+    are sent (:func:`run`, :func:`execute`): escaping the name here as well
+    would double a ``%`` twice.
+    """
+    preparer = dialect.identifier_preparer
+    quoted = preparer.quote(name)
+    if schema is not None:
+        quoted = f"{preparer.quote_schema(schema)}.{quoted}"
+    return quoted.replace("%%", "%") if _formats_percent(dialect) else quoted
+
+
+def _formats_percent(dialect: Dialect) -> bool:
+    # format/pyformat drivers (PyMySQL, psycopg) read % as a placeholder.
+    return dialect.paramstyle in ("format", "pyformat")
+
+
+def run(connection: Connection, statement: str) -> sa.CursorResult[Any]:
+    """Send SQL text to the driver, escaping its ``%`` once for the driver."""
+    if _formats_percent(connection.dialect):
+        statement = statement.replace("%", "%%")
+    return connection.exec_driver_sql(statement)
+
+
+def execute(operations: Operations, statement: str) -> None:
+    """Run SQL text online, or write it into the ``--sql`` script offline."""
+    if operations.migration_context.as_sql:
+        # Alembic renders text as every other statement of the script.
+        operations.execute(sa.text(statement))
+    else:
+        run(operations.get_bind(), statement)
+
+
+@dataclass(frozen=True)
+class ColumnState:
+    """A column as the database reports it."""
+
+    type: sa.types.TypeEngine[Any]
+    nullable: bool
+    #: the DEFAULT's SQL text (None: no default)
+    default: str | None
+    comment: str | None
+
+
+def column_state(
+    connection: Connection, table: str, column: str, schema: str | None
+) -> ColumnState | None:
+    """Return the column's type, nullability, default and comment (None: no such column)."""
+    for info in sa.inspect(connection).get_columns(table, schema=schema):
+        if info["name"] == column:
+            default, comment = info.get("default"), info.get("comment")
+            if connection.dialect.name in ("mysql", "mariadb"):
+                # SQLAlchemy cuts long MariaDB DEFAULT expressions short, and
+                # misses the COMMENT after a function DEFAULT: read the
+                # server's own text.
+                default, comment = _mysql_default_and_comment(connection, table, column, schema)
+            return ColumnState(
+                type=info["type"],
+                nullable=bool(info["nullable"]),
+                default=None if default in (None, "NULL") else str(default),
+                comment=comment or None,
+            )
+    return None
+
+
+def _mysql_default_and_comment(
+    connection: Connection, table: str, column: str, schema: str | None
+) -> tuple[str | None, str | None]:
+    row = connection.execute(
+        sa.text(
+            "SELECT COLUMN_DEFAULT, COLUMN_COMMENT FROM information_schema.COLUMNS WHERE "
+            "TABLE_SCHEMA = COALESCE(:schema, DATABASE()) AND TABLE_NAME = :table "
+            "AND COLUMN_NAME = :column"
+        ),
+        {"schema": schema, "table": table, "column": column},
+    ).one()
+    return row[0], row[1]
+
+
+def foreign_keys_on(
+    connection: Connection, table: str, column: str, schema: str | None
+) -> list[str]:
+    """Describe every foreign key that uses the column, from either side."""
+    inspector = sa.inspect(connection)
+    found = []
+    for fk in inspector.get_foreign_keys(table, schema=schema):
+        if column in fk["constrained_columns"]:
+            found.append(f"{table}.{column} references {fk['referred_table']}")
+    for other in inspector.get_table_names(schema=schema):
+        for fk in inspector.get_foreign_keys(other, schema=schema):
+            if fk["referred_table"] == table and column in fk["referred_columns"]:
+                columns = ", ".join(fk["constrained_columns"])
+                found.append(f"{other}({columns}) references {table}.{column}")
+    return found
+
+
+def unique_on(connection: Connection, table: str, column: str, schema: str | None) -> list[str]:
+    """Name the unique constraints and unique indexes on exactly this one column."""
+    inspector = sa.inspect(connection)
+    names = [
+        str(u["name"])
+        for u in inspector.get_unique_constraints(table, schema=schema)
+        if u["column_names"] == [column] and u["name"]
+    ]
+    names += [
+        str(i["name"])
+        for i in inspector.get_indexes(table, schema=schema)
+        if i["unique"] and i["column_names"] == [column] and i["name"] not in names
+    ]
+    return names
+
+
+def safe_name(name: str, dialect: Dialect) -> str:
+    """Return ``name``, or a shortened one with a hash if it is too long.
+
+    PostgreSQL silently cuts names at 63 bytes (two long names can then
+    collide) and MariaDB refuses names over 64 characters; the hash keeps
+    shortened names distinct and the same on every run.
+    """
+    limit = _name_limit(dialect)
+    if len(name.encode()) <= limit:
+        return name
+    digest = hashlib.sha1(name.encode()).hexdigest()[:8]
+    head = name.encode()[: limit - 9].decode(errors="ignore")
+    return f"{head}_{digest}"
+
+
+def _name_limit(dialect: Dialect) -> int:
+    # MySQL allows 255 for some names but 64 for constraints and indexes.
+    limits = [
+        dialect.max_identifier_length,
+        getattr(dialect, "max_constraint_name_length", None),
+        getattr(dialect, "max_index_name_length", None),
+    ]
+    return min(limit for limit in limits if limit) if any(limits) else 63
+
+
+def unique_name(table_name: str, column_name: str, dialect: Dialect) -> str:
+    """Return the default unique constraint name, shortened to fit the database."""
+    return safe_name(f"uq_{table_name}_{column_name}", dialect)
+
+
+def check_identifier(name: str, what: str, dialect: Dialect) -> None:
+    """Refuse a name the database would cut short or reject."""
+    limit = _name_limit(dialect)
+    if len(name.encode()) > limit:
+        raise ValueError(
+            f"{what} {name!r} is {len(name.encode())} bytes; {dialect.name} allows {limit}"
+        )
+
+
+@contextlib.contextmanager
+def strict_mode(connection: Connection) -> Iterator[None]:
+    """Make MySQL/MariaDB refuse, not coerce, bad values while the block runs.
+
+    Outside strict mode ``MODIFY ... NOT NULL`` turns NULLs into empty
+    bytes and a too-long value is cut short: ids would be invented.
+    Other databases are always strict.
+    """
+    if connection.dialect.name not in ("mysql", "mariadb"):
+        yield
+        return
+    mode = str(connection.exec_driver_sql("SELECT @@SESSION.sql_mode").scalar() or "")
+    if "STRICT_ALL_TABLES" in mode.split(","):
+        yield
+        return
+    connection.exec_driver_sql(
+        "SET SESSION sql_mode = CONCAT_WS(',', NULLIF(@@SESSION.sql_mode, ''), 'STRICT_ALL_TABLES')"
+    )
+    restore = sa.text("SET SESSION sql_mode = :mode")
+    try:
+        yield
+    except BaseException:
+        # The connection may be gone (that is why we are here): the mode
+        # dies with the session, and the error that brought us here is the
+        # one to report.
+        with contextlib.suppress(sa.exc.SQLAlchemyError):
+            connection.execute(restore, {"mode": mode})
+        raise
+    connection.execute(restore, {"mode": mode})

@@ -144,8 +144,13 @@ def _is_literal(value: object) -> bool:
 
 def _operand(column_type: ULIDType, value: Any) -> Any:
     """Return a literal operand as the value the column holds; leave SQL alone."""
-    if value is None or type(value) is ULID or not _is_literal(value):
+    if type(value) is ULID:
+        return encode_int(value._int) if column_type.as_str else value
+    if value is None or not _is_literal(value):
         return value
+    if type(value) is str:
+        number = decode_int(value)
+        return encode_int(number) if column_type.as_str else _from_int(number)
     if isinstance(value, (_dt.datetime, _dt.date)):
         raise TypeError(
             "a ULID column compares with ids, not datetimes: use "
@@ -168,7 +173,10 @@ class _Comparator(TypeDecorator.Comparator[Any]):
     def operate(self, op: Any, *other: Any, **kwargs: Any) -> ColumnElement[Any]:
         column_type: ULIDType = self.type  # type: ignore[assignment]
         if op in _COMPARISONS:
-            other = tuple(_operand(column_type, value) for value in other)
+            if len(other) == 1:
+                other = (_operand(column_type, other[0]),)
+            else:
+                other = tuple([_operand(column_type, value) for value in other])
         elif op in _IN_OPS and other and _is_literal(other[0]):
             values = [_operand(column_type, value) for value in other[0]]
             if len(values) > ARRAY_THRESHOLD:
@@ -247,6 +255,17 @@ class ULIDType(TypeDecorator[ULID]):
     ``.bytes`` attribute; anything else raises :class:`InvalidULID` or
     :class:`TypeError` before the database is touched. Results are
     :class:`ULID` objects, or canonical strings with ``as_str=True``.
+
+    Comparisons (``==``, ``!=``, ``<``, ``<=``, ``>``, ``>=``, ``between``,
+    ``is_distinct_from``, ``in_``, ``not_in``) convert their plain Python
+    operands the same way, when the expression is built: a malformed id
+    raises :class:`InvalidULID` before any SQL exists, a ``datetime``
+    raises :class:`TypeError`, and the ORM's ``synchronize_session``
+    evaluator compares ULIDs with ULIDs. ``in_`` with more than 1,000 ids
+    binds one array on PostgreSQL (``= ANY(...)``). ``like``,
+    ``startswith``, ``endswith`` and ``contains`` work on ``"text"``
+    storage, with the pattern bound as plain text, and raise
+    :class:`TypeError` on binary storage.
 
     Args:
         storage: ``"auto"`` (the table above; ``"native"`` is a synonym),

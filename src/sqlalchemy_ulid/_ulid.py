@@ -62,7 +62,9 @@ class ULID:
         if isinstance(text, ULID):
             # ULID(ulid) is the same object; a subclass re-wraps the value.
             return text if type(text) is cls else _of(cls, text._int)
-        return _of(cls, decode_int(text))
+        self = _new(cls)  # inline, not _of(): ULID(text) is the parsing hot path
+        _set_int(self, decode_int(text))
+        return self
 
     # -- alternative constructors ---------------------------------------------
 

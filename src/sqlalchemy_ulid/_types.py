@@ -413,6 +413,15 @@ class ULIDType(TypeDecorator[ULID]):
 
         return from_text
 
+    def _sentinel_value_resolver(self, dialect: Dialect) -> Callable[[Any], Any] | None:
+        # SQLAlchemy 2.0.10 to 2.0.28 only (later versions never call it):
+        # bulk INSERT ... RETURNING matched the bound value, as sent to the
+        # driver, with the value as the driver returns it. For a uuid column
+        # that is our 32 hex digits against the driver's uuid.UUID. See _bulk.py.
+        if dialect_row(dialect).kind(self.storage) == "uuid":
+            return _UUID
+        return None
+
     def literal_processor(self, dialect: Dialect) -> Callable[[Any], str]:
         row = dialect_row(dialect)
         kind = row.kind(self.storage)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import subprocess
 import sys
 import uuid
@@ -312,6 +313,8 @@ def test_new_streams_its_output() -> None:
     )
     try:
         assert process.stdout is not None
+        ready, _, _ = select.select([process.stdout], [], [], 20)
+        assert ready, "no output within 20 s: the output is not streamed"
         first = process.stdout.readline()
         assert ULID(first.strip()) is not None
     finally:

@@ -173,6 +173,9 @@ def main() -> None:
                 f"{median['ULIDType'] / median['decorated']:.2f}x |",
                 flush=True,
             )
+    sqlite_file = SERVERS["SQLite"].removeprefix("sqlite:///")
+    if os.path.exists(sqlite_file):
+        os.remove(sqlite_file)
 
 
 if __name__ == "__main__":

@@ -149,6 +149,8 @@ def test_in_with_more_ids_than_a_statement_takes_parameters(session: Session) ->
     assert others == [1]
     negated = session.scalars(sa.select(Note.n).where(~Note.id.in_(ids))).all()
     assert negated == [1]
+    combined = sa.and_(Note.id.in_(ids), Note.n >= 2)
+    assert session.scalars(sa.select(Note.n).where(combined)).all() == [2]
     with pytest.raises(InvalidULID):
         Note.id.in_([*ids, "bad"])
 
@@ -196,3 +198,24 @@ def test_sql_operands_are_left_alone(session: Session) -> None:
     uuid_bound = sa.select(Note.n).where(Note.id.in_(sa.select(Note.id).where(Note.n == 0)))
     assert session.scalars(uuid_bound).all() == [0]
     assert uuid.UUID(int=notes[0].id.int) == notes[0].id.to_uuid()
+
+
+@pytest.mark.parametrize("storage", ["auto", "binary", "text"])
+@pytest.mark.parametrize("as_str", [False, True])
+def test_long_in_lists_on_every_storage(
+    engine: Engine, metadata: sa.MetaData, storage: str, as_str: bool
+) -> None:
+    table = sa.Table(
+        "cmp_storage",
+        metadata,
+        sa.Column("id", ULIDType(storage, as_str=as_str), primary_key=True),  # type: ignore[arg-type]
+    )
+    metadata.create_all(engine)
+    ids = [new_ulid() for _ in range(1500)]
+    with engine.begin() as conn:
+        conn.execute(table.insert(), [{"id": u} for u in ids[:3]])
+        wanted = [str(u).lower() for u in ids]
+        found = conn.scalars(sa.select(table.c.id).where(table.c.id.in_(wanted))).all()
+        assert sorted(map(str, found)) == sorted(map(str, ids[:3]))
+        rest = conn.scalars(sa.select(table.c.id).where(table.c.id.not_in(wanted[1:]))).all()
+        assert list(map(str, rest)) == [str(ids[0])]

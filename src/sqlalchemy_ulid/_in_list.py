@@ -61,6 +61,8 @@ class InArray(ColumnElement[bool]):
 
     inherit_cache = True
     type = sa.Boolean()
+    # A comparison, like IN itself: no "= 1" where booleans are emulated.
+    _is_implicitly_boolean = True
     # A plain list, as SQLAlchemy declares it.
     _traverse_internals = [  # noqa: RUF012
         ("column", InternalTraversal.dp_clauseelement),

@@ -177,7 +177,13 @@ class _Comparator(TypeDecorator.Comparator[Any]):
                 other = (_operand(column_type, other[0]),)
             else:
                 other = tuple([_operand(column_type, value) for value in other])
-        elif op in _IN_OPS and other and _is_literal(other[0]):
+        elif (
+            op in _IN_OPS
+            and other
+            and _is_literal(other[0])
+            # in_("01H...") is a mistake SQLAlchemy itself reports
+            and not isinstance(other[0], (str, bytes))
+        ):
             values = [_operand(column_type, value) for value in other[0]]
             if len(values) > ARRAY_THRESHOLD:
                 return InArray(self.expr, values, negate=op is operators.not_in_op)

@@ -7,9 +7,11 @@ sets whether the ids come as ULID, str (either case), uuid.UUID or bytes.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import uuid
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import pytest
 import sqlalchemy as sa
@@ -18,6 +20,9 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from conftest import recording
 from sqlalchemy_ulid import ULID, InvalidULID, ULIDType, new_ulid
+
+if TYPE_CHECKING:
+    from conftest import Backend
 
 # sort_by_parameter_order arrived in SQLAlchemy 2.0.10; before it there is
 # nothing to match.
@@ -131,3 +136,31 @@ def test_other_statements_keep_their_parameters(engine: Engine, metadata: sa.Met
         rows = conn.execute(sa.select(table.c.n).order_by(table.c.n)).scalars().all()
     assert rows == [1, 2]
     assert isinstance(given[0]["id"], str)  # the caller's dicts are not touched
+
+
+async def _async_bulk(url: str) -> None:
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    engine = create_async_engine(url)
+    metadata = sa.MetaData()
+    table = sa.Table(
+        "bulk_async",
+        metadata,
+        sa.Column("id", ULIDType(), primary_key=True),
+        sa.Column("n", sa.Integer),
+    )
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(metadata.create_all)
+            ids = _ids(5)
+            statement = table.insert().returning(table.c.id, sort_by_parameter_order=True)
+            params = [{"id": str(u).lower(), "n": i} for i, u in enumerate(ids)]
+            assert (await conn.execute(statement, params)).scalars().all() == ids
+            await conn.run_sync(metadata.drop_all)
+    finally:
+        await engine.dispose()
+
+
+def test_async_drivers_bulk_returning(backend: Backend) -> None:
+    for url in backend.async_urls:
+        asyncio.run(_async_bulk(url))

@@ -219,3 +219,9 @@ def test_long_in_lists_on_every_storage(
         assert sorted(map(str, found)) == sorted(map(str, ids[:3]))
         rest = conn.scalars(sa.select(table.c.id).where(table.c.id.not_in(wanted[1:]))).all()
         assert list(map(str, rest)) == [str(ids[0])]
+
+
+def test_in_with_a_single_str_is_sqlalchemy_s_own_error() -> None:
+    # Not 26 one-character "ids": SQLAlchemy says what in_() takes.
+    with pytest.raises(sa.exc.ArgumentError, match="IN expression list"):
+        Note.id.in_(str(new_ulid()))  # type: ignore[arg-type]

@@ -37,9 +37,15 @@ import sqlalchemy as sa
 from sqlalchemy_ulid import ULIDType, new_ulid
 
 SERVERS = {
-    "SQLite": "sqlite:////tmp/bench_types.sqlite3",
-    "PostgreSQL 15 (psycopg 3)": "postgresql+psycopg://postgres@127.0.0.1:5432/test",
-    "MariaDB 10.11 (PyMySQL)": "mysql+pymysql://root@127.0.0.1:3306/test",
+    # One file per run: several benchmark runs may share the machine.
+    "SQLite": f"sqlite:////tmp/bench_types_{os.getpid()}.sqlite3",
+    # The servers' URLs come from the test suite's variables when set.
+    "PostgreSQL 15 (psycopg 3)": os.environ.get(
+        "SQLALCHEMY_ULID_POSTGRESQL_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+    ),
+    "MariaDB 10.11 (PyMySQL)": os.environ.get(
+        "SQLALCHEMY_ULID_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306/test"
+    ),
 }
 
 
@@ -167,6 +173,9 @@ def main() -> None:
                 f"{median['ULIDType'] / median['decorated']:.2f}x |",
                 flush=True,
             )
+    sqlite_file = SERVERS["SQLite"].removeprefix("sqlite:///")
+    if os.path.exists(sqlite_file):
+        os.remove(sqlite_file)
 
 
 if __name__ == "__main__":

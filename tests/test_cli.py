@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import subprocess
 import sys
 import uuid
@@ -281,3 +282,79 @@ def test_main_returns_a_result_and_prints_nothing(capsys: pytest.CaptureFixture[
 
     captured = capsys.readouterr()
     assert (captured.out, captured.err) == ("", "")
+
+
+# -- strict -n and streamed output (issue 10, item 9) --------------------------------------
+
+STRICT_COUNTS = [
+    "\u0663",  # Arabic-Indic three: int() takes it
+    "1_000",  # underscores: int() takes them
+    " 2 ",  # spaces: int() strips them
+    "+2",  # a sign is not a count
+    "2.0",  # not a whole number
+]
+
+
+@pytest.mark.parametrize("text", STRICT_COUNTS)
+def test_new_count_is_ascii_digits_only(text: str) -> None:
+    result = main(["new", "-n", text])
+    assert result.status == 2
+    assert result.stdout == ""
+    assert f"argument -n: invalid int value: {text!r}" in result.stderr
+
+
+def test_new_streams_its_output() -> None:
+    # A count far too large to build in memory: the first line still comes at once.
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sqlalchemy_ulid", "new", "-n", "1000000000000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        ready, _, _ = select.select([process.stdout], [], [], 20)
+        assert ready, "no output within 20 s: the output is not streamed"
+        first = process.stdout.readline()
+        assert ULID(first.strip()) is not None
+    finally:
+        process.kill()
+        process.communicate(timeout=30)
+
+
+_PEAK_MEMORY = """
+import atexit, resource, sys
+atexit.register(lambda: sys.stderr.write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)))
+sys.argv = ["sqlalchemy-ulid", "new", "-n", sys.argv[1]]
+from sqlalchemy_ulid._cli import run
+run()
+"""
+
+
+def test_new_memory_stays_flat() -> None:
+    peaks = []
+    for count in ("1", "1000000"):
+        done = subprocess.run(
+            [sys.executable, "-c", _PEAK_MEMORY, count],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+        peaks.append(int(done.stderr.strip()))  # KiB on Linux
+    # Building a million lines in memory costs about 100 MB; streaming, a few.
+    assert peaks[1] - peaks[0] < 20_000, peaks
+
+
+def test_new_into_a_closed_pipe_stops_quietly() -> None:
+    done = subprocess.run(
+        f"{sys.executable} -m sqlalchemy_ulid new -n 200000 | head -n 1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert len(done.stdout.splitlines()) == 1
+    assert "Traceback" not in done.stderr

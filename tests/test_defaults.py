@@ -6,6 +6,7 @@ import time
 from collections.abc import Iterator
 from datetime import timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -161,6 +162,26 @@ def test_register_ulid_function_gives_every_connection_of_one_engine(tmp_path: P
     finally:
         registered.dispose()
         plain.dispose()
+
+
+def test_register_ulid_function_refuses_other_engines(backend: Any) -> None:
+    # A fresh engine of each backend: on SQLite it works; elsewhere it is
+    # refused and the engine keeps connecting (issue 10, item 9).
+    engine = sa.create_engine(backend.url)
+    try:
+        if engine.dialect.name == "sqlite":
+            register_ulid_function(engine)
+            with engine.connect() as connection:
+                assert connection.exec_driver_sql("SELECT gen_ulid()").scalar() is not None
+        else:
+            with pytest.raises(ValueError, match="install_ulid_function"):
+                register_ulid_function(engine)
+            for _ in range(2):
+                engine.dispose()
+                with engine.connect() as connection:
+                    assert connection.scalar(sa.text("SELECT 1")) == 1
+    finally:
+        engine.dispose()
 
 
 def test_unsupported_dialect_is_named() -> None:

@@ -153,6 +153,25 @@ def test_api_created_since(api: tuple[Any, list[str]]) -> None:
 
 
 @pytest.mark.parametrize(
+    "since",
+    [
+        "1969-12-31T23:59:59Z",  # one second before the first ULID millisecond
+        "0001-01-01T00:00:00Z",  # year 1
+        "-1",  # epoch seconds, before 1970
+    ],
+)
+def test_api_since_before_1970_is_a_400(api: tuple[Any, list[str]], since: str) -> None:
+    client, statements = api
+    statements.clear()
+    response = client.get("/events", params={"since": since})
+    assert response.status_code == 400, response.text
+    assert response.json()["detail"][0].startswith("since: ")
+    assert "outside 0 .. 2**48 - 1" in response.json()["detail"][0]
+    selects = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
+    assert not any("api_events" in s for s in selects)
+
+
+@pytest.mark.parametrize(
     ("url", "message"),
     [
         ("/events?after=01HTQW311N1KR5G0Y75M3EF00U", "after: invalid character 'U' at position 25"),

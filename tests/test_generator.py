@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import inspect
 import multiprocessing
 import os
@@ -15,7 +16,7 @@ from itertools import pairwise
 import pytest
 import sqlalchemy as sa
 
-from sqlalchemy_ulid import ULID, MonotonicGenerator, new_ulid
+from sqlalchemy_ulid import ULID, MonotonicGenerator, ULIDType, new_ulid
 
 MS = 1_712_345_678_901
 MAX_RANDOM = (1 << 80) - 1
@@ -393,3 +394,160 @@ def test_child_can_make_generators_even_if_the_parent_was_making_one() -> None:
     with _generator._registry_lock:
         data = _in_child(lambda: MonotonicGenerator(clock=lambda: MS)().bytes)
     assert _split(data)[0].timestamp_ms == MS
+
+
+# -- input checks (issue 10, item 11) ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("size", "why"),
+    [
+        (16, "extra bits would land in the timestamp"),
+        (11, "one byte too many"),
+        (9, "would be zero-padded"),
+        (0, "nothing at all"),
+    ],
+)
+def test_random_bytes_of_the_wrong_length_are_refused(size: int, why: str) -> None:
+    gen = MonotonicGenerator(clock=lambda: 100, random_bytes=lambda n: b"\xff" * size)
+    with pytest.raises(ValueError, match=f"returned {size} bytes, not 10"):
+        gen()
+
+
+@pytest.mark.parametrize("reading", [-1, -2, -(10**12)])
+def test_clock_before_1970_is_refused_not_hung(reading: int) -> None:
+    gen = MonotonicGenerator(clock=lambda: reading)
+    done: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            gen()
+        except BaseException as exc:
+            done.append(exc)
+
+    worker = threading.Thread(target=call, daemon=True)
+    worker.start()
+    worker.join(5)
+    assert not worker.is_alive(), "the generator hung on a negative clock reading"
+    assert len(done) == 1
+    assert isinstance(done[0], ValueError)
+    assert "before 1970" in str(done[0])
+
+
+def test_checks_cost_nothing_per_call() -> None:
+    # The checks live in _start, which runs once per millisecond: a run of
+    # calls in one millisecond draws randomness (and checks it) once.
+    draws: list[int] = []
+
+    def random_bytes(n: int) -> bytes:
+        draws.append(n)
+        return bytes(n)
+
+    gen = MonotonicGenerator(clock=lambda: 5, random_bytes=random_bytes)
+    for _ in range(1000):
+        gen()
+    assert draws == [10]
+
+
+# -- forks that skip Python's at-fork hooks (issue 10, item 10) ---------------------------
+
+
+def _in_c_child(produce: Callable[[], bytes]) -> bytes:
+    """Like _in_child, but fork with libc's fork(): no Python at-fork hooks run."""
+    libc = ctypes.PyDLL(None)  # PyDLL: the GIL stays held across the call
+    read_end, write_end = os.pipe()
+    pid = libc.fork()
+    if pid == 0:  # the child
+        status = 0
+        try:
+            os.close(read_end)
+            data = produce()
+            view = memoryview(data)
+            while view:
+                view = view[os.write(write_end, view) :]
+        except BaseException:
+            status = 1
+        finally:
+            os._exit(status)
+    assert pid > 0
+    os.close(write_end)
+    try:
+        data = _read_all(read_end)
+    except TimeoutError:
+        os.kill(pid, signal.SIGKILL)
+        raise
+    finally:
+        os.close(read_end)
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    return data
+
+
+class _LockedOnlyClock(MonotonicGenerator):
+    """Every call through the locked path, on a fixed millisecond."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        super().__init__(clock=lambda: MS)
+        self._lock_free = False
+
+
+@needs_fork
+def test_unhooked_fork_children_do_not_repeat_each_other() -> None:
+    gen = _LockedOnlyClock()
+    before = [gen() for _ in range(10)]
+    first = _split(_in_c_child(lambda: b"".join(gen().bytes for _ in range(500))))
+    second = _split(_in_c_child(lambda: b"".join(gen().bytes for _ in range(500))))
+    assert len(first) == len(second) == 500
+    assert not set(first) & set(second)
+    assert min(first) > max(before)
+    assert {u.timestamp_ms for u in first} == {MS + 1}
+
+
+@needs_fork
+def test_unhooked_fork_child_in_a_new_millisecond_is_fresh() -> None:
+    ticks = {"now": MS}
+    gen = MonotonicGenerator(clock=lambda: ticks["now"])
+    parent = [gen() for _ in range(10)]
+
+    def child() -> bytes:
+        ticks["now"] = MS + 5  # the child's first id starts a millisecond
+        return b"".join(gen().bytes for _ in range(100))
+
+    first = _split(_in_c_child(child))
+    second = _split(_in_c_child(child))
+    assert not set(first) & set(second)
+    assert not set(first) & set(parent)
+
+
+@needs_fork
+def test_unhooked_fork_child_survives_a_lock_held_by_a_parent_thread() -> None:
+    gen = _LockedOnlyClock()
+    gen()
+    gen._lock.acquire()  # as if a parent thread were inside at the fork
+    try:
+        child = _split(_in_c_child(lambda: b"".join(gen().bytes for _ in range(10))))
+    finally:
+        gen._lock.release()
+    assert len(child) == 10
+
+
+@needs_fork
+def test_unhooked_fork_children_ids_share_one_primary_key(engine: sa.Engine) -> None:
+    # What the duplicates would break: two workers inserting into one table.
+    gen = _LockedOnlyClock()
+    gen()
+    ids = [
+        *_split(_in_c_child(lambda: b"".join(gen().bytes for _ in range(200)))),
+        *_split(_in_c_child(lambda: b"".join(gen().bytes for _ in range(200)))),
+    ]
+    metadata = sa.MetaData()
+    table = sa.Table("gen_forked", metadata, sa.Column("id", ULIDType(), primary_key=True))
+    metadata.create_all(engine)
+    try:
+        with engine.begin() as conn:
+            conn.execute(table.insert(), [{"id": u} for u in ids])
+            assert conn.scalar(sa.select(sa.func.count()).select_from(table)) == 400
+    finally:
+        metadata.drop_all(engine)

@@ -137,7 +137,11 @@ def create_app(database_url: str | None = None) -> FastAPI:
     ) -> EventPage:
         stmt = sa.select(Event)
         if since is not None:
-            stmt = stmt.where(created_since(Event.id, since))
+            try:
+                stmt = stmt.where(created_since(Event.id, since))
+            except ValueError as exc:
+                # Before 1970 (or past 10889) no ULID exists: the client's mistake.
+                raise HTTPException(status_code=400, detail=[f"since: {exc}"]) from None
         # WHERE id > :after ORDER BY id LIMIT limit + 1: no OFFSET, no COUNT.
         page = paginate(db, stmt, Event.id, after=after, limit=limit)
         next_url = None

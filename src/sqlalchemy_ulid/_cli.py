@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -64,7 +65,7 @@ def _parser() -> _Parser:
     )
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     new = commands.add_parser("new", help="print new monotonic ULIDs, one per line")
-    new.add_argument("-n", type=int, default=1, metavar="N", help="how many (default 1)")
+    new.add_argument("-n", type=_count, default=1, metavar="N", help="how many (default 1)")
     new.add_argument(
         "--at",
         metavar="WHEN",
@@ -79,6 +80,15 @@ def _parser() -> _Parser:
 
 # ASCII digits only: str.isdigit() and int() also take Arabic-Indic and other digits.
 _EPOCH_MS = re.compile(r"-?[0-9]+")
+# Lines written per chunk by the entry point: output streams, memory stays flat.
+_CHUNK_LINES = 4096
+
+
+def _count(text: str) -> int:
+    # Strict: int() would also take "1_000", " 2 " and non-ASCII digits.
+    if not _EPOCH_MS.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}")
+    return int(text)
 
 
 def _parse_when(text: str) -> int:
@@ -91,7 +101,8 @@ def _parse_when(text: str) -> int:
     return to_ms(when)
 
 
-def _new(count: int, at: str | None, fmt: str) -> Result:
+def _new_chunks(count: int, at: str | None, fmt: str) -> Iterator[str]:
+    """Check the arguments now; return the output as chunks of lines, made lazily."""
     if count < 1:
         raise ValueError(f"-n must be at least 1, got {count}")
     if at is None:
@@ -100,7 +111,17 @@ def _new(count: int, at: str | None, fmt: str) -> Result:
         ms = _parse_when(at)
         generator = MonotonicGenerator(clock=lambda: ms)
     render = _FORMATS[fmt]
-    return Result(0, "".join(render(generator()) + "\n" for _ in range(count)))
+
+    def chunks() -> Iterator[str]:
+        for start in range(0, count, _CHUNK_LINES):
+            lines = min(_CHUNK_LINES, count - start)
+            yield "".join([render(generator()) + "\n" for _ in range(lines)])
+
+    return chunks()
+
+
+def _new(count: int, at: str | None, fmt: str) -> Result:
+    return Result(0, "".join(_new_chunks(count, at, fmt)))
 
 
 def describe(ulid: ULID) -> dict[str, object]:
@@ -156,9 +177,36 @@ def main(argv: Sequence[str] | None = None) -> Result:
         return Result(2, "", f"sqlalchemy-ulid: error: {exc}\n")
 
 
+def _streamed(argv: Sequence[str]) -> Iterator[str] | None:
+    """The output of a valid ``new`` command as it is made; None for anything else."""
+    try:
+        args = _parser().parse_args(list(argv))
+        if args.command == "new":
+            return _new_chunks(args.n, args.at, args.format)
+    except (_HelpRequested, _UsageError, ValueError, TypeError):
+        pass  # main() reports it
+    return None
+
+
 def run() -> None:
-    """Print what :func:`main` returns and exit with its status (the entry point)."""
-    result = main()
-    sys.stdout.write(result.stdout)
-    sys.stderr.write(result.stderr)
-    sys.exit(result.status)
+    """Print what :func:`main` returns and exit with its status (the entry point).
+
+    ``new`` output is written in chunks as it is made, so ``-n 100000000``
+    starts at once and runs in constant memory.
+    """
+    chunks = _streamed(sys.argv[1:])
+    if chunks is None:
+        result = main()
+        sys.stdout.write(result.stdout)
+        sys.stderr.write(result.stderr)
+        sys.exit(result.status)
+    try:
+        for chunk in chunks:
+            sys.stdout.write(chunk)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (``| head``): stop quietly, as other tools do.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(1)
+    sys.exit(0)

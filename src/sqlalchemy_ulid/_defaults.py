@@ -166,7 +166,17 @@ def register_ulid_function(engine: Engine) -> None:
         ...     _ = conn.exec_driver_sql("INSERT INTO t (x) VALUES (1)")
         ...     conn.scalar(sa.select(t.c.id)) is not None
         True
+
+    Raises:
+        ValueError: the engine is not a SQLite engine (the listener would
+            break every later connection); use :func:`install_ulid_function`
+            on PostgreSQL and MySQL/MariaDB.
     """
+    if engine.dialect.name != "sqlite":
+        raise ValueError(
+            f"register_ulid_function() is for SQLite engines, not {engine.dialect.name}: "
+            "install gen_ulid() in the database with install_ulid_function(connection)"
+        )
     event.listen(engine, "connect", _on_connect)
 
 

@@ -67,6 +67,25 @@ class MonotonicGenerator:
       repeats its parent's sequence, even while the clock stays in the
       parent's millisecond, and still sorts after what was made before the
       fork.
+    * **Forks that skip Python's hooks** (a C-level ``fork()``, as uWSGI
+      does without ``--py-call-osafterfork``, and some pre-fork C servers)
+      are caught by a process-id check on the path that starts each
+      millisecond, not on every call. From then on the child behaves as
+      above. Until then, the ids a child makes before the clock passes the
+      millisecond of the parent's last id (the very millisecond of the fork,
+      or longer if the clock stepped back) continue the parent's count and
+      can repeat another child's. Run such servers with
+      ``--py-call-osafterfork`` or ``--lazy-apps`` (uWSGI), or make no id in
+      the parent before it forks.
+    * **Checked input.** A clock reading before 1970 raises
+      :class:`ValueError` (when a millisecond starts), and so does a
+      ``random_bytes(10)`` that does not return exactly 10 bytes.
+
+    Two traps remain, by design: with a clock that never advances (a frozen
+    test clock), overflowing a millisecond's random part waits forever for
+    the next millisecond; and a single far-future reading of the clock
+    stamps every later id with that future time, since the generator never
+    goes back.
 
     Args:
         clock: returns the time in Unix milliseconds; defaults to the system
@@ -90,6 +109,7 @@ class MonotonicGenerator:
         "_lock",
         "_lock_free",
         "_next_tick",
+        "_pid",
         "_random_bytes",
         "_read_clock",
         "_run",
@@ -113,6 +133,7 @@ class MonotonicGenerator:
         self._last_ms = -1
         self._next_tick = 0  # first clock reading past _last_ms
         self._run: _Run = (0, 0, itertools.count(1), 0)
+        self._pid = os.getpid()
         with _registry_lock:
             _instances.add(self)
             # Registered on first use, not at import; hooks can't be removed,
@@ -138,10 +159,14 @@ class MonotonicGenerator:
         return self._locked(now)
 
     def _locked(self, now: int) -> ULID:
+        # A fork that skipped Python's at-fork hooks: checked here, once per
+        # millisecond run, not per call: getpid() is a system call.
+        if self._pid != os.getpid():
+            self._after_unhooked_fork()
         # ``now`` may be older than another thread's start of a millisecond;
         # then it is below _next_tick and we count on, which keeps order.
         with self._lock:
-            if now < self._next_tick:
+            if now < self._next_tick and self._last_ms >= 0:
                 # Another thread started this millisecond, or the clock
                 # stepped back: count on from the last value so order holds.
                 _, base, counter, limit = self._run
@@ -154,10 +179,20 @@ class MonotonicGenerator:
         return _from_int(value)
 
     def _start(self, ms: int) -> int:
-        """Start millisecond ``ms`` with fresh randomness; return its first value."""
+        """Start millisecond ``ms`` with fresh randomness; return its first value.
+
+        Everything the caller supplied is checked here, on the path taken once
+        per millisecond, so the per-call path pays nothing for it.
+        """
         if ms > MAX_TIMESTAMP_MS:
             raise OverflowError("the clock is past 2**48 ms (year 10889): ULIDs end there")
-        value = (ms << _RANDOM_BITS) | int.from_bytes(self._random_bytes(10), "big")
+        if ms < 0:
+            raise ValueError(f"the clock read {ms} ms, before 1970: ULIDs start at 0")
+        randomness = self._random_bytes(10)
+        if len(randomness) != 10:
+            # More bytes would spill into the timestamp, fewer would be zeros.
+            raise ValueError(f"random_bytes(10) returned {len(randomness)} bytes, not 10")
+        value = (ms << _RANDOM_BITS) | int.from_bytes(randomness, "big")
         self._last_ms = ms
         self._next_tick = (ms + 1) * self._clock_divisor
         self._set_run(value)
@@ -180,10 +215,25 @@ class MonotonicGenerator:
             ms = self._read_clock() // self._clock_divisor
         return ms
 
+    def _after_unhooked_fork(self) -> None:
+        # A thread of the parent may have held the lock at the fork: in the
+        # child nobody will release it. (Two threads of the child racing
+        # through here for their first ids could both replace it; a child
+        # rarely starts threads before its first id.)
+        if self._lock.locked():
+            self._lock = threading.Lock()
+        with self._lock:
+            if self._pid != os.getpid():
+                self._leave_parent_sequence()
+
     def _reseed_after_fork(self) -> None:
         # The parent may have held the lock while forking; the child's copy
         # would then be locked forever.
         self._lock = threading.Lock()
+        self._leave_parent_sequence()
+
+    def _leave_parent_sequence(self) -> None:
+        self._pid = os.getpid()
         if 0 <= self._last_ms < MAX_TIMESTAMP_MS:
             # Leave the parent's sequence for fresh randomness in the next
             # millisecond: the child never repeats the parent, and its ULIDs

@@ -10,7 +10,8 @@ given, at assignment, to the value the column returns on load: a
 there, long before a flush.
 
 How the conversion gets attached, without an import-time hook: the first time
-a ``ULIDType`` is attached to a ``Column``, :func:`enable` registers one
+a ``ULIDType`` is attached to a ``Column`` (SQLAlchemy's public
+``after_parent_attach`` event, see ``_types.py``), :func:`enable` registers one
 ``mapper_configured`` listener on :class:`~sqlalchemy.orm.Mapper`. That
 listener looks only at the mapper being configured and adds an attribute
 ``set`` listener to its ULID columns. Programs that never use ``ULIDType``

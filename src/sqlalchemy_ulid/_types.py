@@ -7,18 +7,22 @@ its processors, and never again per value.
 
 from __future__ import annotations
 
+import datetime as _dt
 import uuid
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Final, Literal
 from uuid import UUID as _UUID
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
+from sqlalchemy.sql import operators
+from sqlalchemy.sql.elements import ClauseElement, ColumnElement
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from ._codec import InvalidULID, decode_int, encode, encode_int, parse_hex
 from ._codec import decode as decode_text
 from ._dialects import dialect_row
+from ._in_list import ARRAY_THRESHOLD, InArray
 from ._ulid import ULID, _from_bytes, _from_int, _new, _set_int
 
 __all__ = ["Storage", "ULIDType", "to_bytes"]
@@ -90,6 +94,141 @@ def _quote(text: str) -> str:
     return f"'{text}'"  # ULID text and hex never contain a quote
 
 
+# -- expressions --------------------------------------------------------------
+
+# Operators whose other side is an id (or, for in_, a list of ids): literal
+# operands are converted when the expression is built.
+_COMPARISONS: Final = frozenset(
+    {
+        operators.eq,
+        operators.ne,
+        operators.lt,
+        operators.le,
+        operators.gt,
+        operators.ge,
+        operators.between_op,
+        operators.not_between_op,
+        operators.is_distinct_from,
+        operators.is_not_distinct_from,
+    }
+)
+_IN_OPS: Final = frozenset({operators.in_op, operators.not_in_op})
+# Pattern operators: text storage only, the pattern bound as plain text.
+_PATTERN_OPS: Final = frozenset(
+    getattr(operators, name)
+    for name in (
+        "like_op",
+        "not_like_op",
+        "ilike_op",
+        "not_ilike_op",
+        "startswith_op",
+        "not_startswith_op",
+        "istartswith_op",
+        "not_istartswith_op",
+        "endswith_op",
+        "not_endswith_op",
+        "iendswith_op",
+        "not_iendswith_op",
+        "contains_op",
+        "not_contains_op",
+        "icontains_op",
+        "not_icontains_op",
+    )
+    if hasattr(operators, name)  # the i- variants are newer than SQLAlchemy 2.0.0
+)
+
+
+def _is_literal(value: object) -> bool:
+    return not isinstance(value, ClauseElement) and not hasattr(value, "__clause_element__")
+
+
+def _operand(column_type: ULIDType, value: Any) -> Any:
+    """Return a literal operand as the value the column holds; leave SQL alone."""
+    if type(value) is ULID:
+        return encode_int(value._int) if column_type.as_str else value
+    if value is None or not _is_literal(value):
+        return value
+    if type(value) is str:
+        number = decode_int(value)
+        return encode_int(number) if column_type.as_str else _from_int(number)
+    if isinstance(value, (_dt.datetime, _dt.date)):
+        raise TypeError(
+            "a ULID column compares with ids, not datetimes: use "
+            "ULID.min_at(when) / ULID.max_at(when), or created_since(column, when)"
+        )
+    data = to_bytes(value)
+    return encode(data) if column_type.as_str else _from_bytes(data)
+
+
+class _Comparator(TypeDecorator.Comparator[Any]):
+    """Convert literal operands to ULIDs when the expression is built.
+
+    ``col == "bad"`` raises :class:`InvalidULID` at once, before any SQL
+    exists, and the ORM's in-Python evaluator (``synchronize_session``)
+    compares ULID with ULID.
+    """
+
+    __slots__ = ()
+
+    def operate(self, op: Any, *other: Any, **kwargs: Any) -> ColumnElement[Any]:
+        column_type: ULIDType = self.type  # type: ignore[assignment]
+        if op in _COMPARISONS:
+            if len(other) == 1:
+                other = (_operand(column_type, other[0]),)
+            else:
+                other = tuple([_operand(column_type, value) for value in other])
+        elif (
+            op in _IN_OPS
+            and other
+            and _is_literal(other[0])
+            # in_("01H...") is a mistake SQLAlchemy itself reports
+            and not isinstance(other[0], (str, bytes))
+        ):
+            values = [_operand(column_type, value) for value in other[0]]
+            if len(values) > ARRAY_THRESHOLD:
+                return InArray(self.expr, values, negate=op is operators.not_in_op)
+            other = (values, *other[1:])
+        elif op in _PATTERN_OPS:
+            return self._pattern(op, *other, **kwargs)
+        return super().operate(op, *other, **kwargs)
+
+    def _pattern(self, op: Any, *other: Any, **kwargs: Any) -> ColumnElement[Any]:
+        column_type: ULIDType = self.type  # type: ignore[assignment]
+        if column_type.storage != "text":
+            raise TypeError(
+                f"{op.__name__.removesuffix('_op')} needs ULIDType('text'): this column "
+                f"stores ids as bytes (storage={column_type.storage!r}). For the ids of a "
+                "time range, compare with ULID.min_at / ULID.max_at."
+            )
+        # Seen as plain text, the column takes the pattern unconverted.
+        as_text = sa.type_coerce(self.expr, sa.String())
+        return as_text.operate(op, *other, **kwargs)
+
+
+# -- attachment ---------------------------------------------------------------
+
+_attach_listener = False
+
+
+def _on_attach(column_type: ULIDType, parent: object) -> None:
+    # The first time a ULIDType joins a Column: make mapped ULID attributes
+    # convert assigned values (_orm.py) and bulk inserts match str ids
+    # (_bulk.py). Both register one listener, once.
+    if isinstance(parent, sa.Column):
+        from . import _bulk, _orm
+
+        _orm.enable()
+        _bulk.enable()
+
+
+def _listen_for_attach() -> None:
+    global _attach_listener
+    # Public DDLEvents hook; on the class, so it covers every instance
+    # and subclass. Registered by the first ULIDType(), not at import.
+    sa.event.listen(ULIDType, "after_parent_attach", _on_attach)
+    _attach_listener = True
+
+
 # -- the type -----------------------------------------------------------------
 
 
@@ -123,6 +262,17 @@ class ULIDType(TypeDecorator[ULID]):
     :class:`TypeError` before the database is touched. Results are
     :class:`ULID` objects, or canonical strings with ``as_str=True``.
 
+    Comparisons (``==``, ``!=``, ``<``, ``<=``, ``>``, ``>=``, ``between``,
+    ``is_distinct_from``, ``in_``, ``not_in``) convert their plain Python
+    operands the same way, when the expression is built: a malformed id
+    raises :class:`InvalidULID` before any SQL exists, a ``datetime``
+    raises :class:`TypeError`, and the ORM's ``synchronize_session``
+    evaluator compares ULIDs with ULIDs. ``in_`` with more than 1,000 ids
+    binds one array on PostgreSQL (``= ANY(...)``). ``like``,
+    ``startswith``, ``endswith`` and ``contains`` work on ``"text"``
+    storage, with the pattern bound as plain text, and raise
+    :class:`TypeError` on binary storage.
+
     Args:
         storage: ``"auto"`` (the table above; ``"native"`` is a synonym),
             ``"binary"`` (16-byte binary on every database, ``BYTEA`` on
@@ -154,12 +304,15 @@ class ULIDType(TypeDecorator[ULID]):
 
     impl = sa.LargeBinary
     cache_ok = True
+    comparator_factory = _Comparator
 
     # as_str is deliberately not keyword-only: SQLAlchemy's cache key reads
     # the positional-or-keyword parameter names, and skips keyword-only ones.
     def __init__(self, storage: Storage = "auto", as_str: bool = False) -> None:
         _check_storage(storage)
         super().__init__()
+        if not _attach_listener:
+            _listen_for_attach()
         # Each argument under its own name: SQLAlchemy builds the statement
         # cache key from these attributes.
         self.storage: Storage = storage
@@ -172,14 +325,6 @@ class ULIDType(TypeDecorator[ULID]):
         if self.as_str:
             args.append("as_str=True")
         return f"ULIDType({', '.join(args)})"
-
-    def _set_parent(self, parent: Any, outer: bool = False, **kw: Any) -> None:
-        # Called when this type is attached to a Column: the moment to make
-        # sure mapped ULID attributes convert assigned values (see _orm.py).
-        super()._set_parent(parent, outer=outer, **kw)
-        from ._orm import enable
-
-        enable()
 
     @property
     def python_type(self) -> type[Any]:
@@ -273,6 +418,15 @@ class ULIDType(TypeDecorator[ULID]):
             return None if value is None else _from_db(value)
 
         return from_text
+
+    def _sentinel_value_resolver(self, dialect: Dialect) -> Callable[[Any], Any] | None:
+        # SQLAlchemy 2.0.10 to 2.0.28 only (later versions never call it):
+        # bulk INSERT ... RETURNING matched the bound value, as sent to the
+        # driver, with the value as the driver returns it. For a uuid column
+        # that is our 32 hex digits against the driver's uuid.UUID. See _bulk.py.
+        if dialect_row(dialect).kind(self.storage) == "uuid":
+            return _UUID
+        return None
 
     def literal_processor(self, dialect: Dialect) -> Callable[[Any], str]:
         row = dialect_row(dialect)

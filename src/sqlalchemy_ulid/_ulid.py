@@ -5,7 +5,7 @@ from __future__ import annotations
 import builtins
 import uuid
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from ._codec import InvalidULID, decode_int, encode_int, parse_hex
 from ._time import check_ms, datetime_from_ms, to_ms
@@ -14,12 +14,14 @@ if TYPE_CHECKING:
     from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
     from pydantic.json_schema import JsonSchemaValue
     from pydantic_core import CoreSchema
+    from typing_extensions import Self  # typing.Self is Python 3.11+
 
 __all__ = ["ULID"]
 
 _RANDOM_BITS: Final = 80
 _RANDOM_MASK: Final = (1 << _RANDOM_BITS) - 1
 _MAX_INT: Final = (1 << 128) - 1
+_U = TypeVar("_U", bound="ULID")
 
 
 class ULID:
@@ -33,6 +35,10 @@ class ULID:
     ``ULID(text)`` parses strictly: exactly 26 ASCII characters of Crockford's
     alphabet (no I, L, O, U), in either case, the first one 0-7. Anything else
     raises :class:`InvalidULID` saying what is wrong and where.
+
+    Subclasses are honoured: the alternative constructors and unpickling
+    return an instance of the class they are called on. Values that come
+    from the database, the generator and the codec are plain ``ULID``.
 
     Example:
         >>> from sqlalchemy_ulid import ULID
@@ -52,17 +58,18 @@ class ULID:
     __slots__ = ("_int",)
     _int: int
 
-    def __new__(cls, text: str) -> ULID:
+    def __new__(cls, text: str) -> Self:
         if isinstance(text, ULID):
-            return text
-        self = object.__new__(cls)
+            # ULID(ulid) is the same object; a subclass re-wraps the value.
+            return text if type(text) is cls else _of(cls, text._int)
+        self = _new(cls)  # inline, not _of(): ULID(text) is the parsing hot path
         _set_int(self, decode_int(text))
         return self
 
     # -- alternative constructors ---------------------------------------------
 
     @classmethod
-    def from_bytes(cls, data: bytes | bytearray | memoryview) -> ULID:
+    def from_bytes(cls, data: bytes | bytearray | memoryview) -> Self:
         """Return the ULID of 16 big-endian bytes.
 
         Example:
@@ -74,10 +81,10 @@ class ULID:
         data = bytes(data)
         if len(data) != 16:
             raise InvalidULID(f"a ULID is 16 bytes, got {len(data)}")
-        return _from_bytes(data)
+        return _of(cls, int.from_bytes(data, "big"))
 
     @classmethod
-    def from_int(cls, value: int) -> ULID:
+    def from_int(cls, value: int) -> Self:
         """Return the ULID of an integer 0 <= value < 2**128.
 
         Example:
@@ -88,10 +95,10 @@ class ULID:
             raise TypeError(f"expected int, not {type(value).__name__}")
         if not 0 <= value <= _MAX_INT:
             raise InvalidULID(f"a ULID integer is 0 .. 2**128 - 1, got {value}")
-        return _from_int(value)
+        return _of(cls, value)
 
     @classmethod
-    def from_uuid(cls, value: uuid.UUID) -> ULID:
+    def from_uuid(cls, value: uuid.UUID) -> Self:
         """Return the ULID with the same 128 bits as a :class:`uuid.UUID`.
 
         Example:
@@ -101,20 +108,20 @@ class ULID:
         """
         if not isinstance(value, uuid.UUID):
             raise TypeError(f"expected uuid.UUID, not {type(value).__name__}")
-        return _from_int(value.int)
+        return _of(cls, value.int)
 
     @classmethod
-    def from_hex(cls, text: str) -> ULID:
+    def from_hex(cls, text: str) -> Self:
         """Return the ULID of exactly 32 hexadecimal digits (either case).
 
         Example:
             >>> ULID.from_hex("0000000000000000000000000000000a")
             ULID('0000000000000000000000000A')
         """
-        return _from_bytes(parse_hex(text))
+        return _of(cls, int.from_bytes(parse_hex(text), "big"))
 
     @classmethod
-    def from_parts(cls, timestamp_ms: int, randomness: bytes | int) -> ULID:
+    def from_parts(cls, timestamp_ms: int, randomness: bytes | int) -> Self:
         """Return the ULID of a millisecond timestamp and 80 random bits.
 
         Args:
@@ -136,10 +143,10 @@ class ULID:
             raise TypeError(f"randomness must be bytes or int, not {type(randomness).__name__}")
         elif not 0 <= randomness <= _RANDOM_MASK:
             raise InvalidULID(f"randomness is 0 .. 2**80 - 1, got {randomness}")
-        return _from_int((timestamp_ms << _RANDOM_BITS) | randomness)
+        return _of(cls, (timestamp_ms << _RANDOM_BITS) | randomness)
 
     @classmethod
-    def min_at(cls, when: datetime | int) -> ULID:
+    def min_at(cls, when: datetime | int) -> Self:
         """Return the smallest ULID of a millisecond: all-zero randomness.
 
         ``column >= ULID.min_at(t)`` selects rows created at or after ``t``.
@@ -153,17 +160,17 @@ class ULID:
             >>> ULID.min_at(datetime(2024, 4, 5, 19, 34, 38, 901000, tzinfo=timezone.utc))
             ULID('01HTQW311N0000000000000000')
         """
-        return _from_int(to_ms(when) << _RANDOM_BITS)
+        return _of(cls, to_ms(when) << _RANDOM_BITS)
 
     @classmethod
-    def max_at(cls, when: datetime | int) -> ULID:
+    def max_at(cls, when: datetime | int) -> Self:
         """Return the largest ULID of a millisecond: all-one randomness.
 
         Example:
             >>> ULID.max_at(1712345678901)
             ULID('01HTQW311NZZZZZZZZZZZZZZZZ')
         """
-        return _from_int((to_ms(when) << _RANDOM_BITS) | _RANDOM_MASK)
+        return _of(cls, (to_ms(when) << _RANDOM_BITS) | _RANDOM_MASK)
 
     # -- views ------------------------------------------------------------------
 
@@ -258,8 +265,11 @@ class ULID:
     def __delattr__(self, name: str) -> None:
         raise AttributeError("ULID objects are immutable")
 
-    def __reduce__(self) -> tuple[Any, tuple[builtins.int]]:
-        return (_from_int, (self._int,))
+    def __reduce__(self) -> tuple[type[ULID], tuple[str]]:
+        # Through the public, validating constructor: a pickle names
+        # ULID (or the subclass) and the canonical text, nothing private, and
+        # a tampered one raises InvalidULID instead of building a bad id.
+        return (type(self), (encode_int(self._int),))
 
     def __copy__(self) -> ULID:
         return self
@@ -290,6 +300,13 @@ class ULID:
 # the only way values get into a ULID.
 _set_int = ULID._int.__set__  # type: ignore[attr-defined,misc]
 _new = object.__new__
+
+
+def _of(cls: type[_U], value: int) -> _U:
+    """Build an instance of ``cls`` from an int already known to be in range."""
+    obj: _U = _new(cls)
+    _set_int(obj, value)
+    return obj
 
 
 def _from_int(value: int) -> ULID:

@@ -1,0 +1,114 @@
+"""What building a comparison on a ULID column costs, against Uuid and plain binary.
+
+Run: ``.venv/bin/python benchmarks/bench_comparator.py [--rounds 40]``
+
+``ULIDType``'s comparator converts literal operands to ``ULID`` when the
+expression is built (so a malformed id fails before any SQL exists). This
+times building expressions only, no compiling or executing: ``col == value``
+with each accepted operand form, and ``col.in_(100 values)``, next to
+SQLAlchemy's ``Uuid`` with ``uuid.UUID`` values and ``LargeBinary`` with
+``bytes`` (no conversion at build time), which is what a project would use
+instead. Figures are minimums over interleaved rounds, in microseconds per
+expression.
+
+It also times one ``conn.execute(select ... where id == :id)`` on in-memory
+SQLite with and without the ``before_execute`` listener that lets bulk
+``INSERT ... RETURNING`` match str ids (``_bulk.py``), which every statement
+passes through once a ULIDType exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import timeit
+
+import sqlalchemy as sa
+
+from sqlalchemy_ulid import ULIDType, _bulk, new_ulid
+
+IDS = [new_ulid() for _ in range(100)]
+ULID_COL = sa.Table("t_ulid", sa.MetaData(), sa.Column("id", ULIDType())).c.id
+UUID_COL = sa.Table("t_uuid", sa.MetaData(), sa.Column("id", sa.Uuid())).c.id
+RAW_COL = sa.Table("t_raw", sa.MetaData(), sa.Column("id", sa.LargeBinary())).c.id
+
+U = IDS[0]
+TEXT = str(U).lower()
+UUID = U.to_uuid()
+RAW = U.bytes
+UUIDS = [u.to_uuid() for u in IDS]
+TEXTS = [str(u) for u in IDS]
+RAWS = [u.bytes for u in IDS]
+
+CASES = {
+    "ULIDType == ULID": lambda: ULID_COL == U,
+    "ULIDType == str": lambda: ULID_COL == TEXT,
+    "ULIDType == uuid.UUID": lambda: ULID_COL == UUID,
+    "Uuid == uuid.UUID": lambda: UUID_COL == UUID,
+    "LargeBinary == bytes": lambda: RAW_COL == RAW,
+    "ULIDType.in_(100 ULIDs)": lambda: ULID_COL.in_(IDS),
+    "ULIDType.in_(100 str)": lambda: ULID_COL.in_(TEXTS),
+    "Uuid.in_(100 uuid.UUID)": lambda: UUID_COL.in_(UUIDS),
+    "LargeBinary.in_(100 bytes)": lambda: RAW_COL.in_(RAWS),
+}
+
+
+def _execute_cost(rounds: int, number: int) -> dict[str, list[float]]:
+    engine = sa.create_engine("sqlite://")
+    table = sa.Table("t", sa.MetaData(), sa.Column("id", ULIDType(), primary_key=True))
+    table.metadata.create_all(engine)
+    stmt = sa.select(table.c.id).where(table.c.id == U)
+    times: dict[str, list[float]] = {"with listener": [], "without listener": []}
+    with engine.connect() as conn:
+        conn.execute(table.insert(), [{"id": U}])
+        run = lambda: conn.execute(stmt).all()  # noqa: E731
+        for _ in range(rounds):
+            for listening in (True, False):
+                present = sa.event.contains(sa.Engine, "before_execute", _bulk._convert)
+                if listening and not present:
+                    sa.event.listen(sa.Engine, "before_execute", _bulk._convert, retval=True)
+                elif not listening and present:
+                    sa.event.remove(sa.Engine, "before_execute", _bulk._convert)
+                name = "with listener" if listening else "without listener"
+                times[name].append(timeit.Timer(run).timeit(number) / number * 1e6)
+    if not sa.event.contains(sa.Engine, "before_execute", _bulk._convert):
+        sa.event.listen(sa.Engine, "before_execute", _bulk._convert, retval=True)
+    engine.dispose()
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument("--number", type=int, default=2_000)
+    args = parser.parse_args()
+    times: dict[str, list[float]] = {name: [] for name in CASES}
+    names = list(CASES)
+    for round_number in range(args.rounds):
+        shift = round_number % len(names)
+        for name in names[shift:] + names[:shift]:
+            seconds = timeit.Timer(CASES[name]).timeit(args.number)
+            times[name].append(seconds / args.number * 1e6)
+    print(
+        f"Python {platform.python_version()}, SQLAlchemy {sa.__version__}; "
+        f"{args.rounds} rounds of {args.number:,}\n"
+    )
+    print("| expression | µs (min) | µs (median) | ratio to the Uuid equivalent |")
+    print("|---|---:|---:|---:|")
+    for name in names:
+        baseline = "Uuid.in_(100 uuid.UUID)" if ".in_" in name else "Uuid == uuid.UUID"
+        ratio = min(times[name]) / min(times[baseline])
+        print(
+            f"| `{name}` | {min(times[name]):.2f} | {statistics.median(times[name]):.2f} "
+            f"| {ratio:.2f}x |"
+        )
+    executes = _execute_cost(args.rounds, args.number)
+    print("\n| one cached SELECT on SQLite | µs (min) | µs (median) |")
+    print("|---|---:|---:|")
+    for name, values in executes.items():
+        print(f"| {name} | {min(values):.2f} | {statistics.median(values):.2f} |")
+
+
+if __name__ == "__main__":
+    main()

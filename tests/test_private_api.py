@@ -1,0 +1,75 @@
+"""Pins for the private SQLAlchemy attributes we still rely on (item 8 of issue 10).
+
+Where SQLAlchemy offers no public API, we read a private attribute. These
+tests assert each one still behaves as we use it, and run in CI on the
+lowest and the newest supported SQLAlchemy, so an upgrade that changes one
+fails here, with its name, rather than somewhere inside pagination.
+"""
+
+from __future__ import annotations
+
+import inspect
+import uuid
+
+import pytest
+import sqlalchemy as sa
+
+from sqlalchemy_ulid import ULIDType, _types
+
+_table = sa.Table(
+    "pinned",
+    sa.MetaData(),
+    sa.Column("id", ULIDType(), primary_key=True),
+    sa.Column("n", sa.Integer),
+)
+
+
+def test_select_order_by_clauses_lists_the_order_by_elements() -> None:
+    # _pagination._check_order walks these to verify the keyset order.
+    assert tuple(sa.select(_table)._order_by_clauses) == ()
+    stmt = sa.select(_table).order_by(_table.c.id.desc(), _table.c.n)
+    clauses = list(stmt._order_by_clauses)
+    assert len(clauses) == 2
+    assert clauses[0].compare(_table.c.id.desc())
+    assert clauses[1].compare(_table.c.n)
+    assert tuple(stmt.order_by(None)._order_by_clauses) == ()
+
+
+def test_select_has_row_limiting_clause_sees_limit_offset_and_fetch() -> None:
+    # _pagination refuses a statement that already limits its rows.
+    stmt = sa.select(_table)
+    assert not stmt._has_row_limiting_clause
+    assert stmt.limit(5)._has_row_limiting_clause
+    assert stmt.offset(5)._has_row_limiting_clause
+    assert stmt.fetch(5)._has_row_limiting_clause
+    assert not stmt.limit(5).limit(None)._has_row_limiting_clause
+
+
+@pytest.mark.skipif(
+    "sort_by_parameter_order" not in inspect.signature(sa.Insert.returning).parameters,
+    reason="SQLAlchemy < 2.0.10 has no sort_by_parameter_order",
+)
+def test_insert_sort_by_parameter_order_flag() -> None:
+    # _bulk reads it to convert the ids of ordered bulk inserts only.
+    stmt = sa.insert(_table)
+    assert not getattr(stmt, "_sort_by_parameter_order", False)
+    assert not stmt.returning(_table.c.id)._sort_by_parameter_order
+    assert stmt.returning(_table.c.id, sort_by_parameter_order=True)._sort_by_parameter_order
+
+
+def test_ulid_type_uses_the_public_attach_event_not_set_parent() -> None:
+    # The private TypeDecorator._set_parent is no longer overridden.
+    assert "_set_parent" not in ULIDType.__dict__
+    assert sa.event.contains(ULIDType, "after_parent_attach", _types._on_attach)
+
+
+def test_sentinel_value_resolver_where_sqlalchemy_still_calls_it() -> None:
+    # SQLAlchemy 2.0.10 to 2.0.28 call TypeEngine._sentinel_value_resolver to
+    # match bulk RETURNING rows; 2.0.29 removed the call (issue 11160).
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    resolve = ULIDType()._sentinel_value_resolver(postgresql.dialect())
+    assert resolve is not None
+    u = ULIDType().process_bind_param("01HTQW311N1KR5G0Y75M3EF00H", postgresql.dialect())
+    assert resolve(u) == uuid.UUID("018eafc1-8435-0cf0-5803-c72d06e78011")
+    assert ULIDType()._sentinel_value_resolver(sqlite.dialect()) is None

@@ -67,9 +67,9 @@ def test_python_ulid_type_returns_python_ulid(engine: Engine, table: sa.Table) -
         # Comparisons take either kind of object, or text.
         for value in (ours, ulid.ULID(ours.bytes), str(ours)):
             assert conn.scalar(sa.select(sa.func.count()).where(table.c.ref == value)) == 2
-        with pytest.raises(sa.exc.StatementError) as caught:
-            conn.scalar(sa.select(table.c.id).where(table.c.ref == "01HTQW311N1KR5G0Y75M3EF00U"))
-        assert isinstance(caught.value.orig, InvalidULID)
+        # A malformed id fails when the comparison is built, before any SQL.
+        with pytest.raises(InvalidULID):
+            table.c.ref == "01HTQW311N1KR5G0Y75M3EF00U"  # noqa: B015
 
 
 def test_orm_holds_one_object_per_row(engine: Engine, table: sa.Table) -> None:

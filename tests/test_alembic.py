@@ -265,6 +265,28 @@ def test_alembic_module_exports() -> None:
         assert getattr(module, name) is not None
 
 
+@pytest.mark.parametrize(
+    "first_line",
+    [
+        "import sqlalchemy_ulid.alembic",  # before Alembic: Alembic loads its plugins mid-import
+        "import alembic",
+        "from alembic import context",
+    ],
+)
+def test_importing_our_module_first_or_second_works(first_line: str) -> None:
+    code = (
+        f"{first_line}\n"
+        "import sqlalchemy_ulid.alembic\n"
+        "from alembic.operations import Operations\n"
+        "print(hasattr(Operations, 'add_ulid_column'))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "True"
+
+
 def test_the_plugin_entry_point_registers_the_ops_without_an_import() -> None:
     """Alembic >= 1.18 loads our alembic.plugins entry point at start-up."""
     code = (

@@ -54,7 +54,11 @@ def _on_mapper_configured(mapper: Mapper[Any], class_: type) -> None:
         if not isinstance(column_type, ULIDType):
             continue
         attribute = getattr(class_, prop.key)
-        coerce = _to_str if column_type.as_str else _to_ulid
+        # A subclass that returns another value type (contrib.python_ulid)
+        # names its own converter, so one listener per attribute decides.
+        coerce = getattr(column_type, "_orm_set_listener", None) or (
+            _to_str if column_type.as_str else _to_ulid
+        )
         # Each mapper in an inheritance tree is configured on its own, so
         # listen per class (no propagate) and only once per attribute.
         if not event.contains(attribute, "set", coerce):

@@ -56,7 +56,6 @@ __all__ = [
     "DropULIDColumnOp",
     "DropULIDFunctionOp",
     "render_item",
-    "setup",
 ]
 
 #: The import line every migration that uses a ULIDType needs.
@@ -104,14 +103,3 @@ def render_item(type_: str, obj: Any, autogen_context: Any) -> str | Literal[Fal
     if imports is not None:
         imports.add(_IMPORT)
     return f"sqlalchemy_ulid.{obj!r}"
-
-
-def setup(plugin: Any) -> None:
-    """Alembic plugin hook (Alembic 1.18+): the ops are registered on import.
-
-    The ``alembic.plugins`` entry point names this module, so Alembic
-    imports it at start-up and ``op.add_ulid_column`` & co. work without
-    an import in ``env.py``. Nothing else is needed here: importing the
-    module registered the ops. On older Alembic, import this module in
-    ``env.py`` (or in the migration) instead.
-    """

@@ -24,14 +24,11 @@ Example:
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any, Literal
 from uuid import UUID
 
-from sqlalchemy import event
 from sqlalchemy.engine import Dialect
-from sqlalchemy.orm import Mapper
 from ulid import ULID as PyULID  # noqa: N811 - a distinct name beside our ULID
 
 from .._generator import new_ulid
@@ -99,9 +96,12 @@ class PythonULIDType(ULIDType):
         """python-ulid's ``ULID``."""
         return PyULID
 
-    def _set_parent(self, parent: Any, outer: bool = False, **kw: Any) -> None:
-        super()._set_parent(parent, outer=outer, **kw)  # enables the core's coercion first
-        _enable()
+    @staticmethod
+    def _orm_set_listener(target: object, value: Any, oldvalue: object, initiator: object) -> Any:
+        # The core's ORM glue uses this in place of its own converter for
+        # attributes mapped to this type: assigned values become python-ulid
+        # objects at once (bad ones raise), so the session has one identity.
+        return None if value is None else to_python_ulid(value)
 
     def result_processor(self, dialect: Dialect, coltype: object) -> Callable[[Any], Any] | None:
         """Wrap ``ULIDType``'s processor: its ULID's 16 bytes become python-ulid's."""
@@ -139,31 +139,3 @@ def render_item(type_: str, obj: Any, autogen_context: Any) -> str | Literal[Fal
     from ..alembic import render_item as core_render_item
 
     return core_render_item(type_, obj, autogen_context)
-
-
-# -- ORM: assigned values become python-ulid objects ---------------------------------
-
-_lock = threading.Lock()
-_enabled = False
-
-
-def _coerce(target: object, value: Any, oldvalue: object, initiator: object) -> Any:
-    # Runs after the core's listener, which has already turned the value
-    # into our ULID (or raised for a bad one).
-    return None if value is None else to_python_ulid(value)
-
-
-def _on_mapper_configured(mapper: Mapper[Any], class_: type) -> None:
-    for prop in mapper.column_attrs:
-        if isinstance(prop.columns[0].type, PythonULIDType):
-            attribute = getattr(class_, prop.key)
-            if not event.contains(attribute, "set", _coerce):
-                event.listen(attribute, "set", _coerce, retval=True)
-
-
-def _enable() -> None:
-    global _enabled
-    with _lock:
-        if not _enabled:
-            event.listen(Mapper, "mapper_configured", _on_mapper_configured)
-            _enabled = True

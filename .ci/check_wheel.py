@@ -3,14 +3,15 @@
 Run by .ci/run with the virtualenv's python, never from the repository tree:
 
     check_wheel.py plain WHEEL SDIST POSTGRESQL_URL   only the wheel and psycopg[binary]
-    check_wheel.py async POSTGRESQL_URL               after installing WHEEL[postgresql]
+    check_wheel.py async URL...                       after installing WHEEL[an async extra]
 
 ``plain`` checks that greenlet is absent, that every public name imports in a
 fresh process of its own, that ``sqlalchemy-ulid --version`` (the installed
 entry point) and ``python -m sqlalchemy_ulid --version`` answer, that LICENSE
 is in the wheel and the sdist and no half test suite is in the sdist, and runs
-the README's "A taste" block against PostgreSQL. ``async`` connects through
-asyncpg, which needs the greenlet that the ``postgresql`` extra brings.
+the README's "A taste" block against PostgreSQL. ``async`` connects an
+AsyncEngine to each URL (``postgresql+asyncpg://``, ``mysql+asyncmy://``,
+``sqlite+aiosqlite://``), which needs the greenlet that the extra brings.
 """
 
 from __future__ import annotations
@@ -116,21 +117,22 @@ def main() -> None:
         readme_taste_on_postgresql(url)
         check(importlib.util.find_spec("greenlet") is None, "still no greenlet")
     elif mode == "async":
-        url = sys.argv[2].replace("postgresql+psycopg://", "postgresql+asyncpg://")
-        check(importlib.util.find_spec("greenlet") is not None, "[postgresql] brings greenlet")
+        check(importlib.util.find_spec("greenlet") is not None, "the extra brings greenlet")
         import asyncio
 
         import sqlalchemy as sa
         from sqlalchemy.ext.asyncio import create_async_engine
 
-        async def connect() -> int:
+        async def connect(url: str) -> int:
             engine = create_async_engine(url)
             async with engine.connect() as conn:
                 one = await conn.scalar(sa.text("SELECT 1"))
             await engine.dispose()
             return int(one)
 
-        check(asyncio.run(connect()) == 1, f"an asyncpg engine connects ({sa.__version__})")
+        for url in sys.argv[2:]:
+            driver = sa.make_url(url).drivername
+            check(asyncio.run(connect(url)) == 1, f"{driver} connects ({sa.__version__})")
     else:
         sys.exit(f"unknown mode {mode!r}")
 

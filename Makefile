@@ -19,7 +19,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests examples benchmarks migrations_example
+	$(BIN)/ruff check src tests examples benchmarks migrations_example .ci
 	$(BIN)/ruff format --check src
 	$(BIN)/mypy --strict src
 

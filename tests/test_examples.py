@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -65,6 +66,16 @@ def test_event_log(backend: Any, tmp_path: Path) -> None:
     assert "OK: no duplicates, every writer in order" in out
 
 
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
+
+
+# A third-party limit, not ours: sqlmodel imports sqlalchemy.sql.elements.TryCast,
+# which SQLAlchemy added in 2.0.14 (older sqlmodel releases still install on
+# older SQLAlchemy, then fail to import).
+@pytest.mark.skipif(
+    _version(sa.__version__) < (2, 0, 14), reason="sqlmodel needs SQLAlchemy >= 2.0.14"
+)
 def test_sqlmodel_example(backend: Any, tmp_path: Path) -> None:
     out = run(EXAMPLES / "sqlmodel_example.py", url_of(backend), cwd=tmp_path)
     assert "Deadpond, Rusty-Man" in out

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from . import __version__
 from ._codec import InvalidULID
 from ._generator import MonotonicGenerator
 from ._time import to_ms
@@ -58,11 +59,19 @@ class _Parser(argparse.ArgumentParser):
         raise _HelpRequested(self.format_help())
 
 
+class _Version(argparse.Action):
+    # argparse's own "version" action prints and exits; this one answers
+    # through main() like --help does.
+    def __call__(self, *args: object, **kwargs: object) -> None:
+        raise _HelpRequested(f"sqlalchemy-ulid {__version__}\n")
+
+
 def _parser() -> _Parser:
     parser = _Parser(
         prog="sqlalchemy-ulid",
         description="Generate and inspect ULIDs.",
     )
+    parser.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     new = commands.add_parser("new", help="print new monotonic ULIDs, one per line")
     new.add_argument("-n", type=_count, default=1, metavar="N", help="how many (default 1)")

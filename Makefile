@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[tests,docs,bench]'
+	$(BIN)/python -m pip install --quiet -e '.[tests,tests-integrations,docs,bench]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -19,9 +19,10 @@ test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests examples benchmarks migrations_example .ci
-	$(BIN)/ruff format --check src
+	$(BIN)/ruff check src tests examples benchmarks migrations_example .ci clusters conftest.py
+	$(BIN)/ruff format --check src clusters
 	$(BIN)/mypy --strict src
+	$(BIN)/mypy --strict clusters
 
 docs: $(STAMP)
 	$(BIN)/mkdocs build --strict

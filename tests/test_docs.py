@@ -18,6 +18,13 @@ How a page is run:
   Tables the page creates are dropped afterwards: those that appeared during
   the run and are named in the page (or its snippets), so a test running
   concurrently on the same database keeps its own tables.
+* A page that needs third-party packages beyond the core test extra (the
+  integrations in the ``tests-integrations`` extra) names their modules::
+
+      <!-- docs-test: requires=advanced_alchemy,litestar -->
+
+  and is skipped where one is missing (only the floor job, whose old
+  SQLAlchemy those packages do not support).
 * Markers on the line just before a fence apply to that block only:
 
       <!-- docs-test: only=postgresql -->     run only on these backends
@@ -62,6 +69,16 @@ def _expand_snippets(source: str) -> str:
         match = _SNIPPET.match(line)
         lines.append((ROOT / match["path"]).read_text() if match else line)
     return "\n".join(lines) + "\n"
+
+
+def requirements(page: Path) -> list[str]:
+    """Return the third-party modules the page's blocks need."""
+    names: list[str] = []
+    for match in _MARKER.finditer(page.read_text()):
+        key, _, value = match["body"].partition("=")
+        if key == "requires":
+            names += [name.strip() for name in value.split(",")]
+    return names
 
 
 def parse(page: Path) -> tuple[list[str], list[Block]]:
@@ -119,6 +136,8 @@ def test_page_runs(
     backend: object,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    for module in requirements(page):
+        pytest.importorskip(module, reason=f"{page.name} needs {module} (tests-integrations)")
     engine: sa.Engine = backend.engine  # type: ignore[attr-defined]
     name: str = backend.name  # type: ignore[attr-defined]
     url = engine.url.render_as_string(hide_password=False)

@@ -177,7 +177,9 @@ def test_api_since_before_1970_is_a_400(api: tuple[Any, list[str]], since: str) 
     response = client.get("/events", params={"since": since})
     assert response.status_code == 400, response.text
     assert response.json()["detail"][0].startswith("since: ")
-    assert "outside 0 .. 2**48 - 1" in response.json()["detail"][0]
+    detail = response.json()["detail"][0]
+    # pydantic before 2.1 reads "-1" as a naive time, which the app refuses too.
+    assert "outside 0 .. 2**48 - 1" in detail or (since == "-1" and "timezone" in detail)
     selects = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
     assert not any("api_events" in s for s in selects)
 

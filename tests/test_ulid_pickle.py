@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import inspect
 import pickle
 from datetime import datetime, timezone
 
@@ -74,6 +75,16 @@ def test_subclass_values_bind_and_compare(engine: Engine, metadata: sa.MetaData)
     with engine.begin() as conn:
         conn.execute(table.insert(), [{"id": x} for x in ids])
         assert conn.scalar(sa.select(table.c.id).where(table.c.id == ids[1])) == ids[1]
+
+
+@pytest.mark.skipif(
+    "sort_by_parameter_order" not in inspect.signature(sa.Insert.returning).parameters,
+    reason="SQLAlchemy < 2.0.10 has no sort_by_parameter_order",
+)
+def test_subclass_values_in_bulk_returning(engine: Engine, metadata: sa.MetaData) -> None:
+    table = sa.Table("pickle_sub", metadata, sa.Column("id", ULIDType(), primary_key=True))
+    metadata.create_all(engine)
+    with engine.begin() as conn:
         rows = conn.execute(
             table.insert().returning(table.c.id, sort_by_parameter_order=True),
             [{"id": EventId(str(new_ulid()))} for _ in range(3)],

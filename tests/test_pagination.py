@@ -146,8 +146,9 @@ def test_page_fields_and_cursor_semantics(table: sa.Table, engine: Engine) -> No
         assert last.items == ids[-1:]
         assert last.next_cursor is None
         assert not last.has_more
+        # Paged past the end: nothing follows, but the way back is kept.
         empty = paginate(session, KEEP, events.c.id, after=ids[-1], limit=3)
-        assert empty == Page(items=[], next_cursor=None, prev_cursor=None, has_more=False)
+        assert empty == Page(items=[], next_cursor=None, prev_cursor=str(ids[-1]), has_more=False)
         # an exactly full last page: limit + 1 rows fetched tells there is no more
         exact = paginate(session, KEEP, events.c.id, after=ids[-4], limit=3)
         assert exact.items == ids[-3:]

@@ -30,8 +30,10 @@ if TYPE_CHECKING:
         ulid_function_ddl,
         ulid_server_default,
     )
+    from ._feed import afollow, follow
     from ._pagination import Page, PaginationError, after, apaginate, before, paginate
     from ._partitions import create_partitions, partition_ddl
+    from ._settle import SettleError
     from ._timerange import created_before, created_between, created_since
     from ._types import ULIDType
 
@@ -41,7 +43,9 @@ __all__ = [
     "MonotonicGenerator",
     "Page",
     "PaginationError",
+    "SettleError",
     "ULIDType",
+    "afollow",
     "after",
     "apaginate",
     "before",
@@ -51,6 +55,7 @@ __all__ = [
     "created_since",
     "drop_ulid_function",
     "drop_ulid_function_ddl",
+    "follow",
     "install_ulid_function",
     "new_ulid",
     "paginate",
@@ -72,6 +77,9 @@ _LAZY = {
     "apaginate": "_pagination",
     "before": "_pagination",
     "paginate": "_pagination",
+    "SettleError": "_settle",
+    "follow": "_feed",
+    "afollow": "_feed",
     "create_partitions": "_partitions",
     "partition_ddl": "_partitions",
     "created_before": "_timerange",

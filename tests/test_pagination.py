@@ -604,3 +604,26 @@ def test_flask_sqlalchemy_db_session_pages(backend: Backend, engine: Engine) -> 
             db.drop_all()
             with app.app_context():
                 db.engines[None].dispose()
+
+
+def test_one_query_per_page_when_the_cursor_row_exists(
+    table: sa.Table, engine: Engine, statements: list[str]
+) -> None:
+    # The exact prev_cursor costs nothing in the common case: the page is read
+    # from the cursor's row inclusive. Only a vanished cursor row costs an EXISTS.
+    ids = seed(engine, 12)
+    statements.clear()
+    with Session(engine) as session:
+        page = paginate(session, KEEP, events.c.id, after=ids[2], limit=3)
+        assert (page.items, page.prev_cursor) == (ids[3:6], str(ids[3]))
+        assert len(statements) == 1
+        back = paginate(session, KEEP, events.c.id, before=ids[6], limit=3)
+        assert (back.items, back.next_cursor) == (ids[3:6], str(ids[5]))
+        assert len(statements) == 2
+        with engine.begin() as conn:
+            conn.execute(events.delete().where(events.c.id == ids[2]))
+        session.commit()  # a new snapshot (MariaDB reads at REPEATABLE READ)
+        statements.clear()
+        gone = paginate(session, KEEP, events.c.id, after=ids[2], limit=3)
+        assert (gone.items, gone.prev_cursor) == (ids[3:6], str(ids[3]))
+        assert len(statements) == 2

@@ -168,7 +168,9 @@ class _Plan:
     backward: bool  # paging with before=: the SQL ran against display order
     sql_descending: bool
     cursor: ULID | None
-    probe: sa.Select[Any] | None  # "any row on the other side of the cursor?"
+    # "Any row on the other side of the cursor?", asked only when the page,
+    # fetched from the cursor inclusive, does not start with the cursor's row.
+    probe: sa.Select[Any] | None
     limit: int
     horizon: Horizon | None
 
@@ -339,16 +341,22 @@ def _plan(
     sql_descending = descending != backward
     paged = stmt.order_by(None).order_by(expr.desc() if sql_descending else expr.asc())
     probe = None
-    if value is not None:
+    fetch = limit + 1
+    if value is not None and settle is None:
+        # Whether a page lies behind this one: the cursor's own row usually
+        # still exists, so fetch from it inclusive and look. Only when it is
+        # gone (deleted, filtered out, made up) does a second query ask
+        # whether any row lies on the other side of the cursor.
+        bound = _bound(expr, value)
+        paged = paged.where(expr <= bound if sql_descending else expr >= bound)
+        fetch += 1
+        behind = expr >= bound if sql_descending else expr <= bound
+        probe = sa.select(stmt.order_by(None).where(behind).exists())
+    elif value is not None:
         bound = _bound(expr, value)
         paged = paged.where(expr < bound if sql_descending else expr > bound)
-        if settle is None:
-            # Rows on the other side of the cursor (the cursor's own row
-            # included) decide whether a page lies behind this one.
-            behind = expr >= bound if sql_descending else expr <= bound
-            probe = sa.select(stmt.order_by(None).where(behind).exists())
     return _Plan(
-        statement=paged.limit(limit + 1),
+        statement=paged.limit(fetch),
         column=expr,
         ulid_of=ulid_of,
         scalar=scalar,
@@ -398,8 +406,12 @@ def _steps(plan: _Plan) -> Generator[_Step, Any, Page[Any]]:
                 "so a page boundary would skip rows; page on a column unique in the result"
             )
     behind = False
-    if plan.probe is not None:
-        behind = bool((yield plan.probe, _scalar))
+    if plan.probe is not None:  # fetched from the cursor inclusive
+        if ids and str(ids[0]) == str(plan.cursor):
+            behind, rows = True, rows[1:]
+        else:
+            rows = rows[: plan.limit + 1]
+            behind = bool((yield plan.probe, _scalar))
     return _page(plan, rows, behind)
 
 
@@ -464,10 +476,11 @@ def paginate(
     ``< :before``), ``ORDER BY column`` and ``LIMIT limit + 1``; no COUNT.
     A cursor is a position in id order, not a row number, so rows inserted
     or deleted between two calls never shift a page. Rows whose ``column``
-    is NULL are never returned. A page reached from a cursor runs one more
-    indexed query, ``EXISTS`` of a row on the other side of the cursor, so
-    that ``prev_cursor`` (or ``next_cursor`` after ``before=``) is set
-    exactly when a page lies that way.
+    is NULL are never returned. ``prev_cursor`` (or ``next_cursor`` after
+    ``before=``) is set exactly when a page lies that way: a page reached
+    from a cursor is read from the cursor's own row, inclusive, and only
+    when that row is gone does a second indexed query (``EXISTS``) look
+    for a row on the other side of the cursor.
 
     Tailing a feed (reading "what was added after my cursor" while writers
     run) needs ``settle=``: ids are made before their rows commit, so

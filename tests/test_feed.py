@@ -439,7 +439,9 @@ def test_follow_checks_its_arguments(
 
 
 def test_afollow_on_every_async_driver(backend: Backend, engine: Engine, table: sa.Table) -> None:
-    ids = sorted(new_ulid() for _ in range(3))
+    # "auto" runs its horizon query through asyncpg, psycopg and asyncmy too.
+    settle: Any = timedelta(0) if backend.name == "sqlite" else "auto"
+    ids = sorted(ULID.from_parts(1_712_345_678_901 + n, n) for n in range(3))
     with engine.begin() as conn:
         conn.execute(feed.insert(), [{"id": i, "writer": "W"} for i in ids])
 
@@ -449,7 +451,7 @@ def test_afollow_on_every_async_driver(backend: Backend, engine: Engine, table: 
         got: list[Any] = []
         try:
             async for page in afollow(
-                async_engine, ALL, feed.c.id, settle=timedelta(0), interval=0.01, stop=stop
+                async_engine, ALL, feed.c.id, settle=settle, interval=0.01, stop=stop
             ):
                 got += page.items
                 stop.set()

@@ -298,6 +298,18 @@ def check_locking_read(engine: Engine) -> None:
                 assert time.monotonic() - started >= 0.4
         expected = [held, after_it] if outcome == "commit" else [after_it]
         assert pages[0].items == expected, outcome
+    # A transaction longer than innodb_lock_wait_timeout makes the poll raise;
+    # the next poll, from the same cursor, goes on.
+    stuck = ULID.from_parts(int(time.time() * 1000) - 3_000, 1)
+    with engine.connect() as writer:
+        writer.execute(feed.insert(), {"id": stuck, "writer": "A"})
+        with reader(engine) as conn:
+            conn.exec_driver_sql("SET SESSION innodb_lock_wait_timeout = 1")
+            with pytest.raises(sa.exc.OperationalError, match="Lock wait timeout"):
+                poll(conn, str(after_it), "auto")
+            conn.rollback()
+            writer.commit()
+            assert poll(conn, str(after_it), "auto").items == [stuck]
 
 
 # -- a bounded concurrent run --------------------------------------------------------

@@ -493,3 +493,34 @@ def test_sync_feed_imports_without_greenlet() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert result.stdout.split() == ["1", "False"]
+
+
+def test_auto_polls_inside_one_long_transaction(engine: Engine, table: sa.Table) -> None:
+    # A Session polling without committing: PostgreSQL would serve it one
+    # frozen pg_stat_activity for the whole transaction, blind to a writer
+    # that connected after the first poll. The horizon clears it each time.
+    settle: Any = timedelta(milliseconds=100) if engine.dialect.name == "sqlite" else "auto"
+    read_committed = engine.execution_options(
+        isolation_level="AUTOCOMMIT" if engine.dialect.name == "sqlite" else "READ COMMITTED"
+    )
+    old = ULID.from_parts(int(time.time() * 1000) - 60_000, 1)
+    with Session(read_committed) as session:
+        assert paginate(session, ALL, feed.c.id, settle=settle, margin=MARGIN).items == []
+        with engine.connect() as writer:  # connects after the first poll
+            if engine.dialect.name != "sqlite":
+                writer.execute(feed.insert(), {"id": new_ulid(), "writer": "A"})
+            with engine.begin() as conn:
+                conn.execute(feed.insert(), {"id": old, "writer": "B"})
+            # MariaDB's locking read also waits for the first row past the
+            # horizon (A's), so A commits from another thread meanwhile.
+            timer = threading.Timer(0.3, writer.commit)
+            timer.start()
+            page = paginate(session, ALL, feed.c.id, settle=settle, margin=MARGIN)
+            timer.join()
+            assert page.items == [old]
+        time.sleep(MARGIN.total_seconds() * 3)
+        rest = paginate(
+            session, ALL, feed.c.id, after=page.next_cursor, settle=settle, margin=MARGIN
+        )
+        expected = 0 if engine.dialect.name == "sqlite" else 1
+        assert len(rest.items) == expected

@@ -391,6 +391,9 @@ def _steps(plan: _Plan) -> Generator[_Step, Any, Page[Any]]:
     """Yield each statement of a page and receive its result; return the Page."""
     statement = plan.statement
     if plan.horizon is not None:
+        prelude = plan.horizon.prelude()
+        if prelude is not None:
+            yield prelude, _scalar
         horizon_ms = plan.horizon.bound_ms((yield plan.horizon.statement(), _one))
         # Ids of the horizon's millisecond are not settled yet: strictly below.
         settled = ULID.from_parts(max(horizon_ms, 0), 0)

@@ -108,6 +108,16 @@ class Horizon:
     locking_read: bool  # MariaDB/MySQL "auto": the data query locks what it reads
     table: str | None  # PostgreSQL "auto": the quoted table name
 
+    def prelude(self) -> sa.TextClause | None:
+        """A statement to run before :meth:`statement`, or None.
+
+        PostgreSQL keeps one snapshot of ``pg_stat_activity`` per transaction:
+        a reader polling inside one transaction would see writers' old
+        ``xact_start`` (stalling the feed) and not see new backends at all.
+        Clearing it in a statement of its own orders it before the read.
+        """
+        return sa.text("SELECT pg_stat_clear_snapshot()") if self.table is not None else None
+
     def statement(self) -> sa.TextClause:
         """The horizon query: server now, isolation level, and in-flight writers."""
         isolation = _ISOLATION[self.dialect_name]

@@ -166,7 +166,6 @@ class _Plan:
     ulid_of: Callable[[Row[Any]], Any]
     scalar: bool
     backward: bool  # paging with before=: the SQL ran against display order
-    sql_descending: bool
     cursor: ULID | None
     # "Any row on the other side of the cursor?", asked only when the page,
     # fetched from the cursor inclusive, does not start with the cursor's row.
@@ -361,7 +360,6 @@ def _plan(
         ulid_of=ulid_of,
         scalar=scalar,
         backward=backward,
-        sql_descending=sql_descending,
         cursor=value,
         probe=probe,
         limit=limit,
@@ -558,6 +556,7 @@ def paginate(
         >>> ids = [ULID.from_parts(1712345678901 + n, 0) for n in range(5)]
         >>> with Session(engine) as session:
         ...     _ = session.execute(events.insert(), [{"id": i} for i in ids])
+        ...     session.commit()
         ...     first = paginate(session, sa.select(events.c.id), events.c.id, limit=2)
         ...     second = paginate(session, sa.select(events.c.id), events.c.id,
         ...                       after=first.next_cursor, limit=2)

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, make_url
-from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from conftest import Backend
@@ -457,22 +457,33 @@ def test_afollow_on_every_async_driver(backend: Backend, engine: Engine, table: 
     with engine.begin() as conn:
         conn.execute(feed.insert(), [{"id": i, "writer": "W"} for i in ids])
 
-    async def run(url: str) -> list[Any]:
+    async def run(url: str) -> tuple[list[Any], list[Any]]:
         async_engine = create_async_engine(url)
-        stop = asyncio.Event()
+        level = "AUTOCOMMIT" if backend.name == "sqlite" else "READ COMMITTED"
+        sessions = async_sessionmaker(async_engine.execution_options(isolation_level=level))
         got: list[Any] = []
+        entities: list[Any] = []
         try:
+            stop = asyncio.Event()
             async for page in afollow(
                 async_engine, ALL, feed.c.id, settle=settle, interval=0.01, stop=stop
             ):
                 got += page.items
                 stop.set()
+            # An async_sessionmaker: one AsyncSession per poll, ORM rows.
+            stop = asyncio.Event()
+            async for page in afollow(
+                sessions, ALL, feed.c.id, settle=settle, limit=2, interval=0.01, stop=stop
+            ):
+                entities += page.items
+                if len(entities) == 3:
+                    stop.set()
         finally:
             await async_engine.dispose()
-        return got
+        return got, entities
 
     for url in backend.async_urls:
-        assert asyncio.run(run(url)) == ids, url
+        assert asyncio.run(run(url)) == (ids, ids), url
 
 
 def test_sync_feed_imports_without_greenlet() -> None:

@@ -310,6 +310,25 @@ def check_locking_read(engine: Engine) -> None:
             conn.rollback()
             writer.commit()
             assert poll(conn, str(after_it), "auto").items == [stuck]
+    # follow() retries such a poll instead of ending the consumer.
+    impatient = sa.create_engine(
+        engine.url, connect_args={"init_command": "SET SESSION innodb_lock_wait_timeout = 1"}
+    )
+    slow = ULID.from_parts(int(time.time() * 1000) - 2_000, 1)
+    try:
+        with engine.connect() as writer:
+            writer.execute(feed.insert(), {"id": slow, "writer": "A"})
+            threading.Timer(1.6, writer.commit).start()  # after one timed-out poll
+            stop = threading.Event()
+            started = time.monotonic()
+            for page in follow(
+                impatient, ALL, feed.c.id, after=stuck, margin=MARGIN, interval=0.05, stop=stop
+            ):
+                assert page.items == [slow]
+                stop.set()
+            assert time.monotonic() - started > 1.0  # at least one poll timed out
+    finally:
+        impatient.dispose()
 
 
 # -- a bounded concurrent run --------------------------------------------------------

@@ -20,7 +20,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 from ._pagination import Cursor, Page, ULIDColumn, apaginate, paginate
-from ._settle import DEFAULT_MARGIN, Settle, check_settle
+from ._settle import DEFAULT_MARGIN, Settle, check_settle, is_lock_wait_timeout
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
@@ -62,8 +62,10 @@ def follow(
 
     Stops when ``stop`` is set (checked while sleeping, so within one
     ``interval``), or when the caller leaves the loop (``break``, or
-    ``close()`` on the generator). A failed poll raises out of the loop; the
-    stored cursor says where to resume.
+    ``close()`` on the generator). A poll that MariaDB/MySQL ends with a lock
+    wait timeout (a writer slower than ``innodb_lock_wait_timeout``, see
+    ``settle="auto"``) is retried after ``interval``; any other failure
+    raises out of the loop, and the stored cursor says where to resume.
 
     Args:
         source: an :class:`~sqlalchemy.engine.Engine` (each poll runs on a
@@ -106,18 +108,24 @@ def follow(
     options = _options(settle, margin, limit, interval)
     cursor = None if after is None else str(after)
     while stop is None or not stop.is_set():
-        if isinstance(source, Engine):
-            with source.connect() as conn:
-                autocommit = conn.execution_options(isolation_level="AUTOCOMMIT")
-                page = paginate(autocommit, stmt, column, after=cursor, **options)
-        else:
-            with source() as session:
-                page = paginate(session, stmt, column, after=cursor, **options)
-        cursor = page.next_cursor
-        if page.items:
-            yield page
-        if page.has_more:
-            continue
+        page = None
+        try:
+            if isinstance(source, Engine):
+                with source.connect() as conn:
+                    autocommit = conn.execution_options(isolation_level="AUTOCOMMIT")
+                    page = paginate(autocommit, stmt, column, after=cursor, **options)
+            else:
+                with source() as session:
+                    page = paginate(session, stmt, column, after=cursor, **options)
+        except sa.exc.OperationalError as error:
+            if not is_lock_wait_timeout(error):
+                raise
+        if page is not None:
+            cursor = page.next_cursor
+            if page.items:
+                yield page
+            if page.has_more:
+                continue
         if stop is None:
             time.sleep(interval)
         elif stop.wait(interval):
@@ -169,18 +177,24 @@ async def afollow(
     options = _options(settle, margin, limit, interval)
     cursor = None if after is None else str(after)
     while stop is None or not stop.is_set():
-        if isinstance(source, AsyncEngine):
-            async with source.connect() as conn:
-                autocommit = await conn.execution_options(isolation_level="AUTOCOMMIT")
-                page = await apaginate(autocommit, stmt, column, after=cursor, **options)
-        else:
-            async with source() as session:
-                page = await apaginate(session, stmt, column, after=cursor, **options)
-        cursor = page.next_cursor
-        if page.items:
-            yield page
-        if page.has_more:
-            continue
+        page = None
+        try:
+            if isinstance(source, AsyncEngine):
+                async with source.connect() as conn:
+                    autocommit = await conn.execution_options(isolation_level="AUTOCOMMIT")
+                    page = await apaginate(autocommit, stmt, column, after=cursor, **options)
+            else:
+                async with source() as session:
+                    page = await apaginate(session, stmt, column, after=cursor, **options)
+        except sa.exc.OperationalError as error:
+            if not is_lock_wait_timeout(error):
+                raise
+        if page is not None:
+            cursor = page.next_cursor
+            if page.items:
+                yield page
+            if page.has_more:
+                continue
         if stop is None:
             await asyncio.sleep(interval)
         else:

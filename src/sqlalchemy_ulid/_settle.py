@@ -203,3 +203,15 @@ def plan_horizon(
         )
     quoted = dialect.identifier_preparer.format_table(table)
     return Horizon(settle, margin, name, locking_read=False, table=quoted)
+
+
+def is_lock_wait_timeout(error: BaseException) -> bool:
+    """Whether a poll failed because MariaDB/MySQL's locking read timed out.
+
+    The locking read of ``settle="auto"`` waits for a writer's uncommitted
+    row; a writer slower than ``innodb_lock_wait_timeout`` makes it fail with
+    error 1205. Nothing was delivered and the cursor has not moved, so a
+    follower can simply poll again.
+    """
+    args: tuple[Any, ...] = tuple(getattr(getattr(error, "orig", None), "args", ()))
+    return isinstance(error, sa.exc.OperationalError) and args[:1] == (1205,)

@@ -65,7 +65,10 @@ _ISOLATION = {
     "mysql": "@@transaction_isolation, @@autocommit",
     "sqlite": "'serializable', 1",
 }
-_SAFE_LEVELS = {"read committed", "read uncommitted"}  # PostgreSQL runs RU as RC
+# PostgreSQL runs READ UNCOMMITTED as READ COMMITTED; InnoDB's would read
+# rows that may still roll back.
+_SAFE_LEVELS = {"postgresql": {"read committed", "read uncommitted"}}
+_READ_COMMITTED = {"read committed"}
 
 # Transactions holding a lock that INSERT, UPDATE, DELETE, COPY or LOCK TABLE
 # take on the table or one of its partitions (not VACUUM's, not readers').
@@ -131,7 +134,8 @@ class Horizon:
     def bound_ms(self, row: Sequence[Any]) -> int:
         """The horizon in Unix ms from the horizon query's row; ids below it are settled."""
         now_ms, level, autocommit = int(row[0]), str(row[1]), bool(int(row[2]))
-        if not autocommit and level.lower().replace("-", " ") not in _SAFE_LEVELS:
+        safe = _SAFE_LEVELS.get(self.dialect_name, _READ_COMMITTED)
+        if not autocommit and level.lower().replace("-", " ") not in safe:
             raise SettleError(
                 f"settle= needs each query to see the rows committed before it, but this "
                 f"session runs at {level}: its snapshot may predate the horizon and skip "

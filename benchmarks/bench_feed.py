@@ -9,7 +9,9 @@ settle=...)``:
 * ``none``: no settle; the cursor is the last id seen (what the docs used to
   show, and what a hand-written ``WHERE id > :last`` poller does);
 * ``fixed N s``: ``settle=timedelta(seconds=N)``;
-* ``auto``: ``settle="auto"`` with the default 1 s margin.
+* ``auto``: ``settle="auto"`` with the default 1 s margin, and again with
+  ``margin=timedelta(milliseconds=500)`` (these writers send their INSERT
+  within milliseconds of making the id).
 
 Scenarios: transactions of 0-200 ms, 0-600 ms, and 0-200 ms with one 10 s
 transaction among them (writer 0, from the 4th second). When the writers
@@ -71,6 +73,7 @@ def modes(max_tx: float, long_tx: float) -> dict[str, Any]:
     for seconds in fixed:
         chosen[f"fixed {seconds:g} s"] = timedelta(seconds=seconds)
     chosen["auto"] = "auto"
+    chosen["auto, margin 0.5 s"] = ("auto", timedelta(milliseconds=500))
     return chosen
 
 
@@ -95,13 +98,25 @@ def writer(url: str, number: int, seconds: float, max_tx: float, long_tx: float,
 
 
 def reader(url: str, mode: str, settle: Any, stop: Any, out: Any) -> None:
+    try:
+        got = follow_feed(url, settle, stop)
+    except Exception as exc:  # report it: the run must not wait forever
+        out.put(("failed", mode, repr(exc)))
+        raise
+    out.put(("reader", mode, got))
+
+
+def follow_feed(url: str, settle: Any, stop: Any) -> list[tuple[str, float]]:
+    settle, margin = settle if isinstance(settle, tuple) else (settle, timedelta(seconds=1))
     engine = sa.create_engine(url)
     stmt = sa.select(feed.c.id)
     got: list[tuple[str, float]] = []
     cursor: str | None = None
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         while not stop.is_set():
-            page = paginate(conn, stmt, feed.c.id, after=cursor, limit=500, settle=settle)
+            page = paginate(
+                conn, stmt, feed.c.id, after=cursor, limit=500, settle=settle, margin=margin
+            )
             now = time.time()
             got += [(str(i), now) for i in page.items]
             if settle is None:
@@ -111,7 +126,7 @@ def reader(url: str, mode: str, settle: Any, stop: Any, out: Any) -> None:
             if not page.has_more:
                 time.sleep(POLL)
     engine.dispose()
-    out.put(("reader", mode, got))
+    return got
 
 
 def run(url: str, seconds: float, max_tx: float, long_tx: float) -> dict[str, dict[str, Any]]:
@@ -137,6 +152,9 @@ def run(url: str, seconds: float, max_tx: float, long_tx: float) -> dict[str, di
     time.sleep(max(long_tx + 1, 1.0) + 2.0)
     stop.set()
     results += [out.get() for _ in readers]
+    failed = [f"{mode}: {error}" for kind, mode, error in results if kind == "failed"]
+    if failed:
+        raise RuntimeError("a reader failed: " + "; ".join(failed))
     for process in [*readers.values(), *writers]:
         process.join()
     committed = {row_id: at for kind, _, rows in results if kind == "writer" for row_id, at in rows}

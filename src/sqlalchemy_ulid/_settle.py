@@ -86,11 +86,14 @@ holders AS (
 SELECT {now}, {isolation},
        (SELECT floor(extract(epoch from min(a.xact_start)) * 1000)::bigint
           FROM holders h JOIN pg_stat_activity a ON a.pid = h.pid),
-       (SELECT count(*) FROM holders h LEFT JOIN pg_stat_activity a ON a.pid = h.pid
-         WHERE a.xact_start IS NULL),
+       (SELECT count(*) FROM holders WHERE pid IS NULL),
        pg_has_role('pg_read_all_stats', 'USAGE'),
        (SELECT oid IS NOT NULL FROM target)
 """
+# A holder whose xact_start reads NULL (or whose row is gone) ended its
+# transaction between the two reads: committed, so visible to the page, or
+# rolled back. Hidden starts are ruled out up front by pg_read_all_stats. A
+# holder without a pid is a prepared transaction, whose start is unknown.
 
 
 class SettleError(ValueError):
@@ -146,16 +149,21 @@ class Horizon:
             return now_ms - _ms(self.settle)
         oldest = now_ms
         if self.table is not None:
-            writers_start, hidden, privileged, exists = row[3], int(row[4]), row[5], row[6]
+            writers_start, prepared, privileged, exists = row[3], int(row[4]), row[5], row[6]
             if not exists:
                 raise SettleError(f"settle='auto': no table {self.table} in this database")
-            if not privileged or hidden:
+            if not privileged:
                 raise SettleError(
                     "settle='auto' on PostgreSQL reads when other sessions' transactions "
                     "started (pg_stat_activity.xact_start), which needs membership in "
-                    "pg_read_all_stats (GRANT pg_read_all_stats TO <reader role>); a "
-                    "prepared transaction holding the table also hides its start. Or "
+                    "pg_read_all_stats (GRANT pg_read_all_stats TO <reader role>); or "
                     "pass a timedelta as settle="
+                )
+            if prepared:
+                raise SettleError(
+                    f"settle='auto': a prepared transaction holds {self.table}, and when it "
+                    "started is unknown; COMMIT PREPARED or ROLLBACK PREPARED it, or pass a "
+                    "timedelta as settle="
                 )
             if writers_start is not None:
                 oldest = min(oldest, int(writers_start))

@@ -331,7 +331,8 @@ def check_locking_read(engine: Engine) -> None:
     try:
         with engine.connect() as writer:
             writer.execute(feed.insert(), {"id": slow, "writer": "A"})
-            threading.Timer(1.6, writer.commit).start()  # after one timed-out poll
+            timer = threading.Timer(1.6, writer.commit)  # after one timed-out poll
+            timer.start()
             stop = threading.Event()
             started = time.monotonic()
             for page in follow(
@@ -340,6 +341,7 @@ def check_locking_read(engine: Engine) -> None:
                 assert page.items == [slow]
                 stop.set()
             assert time.monotonic() - started > 1.0  # at least one poll timed out
+            timer.join()  # the commit's reply is read before the connection closes
     finally:
         impatient.dispose()
 

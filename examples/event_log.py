@@ -12,6 +12,13 @@ then shows that:
 Events of different processes interleave by millisecond: ULIDs order
 writers only as precisely as their clocks.
 
+While the writers run, a consumer in the parent follows the log with
+``follow()``, the way an outbox poller or a sync job would. Ids are made
+before their rows commit, so commits arrive out of id order; ``settle=``
+("auto" on PostgreSQL and MariaDB, a fixed window on SQLite, where a writer
+may also wait for the database lock) keeps the consumer behind the writes
+still in flight, and it receives every event exactly once, in id order.
+
 Usage: ``python examples/event_log.py [DATABASE_URL]``; the default is a
 SQLite file ``event_log.sqlite3`` in the current directory, recreated each
 run. ``DATABASE_URL`` in the environment works too.
@@ -23,11 +30,14 @@ import multiprocessing
 import os
 import sys
 import threading
+import time
 from collections import defaultdict
+from datetime import timedelta
+from typing import Any
 
 import sqlalchemy as sa
 
-from sqlalchemy_ulid import ULIDType, new_ulid
+from sqlalchemy_ulid import ULIDType, follow, new_ulid
 
 PROCESSES = 3
 THREADS = 4
@@ -68,6 +78,14 @@ def process_main(url: str, process_no: int) -> None:
     engine.dispose()
 
 
+def consume(engine: sa.Engine, got: list[Any], stop: threading.Event) -> None:
+    """Follow the log until stopped, as a long-running consumer would."""
+    settle: Any = timedelta(seconds=3) if engine.dialect.name == "sqlite" else "auto"
+    stmt = sa.select(log.c.id, log.c.writer, log.c.seq)
+    for page in follow(engine, stmt, log.c.id, settle=settle, interval=0.05, stop=stop):
+        got.extend(page.items)  # a real consumer would also store page.next_cursor
+
+
 def main(url: str) -> int:
     if url.startswith("sqlite:///"):
         for suffix in ("", "-wal", "-shm", "-journal"):
@@ -88,18 +106,31 @@ def main(url: str) -> int:
     children = [context.Process(target=process_main, args=(url, n)) for n in range(PROCESSES)]
     for child in children:
         child.start()
+    # The consumer thread starts after the fork: children get no threads.
+    consumer_engine = make_engine(url)
+    consumed: list[Any] = []
+    stop = threading.Event()
+    consumer = threading.Thread(target=consume, args=(consumer_engine, consumed, stop))
+    consumer.start()
     for child in children:
         child.join()
         if child.exitcode != 0:
             print(f"writer process exited with {child.exitcode}", file=sys.stderr)
+            stop.set()
             return 1
+    expected = PROCESSES * THREADS * EVENTS
+    deadline = time.monotonic() + 30
+    while len(consumed) < expected and time.monotonic() < deadline:
+        time.sleep(0.05)  # the last writes settle
+    stop.set()
+    consumer.join()
+    consumer_engine.dispose()
 
     engine = make_engine(url)
     with engine.connect() as conn:
         rows = conn.execute(sa.select(log.c.id, log.c.writer, log.c.seq).order_by(log.c.id)).all()
     engine.dispose()
 
-    expected = PROCESSES * THREADS * EVENTS
     ids = [row.id for row in rows]
     by_writer: dict[str, list[int]] = defaultdict(list)
     for row in rows:
@@ -109,8 +140,16 @@ def main(url: str) -> int:
     for writer, seqs in sorted(by_writer.items()):
         in_order = seqs == list(range(EVENTS))
         print(f"  {writer}: {len(seqs)} events, in write order: {'yes' if in_order else 'NO'}")
+    consumed_ids = [row.id for row in consumed]
+    print(
+        f"consumer followed the log while it was written: {len(consumed)} events, "
+        f"{len(set(ids) - set(consumed_ids))} missed, "
+        f"{len(consumed_ids) - len(set(consumed_ids))} duplicates, "
+        f"in id order: {'yes' if consumed_ids == ids else 'NO'}"
+    )
     ok = (
-        len(rows) == expected
+        consumed_ids == ids
+        and len(rows) == expected
         and len(set(ids)) == expected
         and all(seqs == list(range(EVENTS)) for seqs in by_writer.values())
         and len(by_writer) == PROCESSES * THREADS

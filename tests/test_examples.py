@@ -64,6 +64,7 @@ def test_event_log(backend: Any, tmp_path: Path) -> None:
     assert "read 600 events in id order, 600 distinct ids" in out
     assert out.count("in write order: yes") == 12
     assert "OK: no duplicates, every writer in order" in out
+    assert "600 events, 0 missed, 0 duplicates, in id order: yes" in out
 
 
 def _version(text: str) -> tuple[int, ...]:

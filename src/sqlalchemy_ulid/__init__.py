@@ -30,10 +30,12 @@ if TYPE_CHECKING:
         ulid_function_ddl,
         ulid_server_default,
     )
+    from ._feed import afollow, follow
     from ._mixins import ULIDAuditBase, ULIDBase, ULIDPrimaryKey, UTCDateTime
     from ._pagination import Page, PaginationError, after, apaginate, before, paginate
     from ._partitions import create_partitions, partition_ddl
     from ._sealed import CursorSealer, PageKwargs
+    from ._settle import SettleError
     from ._sqltime import ulid_timestamp
     from ._timerange import created_before, created_between, created_since
     from ._types import ULIDType
@@ -46,11 +48,13 @@ __all__ = [
     "Page",
     "PageKwargs",
     "PaginationError",
+    "SettleError",
     "ULIDAuditBase",
     "ULIDBase",
     "ULIDPrimaryKey",
     "ULIDType",
     "UTCDateTime",
+    "afollow",
     "after",
     "apaginate",
     "before",
@@ -60,6 +64,7 @@ __all__ = [
     "created_since",
     "drop_ulid_function",
     "drop_ulid_function_ddl",
+    "follow",
     "install_ulid_function",
     "new_ulid",
     "paginate",
@@ -88,6 +93,9 @@ _LAZY = {
     "UTCDateTime": "_mixins",
     "CursorSealer": "_sealed",
     "PageKwargs": "_sealed",
+    "SettleError": "_settle",
+    "follow": "_feed",
+    "afollow": "_feed",
     "create_partitions": "_partitions",
     "partition_ddl": "_partitions",
     "created_before": "_timerange",

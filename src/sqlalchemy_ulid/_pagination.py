@@ -3,27 +3,35 @@
 A page is ``WHERE <caller's filters> AND id > :cursor ORDER BY id LIMIT n + 1``:
 the extra row tells whether another page exists, so no COUNT ever runs, and the
 primary-key index finds the start of every page as fast as the first one.
+
+One planner serves both entry points: :func:`_steps` is a generator that
+yields each statement to run (horizon, page, probe) and receives its result,
+so :func:`paginate` and :func:`apaginate` are loops of a few lines that differ
+only by ``await``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import itertools
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, Union
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Row
-from sqlalchemy.orm import Mapper, QueryableAttribute, Session
+from sqlalchemy.engine import Connection, Dialect, Result, Row
+from sqlalchemy.orm import Mapper, QueryableAttribute, Session, scoped_session
 from sqlalchemy.sql.elements import ColumnElement, Label, UnaryExpression
 
+from ._settle import DEFAULT_MARGIN, Horizon, Settle, SettleError, check_settle, plan_horizon
 from ._ulid import ULID
 
 if TYPE_CHECKING:
     # sqlalchemy.ext.asyncio needs greenlet, which SQLAlchemy 2.1 no longer
     # installs: the sync path must import without it.
-    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_scoped_session
 
-__all__ = ["Page", "PaginationError", "after", "apaginate", "before", "paginate"]
+__all__ = ["Page", "PaginationError", "SettleError", "after", "apaginate", "before", "paginate"]
 
 _T = TypeVar("_T")
 
@@ -34,9 +42,11 @@ Cursor = Union[ULID, str]  # noqa: UP007
 
 
 class PaginationError(ValueError):
-    """The statement cannot be paged: it has its own ORDER BY, LIMIT or OFFSET.
+    """The statement cannot be paged without skipping or repeating rows.
 
-    A :class:`ValueError`, so code that catches bad input catches this too.
+    It has its own ORDER BY, LIMIT or OFFSET, does not select the paging
+    column, or pages on a column that is not unique in its result. A
+    :class:`ValueError`, so code that catches bad input catches this too.
     """
 
 
@@ -119,13 +129,17 @@ class Page(Generic[_T]):
     Attributes:
         items: the rows, in display order (ascending ids, or descending with
             ``descending=True``), whichever direction was paged.
-        next_cursor: the id of the last item when more rows follow in display
-            order, else None. Pass it as ``after=`` for the next page.
-        prev_cursor: the id of the first item when rows precede it in display
-            order, else None (the first page). Pass it as ``before=``.
-        has_more: more rows lie beyond this page in the direction of travel:
-            ``next_cursor is not None`` when paging with ``after=`` (or no
-            cursor), ``prev_cursor is not None`` when paging with ``before=``.
+        next_cursor: where the next page starts: pass it as ``after=``. The
+            last item's id when rows follow the page in display order; on an
+            empty page reached with ``before=``, that cursor when rows follow
+            it; else None. With ``settle=`` it is never lost: the last item's
+            id, or the cursor passed in when nothing was delivered.
+        prev_cursor: where the previous page ends: pass it as ``before=``.
+            The first item's id when rows precede the page; on an empty page
+            reached with ``after=``, that cursor when rows precede it; else
+            None (the first page). Always None with ``settle=``.
+        has_more: more rows lie beyond this page in the direction of travel
+            (for ``settle=``: more settled rows, so poll again at once).
 
     Example:
         >>> page = Page(items=["a"], next_cursor=None, prev_cursor=None, has_more=False)
@@ -141,15 +155,23 @@ class Page(Generic[_T]):
 
 # -- planning a page ----------------------------------------------------------
 
+#: One statement for an executor to run, and how to read its result.
+_Step = tuple[sa.Executable, Callable[[Result[Any]], Any]]
+
 
 @dataclass(frozen=True)
 class _Plan:
-    statement: sa.Select[Any]
+    statement: sa.Select[Any]  # ordered and limited; the horizon is added later
+    column: ColumnElement[Any]
     ulid_of: Callable[[Row[Any]], Any]
     scalar: bool
     backward: bool  # paging with before=: the SQL ran against display order
-    had_cursor: bool
+    cursor: ULID | None
+    # "Any row on the other side of the cursor?", asked only when the page,
+    # fetched from the cursor inclusive, does not start with the cursor's row.
+    probe: sa.Select[Any] | None
     limit: int
+    horizon: Horizon | None
 
 
 def _check_order(stmt: sa.Select[Any], column: ColumnElement[Any], descending: bool) -> None:
@@ -233,6 +255,37 @@ def _reader(
     )
 
 
+def _table_column(column: ColumnElement[Any]) -> sa.Column[Any] | None:
+    """The table column behind ``column`` (through ORM annotations and aliases)."""
+    for candidate in column.proxy_set:
+        if isinstance(candidate, sa.Column) and isinstance(candidate.table, sa.Table):
+            return candidate
+    return None
+
+
+def _is_unique(column: sa.Column[Any]) -> bool:
+    """Whether the table declares ``column`` unique on its own."""
+    table = column.table
+    if column.unique or [c.name for c in table.primary_key.columns] == [column.name]:
+        return True
+    for constraint in table.constraints:
+        if isinstance(constraint, sa.UniqueConstraint) and [c.name for c in constraint.columns] == [
+            column.name
+        ]:
+            return True
+    return any(
+        index.unique and [c.name for c in index.columns] == [column.name] for index in table.indexes
+    )
+
+
+def _check_limit(limit: object, max_limit: object) -> int:
+    if isinstance(max_limit, bool) or not isinstance(max_limit, int) or max_limit < 1:
+        raise ValueError(f"max_limit must be an int >= 1, got {max_limit!r}")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= max_limit:
+        raise ValueError(f"limit must be an int from 1 to max_limit={max_limit}, got {limit!r}")
+    return limit
+
+
 def _plan(
     stmt: sa.Select[Any],
     column: ULIDColumn,
@@ -241,66 +294,172 @@ def _plan(
     limit: int,
     descending: bool,
     orm: bool,
+    *,
+    max_limit: int = 1000,
+    settle: Settle | None = None,
+    margin: timedelta = DEFAULT_MARGIN,
+    dialect: Callable[[], Dialect] | None = None,
 ) -> _Plan:
     # Every check runs before any SQL: bad cursors and limits are the
     # caller's input and must fail without touching the database.
     if after_cursor is not None and before_cursor is not None:
         raise ValueError("pass after= or before=, not both")
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise ValueError(f"limit must be an int >= 1, got {limit!r}")
+    limit = _check_limit(limit, max_limit)
     if not isinstance(stmt, sa.Select):
         raise TypeError(f"paginate() pages a select(), not {type(stmt).__name__}")
     cursor = after_cursor if before_cursor is None else before_cursor
     value = None if cursor is None else _parse_cursor(cursor)
     expr = _expression(column)
+    if settle is not None:
+        check_settle(settle, margin)
+        if before_cursor is not None or descending:
+            raise ValueError(
+                "settle= follows a feed forward: page with after= in ascending order "
+                "(no before=, no descending=True)"
+            )
     _check_order(stmt, expr, descending)
     ulid_of, scalar = _reader(stmt, expr, orm)
+    table_column = _table_column(expr)
+    if table_column is not None and not _is_unique(table_column):
+        raise PaginationError(
+            f"the paging column {table_column} is not unique, so rows sharing a value "
+            "would be skipped at a page boundary; page on the primary key or a unique column"
+        )
+    horizon = None
+    if settle is not None:
+        assert dialect is not None
+        table = None if table_column is None else table_column.table
+        horizon = plan_horizon(settle, margin, dialect(), table)
 
+    if table_column is None or table_column.nullable:
+        # NULL has no place in id order: such rows are never paged.
+        stmt = stmt.where(expr.is_not(None))
     backward = before_cursor is not None
     # Paging backward runs the SQL in the opposite order, nearest rows first,
     # and the page is reversed into display order afterwards.
     sql_descending = descending != backward
     paged = stmt.order_by(None).order_by(expr.desc() if sql_descending else expr.asc())
-    if value is not None:
+    probe = None
+    fetch = limit + 1
+    if value is not None and settle is None:
+        # Whether a page lies behind this one: the cursor's own row usually
+        # still exists, so fetch from it inclusive and look. Only when it is
+        # gone (deleted, filtered out, made up) does a second query ask
+        # whether any row lies on the other side of the cursor.
+        bound = _bound(expr, value)
+        paged = paged.where(expr <= bound if sql_descending else expr >= bound)
+        fetch += 1
+        behind = expr >= bound if sql_descending else expr <= bound
+        probe = sa.select(stmt.order_by(None).where(behind).exists())
+    elif value is not None:
         bound = _bound(expr, value)
         paged = paged.where(expr < bound if sql_descending else expr > bound)
     return _Plan(
-        statement=paged.limit(limit + 1),
+        statement=paged.limit(fetch),
+        column=expr,
         ulid_of=ulid_of,
         scalar=scalar,
         backward=backward,
-        had_cursor=value is not None,
+        cursor=value,
+        probe=probe,
         limit=limit,
+        horizon=horizon,
     )
 
 
-def _page(plan: _Plan, rows: Sequence[Row[Any]]) -> Page[Any]:
+def _rows(result: Result[Any]) -> Sequence[Row[Any]]:
+    # Joined eager loads of collections repeat a parent on several rows;
+    # SQLAlchemy then demands unique(), and has already applied the LIMIT to
+    # the parents in a subquery. The marker is private (no public accessor;
+    # pinned by the joinedload test on SQLAlchemy 2.0 and 2.1).
+    if getattr(result, "_unique_filter_state", None) is not None:
+        result = result.unique()
+    return result.all()
+
+
+def _one(result: Result[Any]) -> Row[Any]:
+    return result.one()
+
+
+def _scalar(result: Result[Any]) -> Any:
+    return result.scalar()
+
+
+def _steps(plan: _Plan) -> Generator[_Step, Any, Page[Any]]:
+    """Yield each statement of a page and receive its result; return the Page."""
+    statement = plan.statement
+    if plan.horizon is not None:
+        prelude = plan.horizon.prelude()
+        if prelude is not None:
+            yield prelude, _scalar
+        horizon_ms = plan.horizon.bound_ms((yield plan.horizon.statement(), _one))
+        # Ids of the horizon's millisecond are not settled yet: strictly below.
+        settled = ULID.from_parts(max(horizon_ms, 0), 0)
+        statement = statement.where(plan.column < _bound(plan.column, settled))
+        if plan.horizon.locking_read:
+            statement = statement.with_for_update(read=True)
+    rows = yield statement, _rows
+    ids = [plan.ulid_of(row) for row in rows]
+    for earlier, later in itertools.pairwise(ids):
+        if earlier == later:
+            raise PaginationError(
+                f"the paging column {plan.column} repeats {earlier} in the result (a join?), "
+                "so a page boundary would skip rows; page on a column unique in the result"
+            )
+    behind = False
+    if plan.probe is not None:  # fetched from the cursor inclusive
+        if ids and str(ids[0]) == str(plan.cursor):
+            behind, rows = True, rows[1:]
+        else:
+            rows = rows[: plan.limit + 1]
+            behind = bool((yield plan.probe, _scalar))
+    return _page(plan, rows, behind)
+
+
+def _page(plan: _Plan, rows: Sequence[Row[Any]], behind: bool) -> Page[Any]:
     more = len(rows) > plan.limit
     rows = list(rows[: plan.limit])
     if plan.backward:
         rows.reverse()
     items = [row[0] for row in rows] if plan.scalar else rows
-    if not rows:
-        return Page(items=items, next_cursor=None, prev_cursor=None, has_more=False)
-    first, last = str(plan.ulid_of(rows[0])), str(plan.ulid_of(rows[-1]))
+    cursor = None if plan.cursor is None else str(plan.cursor)
+    first = str(plan.ulid_of(rows[0])) if rows else cursor
+    last = str(plan.ulid_of(rows[-1])) if rows else cursor
+    if plan.horizon is not None:
+        # A feed never loses its place: resume after the last delivered id.
+        return Page(items=items, next_cursor=last, prev_cursor=None, has_more=more)
     if plan.backward:
-        # We came from the cursor, so rows follow this page in display order.
         return Page(
-            items=items, next_cursor=last, prev_cursor=first if more else None, has_more=more
+            items=items,
+            next_cursor=last if behind else None,
+            prev_cursor=first if more else None,
+            has_more=more,
         )
     return Page(
         items=items,
         next_cursor=last if more else None,
-        prev_cursor=first if plan.had_cursor else None,
+        prev_cursor=first if behind else None,
         has_more=more,
     )
+
+
+def _dialect_of(session: Any) -> Callable[[], Dialect]:
+    """A deferred lookup of the session's dialect: only settle= needs it."""
+
+    def lookup() -> Dialect:
+        dialect = getattr(session, "dialect", None)  # Connection, AsyncConnection
+        if isinstance(dialect, Dialect):
+            return dialect
+        return session.get_bind().dialect  # type: ignore[no-any-return]
+
+    return lookup
 
 
 # -- the entry points -----------------------------------------------------------
 
 
 def paginate(
-    session: Session | Connection,
+    session: Session | scoped_session[Any] | Connection,
     stmt: sa.Select[Any],
     column: ULIDColumn,
     *,
@@ -308,45 +467,82 @@ def paginate(
     before: Cursor | None = None,
     limit: int = 50,
     descending: bool = False,
+    max_limit: int = 1000,
+    settle: Settle | None = None,
+    margin: timedelta = DEFAULT_MARGIN,
 ) -> Page[Any]:
     """Fetch one page of ``stmt`` in ULID order, after or before a cursor.
 
-    Runs one query, ``stmt`` with its WHERE kept, plus ``column > :after``
-    (or ``< :before``), ``ORDER BY column`` and ``LIMIT limit + 1``; no COUNT.
-    Rows inserted between two calls never make a page skip or repeat a row:
-    a cursor is a position in the id order, not a row number.
+    Runs ``stmt`` with its WHERE kept, plus ``column > :after`` (or
+    ``< :before``), ``ORDER BY column`` and ``LIMIT limit + 1``; no COUNT.
+    A cursor is a position in id order, not a row number, so rows inserted
+    or deleted between two calls never shift a page. Rows whose ``column``
+    is NULL are never returned. ``prev_cursor`` (or ``next_cursor`` after
+    ``before=``) is set exactly when a page lies that way: a page reached
+    from a cursor is read from the cursor's own row, inclusive, and only
+    when that row is gone does a second indexed query (``EXISTS``) look
+    for a row on the other side of the cursor.
+
+    Tailing a feed (reading "what was added after my cursor" while writers
+    run) needs ``settle=``: ids are made before their rows commit, so
+    without it a row that commits late can land behind a cursor that
+    already moved past it, and is never seen. With ``settle=`` only rows
+    whose id is older than a horizon asked of the database server are
+    returned, and ``next_cursor`` always holds the position to resume from:
+
+    * ``settle=timedelta(...)``: the horizon is the server's ``now - settle``.
+      Every committed row is delivered exactly once, in id order, while each
+      writer commits within ``settle`` of making its id (clock skew included).
+    * ``settle="auto"`` (PostgreSQL, MariaDB/MySQL): the horizon follows the
+      transactions in flight, ``margin`` behind the oldest writer of the
+      table (PostgreSQL, needs ``pg_read_all_stats``) or behind the server's
+      clock with a locking read that waits for uncommitted rows (MariaDB).
+      ``margin`` must cover the time from making an id to sending its
+      INSERT, plus clock skew. SQLite raises :class:`SettleError`.
+
+    Both need READ COMMITTED or autocommit (the data query must see what
+    committed before the horizon was taken); REPEATABLE READ raises
+    :class:`SettleError`. See the "Tailing a feed" docs for the proof.
 
     Items: when ``stmt`` selects one thing (an entity, as in
     ``select(Event)``, or one column) the items are those objects, as with
     ``session.scalars()``; otherwise they are :class:`~sqlalchemy.engine.Row`
     objects. Each item's id is read from the selected column that is
     ``column`` (under any label), or from the attribute mapping ``column``
-    on a selected entity.
-
-    Cursors: ``next_cursor`` is the last item's id and ``prev_cursor`` the
-    first item's id, as 26-character text; either is None where no rows lie
-    that way (``prev_cursor`` is None on the first page). ``after=c``
-    returns the rows after ``c`` in display order, ``before=c`` those before
-    it, still in display order. An empty page has no cursors.
+    on a selected entity. Joined eager loads (``joinedload``) work: the
+    LIMIT counts parents, each with all its children.
 
     Args:
-        session: a :class:`~sqlalchemy.orm.Session` or a Core
-            :class:`~sqlalchemy.engine.Connection` (Core statements only).
-            For :class:`~sqlalchemy.ext.asyncio.AsyncSession` use
+        session: a Core :class:`~sqlalchemy.engine.Connection`, or anything
+            else that executes ORM statements: a
+            :class:`~sqlalchemy.orm.Session`, a ``scoped_session``,
+            Flask-SQLAlchemy's ``db.session``. For asyncio use
             :func:`apaginate`.
         stmt: a ``select()`` without ORDER BY (except on ``column`` in the
             requested direction), LIMIT or OFFSET.
-        column: the ULID column to page on, usually the primary key.
+        column: the ULID column to page on: the primary key or a column the
+            table declares unique.
         after: a cursor (ULID or its text); the page starts after it.
         before: a cursor; the page ends before it.
-        limit: the page size, at least 1.
+        limit: the page size, from 1 to ``max_limit``.
         descending: page newest first (display order descending).
+        max_limit: the largest ``limit`` accepted (a page size from a client
+            cannot ask for the whole table).
+        settle: None for browsing; a ``timedelta`` or ``"auto"`` for tailing
+            (forward, ascending only).
+        margin: with ``settle="auto"``, the allowance for the time from
+            making an id to sending its INSERT, plus clock skew.
 
     Raises:
         InvalidULID: a cursor is malformed (before any SQL runs).
-        PaginationError: ``stmt`` has a LIMIT/OFFSET or another ORDER BY, or
-            does not select ``column`` (a :class:`ValueError`).
-        ValueError: ``limit < 1``, or both ``after`` and ``before``.
+        PaginationError: ``stmt`` has a LIMIT/OFFSET or another ORDER BY,
+            does not select ``column``, or ``column`` is not unique (declared
+            so, or found repeated in the result) (a :class:`ValueError`).
+        SettleError: ``settle="auto"`` cannot be sound here, or the session's
+            isolation level could skip rows (a :class:`ValueError`).
+        ValueError: ``limit`` is not an int from 1 to ``max_limit``, both
+            ``after`` and ``before``, or ``settle=`` with ``before=`` or
+            ``descending=True``. All before any SQL runs.
 
     Example:
         >>> import sqlalchemy as sa
@@ -360,6 +556,7 @@ def paginate(
         >>> ids = [ULID.from_parts(1712345678901 + n, 0) for n in range(5)]
         >>> with Session(engine) as session:
         ...     _ = session.execute(events.insert(), [{"id": i} for i in ids])
+        ...     session.commit()
         ...     first = paginate(session, sa.select(events.c.id), events.c.id, limit=2)
         ...     second = paginate(session, sa.select(events.c.id), events.c.id,
         ...                       after=first.next_cursor, limit=2)
@@ -371,13 +568,45 @@ def paginate(
         (True, True)
         >>> back.items == ids[:2], back.has_more
         (True, False)
+
+        Tailing: these ids are from 2024, long settled, so all five come
+        back; the page carries the cursor to poll from next time.
+
+        >>> from datetime import timedelta
+        >>> with engine.connect() as conn:
+        ...     tail = paginate(conn, sa.select(events.c.id), events.c.id,
+        ...                     settle=timedelta(seconds=2), limit=10)
+        ...     again = paginate(conn, sa.select(events.c.id), events.c.id,
+        ...                      after=tail.next_cursor, settle=timedelta(seconds=2))
+        >>> len(tail.items), tail.next_cursor == str(ids[-1])
+        (5, True)
+        >>> again.items, again.next_cursor == str(ids[-1])
+        ([], True)
     """
-    plan = _plan(stmt, column, after, before, limit, descending, isinstance(session, Session))
-    return _page(plan, session.execute(plan.statement).all())
+    plan = _plan(
+        stmt,
+        column,
+        after,
+        before,
+        limit,
+        descending,
+        not isinstance(session, Connection),
+        max_limit=max_limit,
+        settle=settle,
+        margin=margin,
+        dialect=_dialect_of(session),
+    )
+    steps = _steps(plan)
+    statement, read = next(steps)
+    while True:
+        try:
+            statement, read = steps.send(read(session.execute(statement)))
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
 
 
 async def apaginate(
-    session: AsyncSession | AsyncConnection,
+    session: AsyncSession | async_scoped_session[Any] | AsyncConnection,
     stmt: sa.Select[Any],
     column: ULIDColumn,
     *,
@@ -385,10 +614,16 @@ async def apaginate(
     before: Cursor | None = None,
     limit: int = 50,
     descending: bool = False,
+    max_limit: int = 1000,
+    settle: Settle | None = None,
+    margin: timedelta = DEFAULT_MARGIN,
 ) -> Page[Any]:
-    """Await one page: :func:`paginate` for AsyncSession and AsyncConnection.
+    """Await one page: :func:`paginate` for asyncio sessions and connections.
 
     Same arguments, same checks (all before any SQL), same :class:`Page`.
+    ``session`` is an :class:`~sqlalchemy.ext.asyncio.AsyncConnection` (Core)
+    or anything else that executes ORM statements (``AsyncSession``,
+    ``async_scoped_session``).
 
     Example:
         >>> import asyncio
@@ -412,9 +647,25 @@ async def apaginate(
         >>> asyncio.run(main())
         [2, 1]
     """
-    from sqlalchemy.ext.asyncio import AsyncSession  # only async callers need greenlet
+    from sqlalchemy.ext.asyncio import AsyncConnection  # only async callers need greenlet
 
-    orm = isinstance(session, AsyncSession)
-    plan = _plan(stmt, column, after, before, limit, descending, orm)
-    result = await session.execute(plan.statement)
-    return _page(plan, result.all())
+    plan = _plan(
+        stmt,
+        column,
+        after,
+        before,
+        limit,
+        descending,
+        not isinstance(session, AsyncConnection),
+        max_limit=max_limit,
+        settle=settle,
+        margin=margin,
+        dialect=_dialect_of(session),
+    )
+    steps = _steps(plan)
+    statement, read = next(steps)
+    while True:
+        try:
+            statement, read = steps.send(read(await session.execute(statement)))
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]

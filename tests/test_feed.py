@@ -1,0 +1,574 @@
+"""Tailing a feed: settle=, settle="auto" and follow()/afollow() on the three servers.
+
+The central case is deterministic: writer A makes its id first but commits
+last. Without settle= a reader moves its cursor past A's id before A's row is
+visible and never sees it; with settle= it does, exactly once, in id order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from conftest import Backend
+from sqlalchemy_ulid import (
+    ULID,
+    Page,
+    SettleError,
+    ULIDType,
+    afollow,
+    follow,
+    new_ulid,
+    paginate,
+)
+
+feed = sa.Table(
+    "feed_events",
+    sa.MetaData(),
+    sa.Column("id", ULIDType(), primary_key=True),
+    sa.Column("writer", sa.String(10), nullable=False),
+)
+ALL = sa.select(feed.c.id)
+MARGIN = timedelta(milliseconds=100)  # writers here insert right after making an id
+
+
+@pytest.fixture
+def table(engine: Engine) -> Iterator[sa.Table]:
+    feed.drop(engine, checkfirst=True)
+    feed.create(engine)
+    yield feed
+    feed.drop(engine, checkfirst=True)
+
+
+def reader(engine: Engine) -> Connection:
+    """A connection that reads at READ COMMITTED (MariaDB's default is REPEATABLE READ)."""
+    level = "AUTOCOMMIT" if engine.dialect.name == "sqlite" else "READ COMMITTED"
+    return engine.connect().execution_options(isolation_level=level)
+
+
+def poll(conn: Connection, cursor: str | None, settle: Any) -> Page[Any]:
+    page = paginate(conn, ALL, feed.c.id, after=cursor, settle=settle, margin=MARGIN)
+    conn.commit()  # end the read transaction, as a poller between polls
+    return page
+
+
+def late_commit(engine: Engine, settle: Any) -> tuple[ULID, ULID, list[Any]]:
+    """Writer A makes its id, B makes a newer one and commits, the reader polls,
+    A commits, the reader polls again once everything has settled.
+
+    A holds its transaction open after its INSERT (on SQLite, where one writer
+    excludes the others, A waits between making its id and its INSERT). The
+    reader's first poll runs in a thread: on MariaDB, settle="auto" makes it
+    wait for A's row. Returns A's id, B's id and everything the reader got.
+    """
+    sqlite = engine.dialect.name == "sqlite"
+    delivered: list[Any] = []
+    a_id = new_ulid()
+    a_conn = engine.connect()
+    if not sqlite:
+        a_conn.execute(feed.insert(), {"id": a_id, "writer": "A"})
+    b_id = new_ulid()
+    with engine.begin() as b_conn:
+        b_conn.execute(feed.insert(), {"id": b_id, "writer": "B"})
+    with reader(engine) as conn:
+        # Old enough for a fixed settle to pass B had A committed: the point is
+        # that A has not, and the page must not deliver B past A.
+        time.sleep(0.25)
+        first: list[Page[Any]] = []
+        polling = threading.Thread(target=lambda: first.append(poll(conn, None, settle)))
+        polling.start()
+        if settle == "auto" and engine.dialect.name == "mysql":
+            polling.join(0.3)  # MariaDB "auto": the poll waits on A's uncommitted row
+            assert polling.is_alive()
+        else:
+            polling.join()  # the poll must run before A commits, however busy the machine
+        if sqlite:
+            a_conn.execute(feed.insert(), {"id": a_id, "writer": "A"})
+        a_conn.commit()
+        a_conn.close()
+        polling.join()
+        delivered += first[0].items
+        # A tailer resumes after the last id it saw (settle= also says so).
+        cursor = str(delivered[-1]) if delivered else None
+        if settle is not None:
+            assert first[0].next_cursor == cursor
+        time.sleep(0.3 + (settle.total_seconds() if isinstance(settle, timedelta) else 0.2))
+        second = poll(conn, cursor, settle)
+        delivered += second.items
+    return a_id, b_id, delivered
+
+
+def test_late_commit_is_skipped_without_settle(table: sa.Table, engine: Engine) -> None:
+    # The failure settle= exists for: B's id passes the cursor over A's.
+    a_id, b_id, delivered = late_commit(engine, None)
+    assert delivered == [b_id]
+    assert a_id < b_id
+    with engine.connect() as conn:
+        assert conn.scalars(ALL.order_by(feed.c.id)).all() == [a_id, b_id]
+
+
+def test_fixed_settle_delivers_the_late_commit(table: sa.Table, engine: Engine) -> None:
+    # A commits within settle of making its id (about 0.3 s of 2 s).
+    a_id, b_id, delivered = late_commit(engine, timedelta(seconds=2))
+    assert delivered == [a_id, b_id]
+
+
+def test_auto_settle_delivers_the_late_commit(table: sa.Table, engine: Engine) -> None:
+    if engine.dialect.name == "sqlite":
+        with reader(engine) as conn, pytest.raises(SettleError, match="SQLite"):
+            paginate(conn, ALL, feed.c.id, settle="auto")
+        return
+    # A's transaction (about 0.6 s) outlasts the margin (0.1 s) six times over.
+    a_id, b_id, delivered = late_commit(engine, "auto")
+    assert delivered == [a_id, b_id]
+
+
+def test_cursor_is_kept_when_nothing_settled(table: sa.Table, engine: Engine) -> None:
+    with engine.begin() as conn:
+        conn.execute(feed.insert(), [{"id": new_ulid(), "writer": "W"} for _ in range(3)])
+    cursor = "01HTQW311N1KR5G0Y75M3EF00H"  # from 2024: every row is after it
+    with reader(engine) as conn:
+        page = paginate(conn, ALL, feed.c.id, after=cursor, settle=timedelta(hours=1))
+        first = paginate(conn, ALL, feed.c.id, settle=timedelta(hours=1))
+        done = paginate(conn, ALL, feed.c.id, after=cursor, settle=timedelta(0), limit=2)
+    assert page == Page(items=[], next_cursor=cursor, prev_cursor=None, has_more=False)
+    assert first == Page(items=[], next_cursor=None, prev_cursor=None, has_more=False)
+    assert len(done.items) == 2
+    assert done.has_more
+    assert done.next_cursor == str(done.items[-1])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"settle": timedelta(seconds=-1)}, ValueError),  # a negative window
+        ({"settle": 5}, TypeError),  # seconds as a number: say timedelta
+        ({"settle": "AUTO"}, TypeError),  # only "auto"
+        ({"settle": "auto", "margin": timedelta(seconds=-1)}, ValueError),
+        ({"settle": "auto", "margin": 1.0}, TypeError),
+        ({"settle": timedelta(1), "before": "01HTQW311N1KR5G0Y75M3EF00H"}, ValueError),
+        ({"settle": timedelta(1), "descending": True}, ValueError),  # a feed runs forward
+    ],
+)
+def test_bad_settle_arguments_fail_before_sql(
+    table: sa.Table,
+    engine: Engine,
+    statements: list[str],
+    kwargs: dict[str, Any],
+    error: type[Exception],
+) -> None:
+    with Session(engine) as session, pytest.raises(error):
+        paginate(session, ALL, feed.c.id, **kwargs)
+    assert statements == []
+
+
+def test_repeatable_read_is_refused(table: sa.Table, engine: Engine) -> None:
+    if engine.dialect.name == "sqlite":
+        # No isolation levels to choose: a pysqlite transaction reads at once.
+        with engine.begin() as conn:
+            assert paginate(conn, ALL, feed.c.id, settle=timedelta(0)).items == []
+        return
+    rr = engine.execution_options(isolation_level="REPEATABLE READ")
+    for settle in (timedelta(seconds=1), "auto"):
+        with rr.connect() as conn, pytest.raises(SettleError, match=r"(?i)repeatable.read"):
+            paginate(conn, ALL, feed.c.id, settle=settle)
+    # InnoDB's READ UNCOMMITTED would deliver rows that may still roll back;
+    # PostgreSQL runs it as READ COMMITTED.
+    ru = engine.execution_options(isolation_level="READ UNCOMMITTED")
+    with ru.connect() as conn:
+        if engine.dialect.name == "postgresql":
+            assert paginate(conn, ALL, feed.c.id, settle=timedelta(seconds=1)).items == []
+        else:
+            with pytest.raises(SettleError, match=r"(?i)read.uncommitted"):
+                paginate(conn, ALL, feed.c.id, settle=timedelta(seconds=1))
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        assert paginate(conn, ALL, feed.c.id, settle="auto").items == []
+
+
+@contextlib.contextmanager
+def unprivileged(engine: Engine) -> Iterator[Engine]:
+    """A PostgreSQL login role with SELECT on the feed and nothing else."""
+    role = "i11_feed_reader" if "test_i11" in str(engine.url) else "ulid_feed_reader"
+    database = engine.url.database
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        if conn.scalar(sa.text("SELECT 1 FROM pg_roles WHERE rolname = :r"), {"r": role}):
+            conn.exec_driver_sql(f"DROP OWNED BY {role}")  # left by an interrupted run
+            conn.exec_driver_sql(f"DROP ROLE {role}")
+        conn.exec_driver_sql(f"CREATE ROLE {role} LOGIN")
+        conn.exec_driver_sql(f'GRANT CONNECT ON DATABASE "{database}" TO {role}')
+        conn.exec_driver_sql(f"GRANT USAGE ON SCHEMA public TO {role}")
+        conn.exec_driver_sql(f"GRANT SELECT ON feed_events TO {role}")
+    limited = sa.create_engine(make_url(engine.url).set(username=role, password=None))
+    try:
+        yield limited
+    finally:
+        limited.dispose()
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.exec_driver_sql(f"DROP OWNED BY {role}")
+            conn.exec_driver_sql(f"DROP ROLE {role}")
+
+
+def test_auto_without_pg_read_all_stats_is_a_clear_error(table: sa.Table, engine: Engine) -> None:
+    if engine.dialect.name != "postgresql":
+        # MariaDB's locking read needs no more than SELECT; SQLite refuses "auto".
+        with reader(engine) as conn:
+            if engine.dialect.name == "sqlite":
+                with pytest.raises(SettleError):
+                    paginate(conn, ALL, feed.c.id, settle="auto")
+            else:
+                assert paginate(conn, ALL, feed.c.id, settle="auto").items == []
+        return
+    with unprivileged(engine) as limited:
+        check_privileges(engine, limited)
+
+
+def check_privileges(engine: Engine, unprivileged: Engine) -> None:
+    # Without the role, other sessions' xact_start reads as NULL: refuse,
+    # rather than compute a horizon that ignores the writers we cannot see.
+    with unprivileged.connect() as conn:
+        with pytest.raises(SettleError, match="pg_read_all_stats"):
+            paginate(conn, ALL, feed.c.id, settle="auto")
+        # A fixed window needs no privilege.
+        assert paginate(conn, ALL, feed.c.id, settle=timedelta(seconds=1)).items == []
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.exec_driver_sql("GRANT pg_read_all_stats TO " + str(unprivileged.url.username))
+    with engine.begin() as conn:
+        conn.execute(feed.insert(), {"id": ULID.from_parts(1_712_345_678_901, 1), "writer": "W"})
+    with unprivileged.connect() as conn:
+        assert len(paginate(conn, ALL, feed.c.id, settle="auto").items) == 1
+
+
+def test_auto_waits_for_the_oldest_writer(engine: Engine, table: sa.Table) -> None:
+    if engine.dialect.name == "sqlite":
+        with reader(engine) as conn, pytest.raises(SettleError, match="timedelta"):
+            paginate(conn, ALL, feed.c.id, settle="auto")
+        return
+    if engine.dialect.name == "mysql":
+        check_locking_read(engine)
+        return
+    # PostgreSQL: the horizon stays margin behind the start of a transaction
+    # holding a write lock on the table, however old the rows after it are.
+    old = ULID.from_parts(int(time.time() * 1000) - 60_000, 1)  # a minute old
+    with engine.connect() as writer:
+        writer.execute(feed.insert(), {"id": new_ulid(), "writer": "A"})  # holds the lock
+        time.sleep(0.05)
+        with engine.begin() as conn:
+            conn.execute(feed.insert(), {"id": old, "writer": "B"})
+        with reader(engine) as conn:
+            assert paginate(conn, ALL, feed.c.id, settle="auto").items == [old]
+            late = new_ulid()
+            with engine.begin() as other:
+                other.execute(feed.insert(), {"id": late, "writer": "C"})
+            time.sleep(MARGIN.total_seconds() * 2)
+            held = paginate(conn, ALL, feed.c.id, after=old, settle="auto", margin=MARGIN)
+            assert held.items == []  # C is newer than A's transaction start
+            assert held.next_cursor == str(old)
+        writer.rollback()
+    time.sleep(MARGIN.total_seconds() * 2)
+    with reader(engine) as conn:
+        assert paginate(conn, ALL, feed.c.id, after=old, settle="auto", margin=MARGIN).items == [
+            late
+        ]
+
+
+def check_locking_read(engine: Engine) -> None:
+    # MariaDB: the page waits for an uncommitted row behind the horizon, then
+    # delivers it with the committed rows after it, or skips it if rolled back.
+    for outcome in ("commit", "rollback"):
+        with engine.begin() as conn:
+            conn.execute(feed.delete())
+        held = ULID.from_parts(int(time.time() * 1000) - 5_000, 1)
+        after_it = ULID.from_parts(int(time.time() * 1000) - 4_000, 1)
+        with engine.connect() as writer:
+            writer.execute(feed.insert(), {"id": held, "writer": "A"})
+            with engine.begin() as conn:
+                conn.execute(feed.insert(), {"id": after_it, "writer": "B"})
+            pages: list[Page[Any]] = []
+            with reader(engine) as conn:
+                polling = threading.Thread(
+                    target=lambda: pages.append(poll(conn, None, "auto"))  # noqa: B023
+                )
+                started = time.monotonic()
+                polling.start()
+                polling.join(0.4)
+                assert polling.is_alive(), "the page did not wait for the uncommitted row"
+                writer.commit() if outcome == "commit" else writer.rollback()
+                polling.join()
+                assert time.monotonic() - started >= 0.4
+        expected = [held, after_it] if outcome == "commit" else [after_it]
+        assert pages[0].items == expected, outcome
+    # A transaction longer than innodb_lock_wait_timeout makes the poll raise;
+    # the next poll, from the same cursor, goes on.
+    stuck = ULID.from_parts(int(time.time() * 1000) - 3_000, 1)
+    with engine.connect() as writer:
+        writer.execute(feed.insert(), {"id": stuck, "writer": "A"})
+        with reader(engine) as conn:
+            conn.exec_driver_sql("SET SESSION innodb_lock_wait_timeout = 1")
+            with pytest.raises(sa.exc.OperationalError, match="Lock wait timeout"):
+                poll(conn, str(after_it), "auto")
+            conn.rollback()
+            writer.commit()
+            assert poll(conn, str(after_it), "auto").items == [stuck]
+    # follow() retries such a poll instead of ending the consumer.
+    impatient = sa.create_engine(
+        engine.url, connect_args={"init_command": "SET SESSION innodb_lock_wait_timeout = 1"}
+    )
+    slow = ULID.from_parts(int(time.time() * 1000) - 2_000, 1)
+    try:
+        with engine.connect() as writer:
+            writer.execute(feed.insert(), {"id": slow, "writer": "A"})
+            timer = threading.Timer(1.6, writer.commit)  # after one timed-out poll
+            timer.start()
+            stop = threading.Event()
+            started = time.monotonic()
+            for page in follow(
+                impatient, ALL, feed.c.id, after=stuck, margin=MARGIN, interval=0.05, stop=stop
+            ):
+                assert page.items == [slow]
+                stop.set()
+            assert time.monotonic() - started > 1.0  # at least one poll timed out
+            timer.join()  # the commit's reply is read before the connection closes
+    finally:
+        impatient.dispose()
+
+
+# -- a bounded concurrent run --------------------------------------------------------
+
+
+def concurrent_run(
+    engine: Engine, settle: Any, seconds: float, max_tx: float, margin: timedelta = MARGIN
+) -> None:
+    """Four writer threads, transactions of 0..max_tx s, one follower; compare."""
+    written: list[ULID] = []
+    lock = threading.Lock()
+    stop_writing = threading.Event()
+
+    # SQLite has one writer at a time: a writer that made its ids and then
+    # waited for the database lock would spend that wait before its commit,
+    # too. Taking the turn first (as BEGIN IMMEDIATE does) keeps ids fresh.
+    turn = threading.Lock() if engine.dialect.name == "sqlite" else contextlib.nullcontext()
+
+    def write(seed: int) -> None:
+        rng = random.Random(seed)
+        while not stop_writing.is_set():
+            with turn, engine.begin() as conn:
+                batch = [new_ulid() for _ in range(rng.randint(1, 3))]
+                conn.execute(feed.insert(), [{"id": i, "writer": str(seed)} for i in batch])
+                time.sleep(rng.uniform(0, max_tx))
+            with lock:
+                written.extend(batch)
+
+    writers = [threading.Thread(target=write, args=(n,)) for n in range(4)]
+    stop = threading.Event()
+
+    def control() -> None:
+        time.sleep(seconds)
+        stop_writing.set()
+        for thread in writers:
+            thread.join()
+        window = settle if isinstance(settle, timedelta) else margin
+        time.sleep(0.5 + window.total_seconds())
+        stop.set()
+
+    for thread in [*writers, threading.Thread(target=control)]:
+        thread.start()
+    got: list[ULID] = []
+    cursor: str | None = None
+    for page in follow(
+        engine, ALL, feed.c.id, settle=settle, margin=margin, interval=0.02, limit=50, stop=stop
+    ):
+        got += page.items
+        cursor = page.next_cursor
+    # Writers are done and settled: drain whatever the last poll left.
+    with reader(engine) as conn:
+        while True:
+            page = poll(conn, cursor, settle)
+            got += page.items
+            cursor = page.next_cursor
+            if not page.has_more:
+                break
+    assert len(written) > 20
+    assert len(got) == len(set(got)), "a row was delivered twice"
+    assert got == sorted(got), "not in id order"
+    assert set(got) == set(written), f"missed {len(set(written) - set(got))} rows"
+
+
+def test_concurrent_writers_fixed_settle(table: sa.Table, engine: Engine) -> None:
+    if engine.dialect.name == "sqlite":
+        # One writer at a time: waiting for the lock is part of mint-to-commit.
+        concurrent_run(engine, timedelta(seconds=1), seconds=1.0, max_tx=0.05)
+        return
+    concurrent_run(engine, timedelta(seconds=1), seconds=1.5, max_tx=0.1)
+
+
+def test_concurrent_writers_auto(table: sa.Table, engine: Engine) -> None:
+    if engine.dialect.name == "sqlite":
+        with pytest.raises(SettleError, match="SQLite"):
+            next(follow(engine, ALL, feed.c.id, settle="auto"))
+        return
+    # Transactions up to 0.6 s, twice the margin: only "auto" copes.
+    concurrent_run(engine, "auto", seconds=1.5, max_tx=0.6, margin=timedelta(milliseconds=300))
+
+
+# -- the consumer helpers ------------------------------------------------------------
+
+
+def test_follow_with_a_sessionmaker_yields_orm_pages_and_stops(
+    table: sa.Table, engine: Engine
+) -> None:
+    from sqlalchemy.orm import registry
+
+    mapper_registry = registry()
+
+    class Event:
+        id: ULID
+        writer: str
+
+    mapper_registry.map_imperatively(Event, feed)
+    try:
+        with engine.begin() as conn:
+            conn.execute(feed.insert(), [{"id": new_ulid(), "writer": "W"} for _ in range(5)])
+        read_committed = engine.execution_options(
+            isolation_level="AUTOCOMMIT" if engine.dialect.name == "sqlite" else "READ COMMITTED"
+        )
+        stop = threading.Event()
+        pages: list[Page[Any]] = []
+        for page in follow(
+            sessionmaker(read_committed),
+            sa.select(Event),
+            Event.id,  # type: ignore[arg-type]
+            settle=timedelta(0),
+            limit=2,
+            interval=0.01,
+            stop=stop,
+        ):
+            pages.append(page)
+            if sum(len(p.items) for p in pages) == 5:
+                threading.Timer(0.05, stop.set).start()
+        assert [len(p.items) for p in pages] == [2, 2, 1]
+        assert all(isinstance(e, Event) for p in pages for e in p.items)
+        assert pages[-1].next_cursor == str(pages[-1].items[-1].id)
+    finally:
+        mapper_registry.dispose()
+
+
+def test_follow_resumes_after_its_cursor(table: sa.Table, engine: Engine) -> None:
+    ids = sorted(new_ulid() for _ in range(4))
+    with engine.begin() as conn:
+        conn.execute(feed.insert(), [{"id": i, "writer": "W"} for i in ids])
+    gen = follow(engine, ALL, feed.c.id, after=ids[1], settle=timedelta(0), interval=0.01)
+    assert next(gen).items == ids[2:]
+    gen.close()
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"interval": 0}, {"interval": -1}, {"limit": 0}, {"settle": None}, {"margin": 5}],
+)
+def test_follow_checks_its_arguments(
+    table: sa.Table, engine: Engine, statements: list[str], kwargs: dict[str, Any]
+) -> None:
+    with pytest.raises((ValueError, TypeError)):
+        next(follow(engine, ALL, feed.c.id, **kwargs))
+    assert statements == []
+
+
+def test_afollow_on_every_async_driver(backend: Backend, engine: Engine, table: sa.Table) -> None:
+    # "auto" runs its horizon query through asyncpg, psycopg and asyncmy too.
+    settle: Any = timedelta(0) if backend.name == "sqlite" else "auto"
+    ids = sorted(ULID.from_parts(1_712_345_678_901 + n, n) for n in range(3))
+    with engine.begin() as conn:
+        conn.execute(feed.insert(), [{"id": i, "writer": "W"} for i in ids])
+
+    async def run(url: str) -> tuple[list[Any], list[Any]]:
+        async_engine = create_async_engine(url)
+        level = "AUTOCOMMIT" if backend.name == "sqlite" else "READ COMMITTED"
+        sessions = async_sessionmaker(async_engine.execution_options(isolation_level=level))
+        got: list[Any] = []
+        entities: list[Any] = []
+        try:
+            stop = asyncio.Event()
+            async for page in afollow(
+                async_engine, ALL, feed.c.id, settle=settle, interval=0.01, stop=stop
+            ):
+                got += page.items
+                stop.set()
+            # An async_sessionmaker: one AsyncSession per poll, ORM rows.
+            stop = asyncio.Event()
+            async for page in afollow(
+                sessions, ALL, feed.c.id, settle=settle, limit=2, interval=0.01, stop=stop
+            ):
+                entities += page.items
+                if len(entities) == 3:
+                    stop.set()
+        finally:
+            await async_engine.dispose()
+        return got, entities
+
+    for url in backend.async_urls:
+        assert asyncio.run(run(url)) == (ids, ids), url
+
+
+def test_sync_feed_imports_without_greenlet() -> None:
+    # SQLAlchemy 2.1 no longer installs greenlet: the sync API must not need it.
+    code = (
+        "import sys; sys.modules['greenlet'] = None\n"
+        "import sqlalchemy as sa\n"
+        "from datetime import timedelta\n"
+        "from sqlalchemy_ulid import ULIDType, follow, paginate, new_ulid\n"
+        "e = sa.create_engine('sqlite://')\n"
+        "t = sa.Table('t', sa.MetaData(), sa.Column('id', ULIDType(), primary_key=True))\n"
+        "t.metadata.create_all(e)\n"
+        "with e.begin() as c: c.execute(t.insert(), [{'id': new_ulid()}])\n"
+        "page = next(follow(e, sa.select(t.c.id), t.c.id, settle=timedelta(0)))\n"
+        "print(len(page.items), 'sqlalchemy.ext.asyncio' in sys.modules)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert result.stdout.split() == ["1", "False"]
+
+
+def test_auto_polls_inside_one_long_transaction(engine: Engine, table: sa.Table) -> None:
+    # A Session polling without committing: PostgreSQL would serve it one
+    # frozen pg_stat_activity for the whole transaction, blind to a writer
+    # that connected after the first poll. The horizon clears it each time.
+    settle: Any = timedelta(milliseconds=100) if engine.dialect.name == "sqlite" else "auto"
+    read_committed = engine.execution_options(
+        isolation_level="AUTOCOMMIT" if engine.dialect.name == "sqlite" else "READ COMMITTED"
+    )
+    old = ULID.from_parts(int(time.time() * 1000) - 60_000, 1)
+    with Session(read_committed) as session:
+        assert paginate(session, ALL, feed.c.id, settle=settle, margin=MARGIN).items == []
+        with engine.connect() as writer:  # connects after the first poll
+            if engine.dialect.name != "sqlite":
+                writer.execute(feed.insert(), {"id": new_ulid(), "writer": "A"})
+            with engine.begin() as conn:
+                conn.execute(feed.insert(), {"id": old, "writer": "B"})
+            # MariaDB's locking read also waits for the first row past the
+            # horizon (A's), so A commits from another thread meanwhile.
+            timer = threading.Timer(0.3, writer.commit)
+            timer.start()
+            page = paginate(session, ALL, feed.c.id, settle=settle, margin=MARGIN)
+            timer.join()
+            assert page.items == [old]
+        time.sleep(MARGIN.total_seconds() * 3)
+        rest = paginate(
+            session, ALL, feed.c.id, after=page.next_cursor, settle=settle, margin=MARGIN
+        )
+        expected = 0 if engine.dialect.name == "sqlite" else 1
+        assert len(rest.items) == expected

@@ -25,13 +25,13 @@ local test servers).
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import time
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import sqlalchemy as sa
+from _servers import URLS  # benchmarks/ is on sys.path when a script runs
 from alembic.migration import MigrationContext
 from alembic.operations import Operations
 from sqlalchemy.dialects import mysql
@@ -41,14 +41,6 @@ from sqlalchemy_ulid import ULIDType
 from sqlalchemy_ulid._generator import MonotonicGenerator
 from sqlalchemy_ulid._time import to_ms
 
-URLS = {
-    "PostgreSQL": os.environ.get(
-        "SQLALCHEMY_ULID_POSTGRESQL_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-    ),
-    "MariaDB": os.environ.get(
-        "SQLALCHEMY_ULID_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306/test"
-    ),
-}
 TABLE = "bench_backfill"
 BATCH = 10_000
 START = datetime(2020, 1, 1)

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
-import os
 import random
 import statistics
 import time
@@ -37,17 +36,10 @@ from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
+from _servers import URLS  # benchmarks/ is on sys.path when a script runs
 
 from sqlalchemy_ulid import ULIDType, new_ulid, paginate
 
-URLS = {
-    "PostgreSQL": os.environ.get(
-        "SQLALCHEMY_ULID_POSTGRESQL_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-    ),
-    "MariaDB": os.environ.get(
-        "SQLALCHEMY_ULID_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306/test"
-    ),
-}
 WRITERS = 6
 POLL = 0.05
 SCENARIOS = {

@@ -22,7 +22,6 @@ local test servers).
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import time
 from collections.abc import Callable
@@ -31,19 +30,12 @@ from typing import Any
 
 import sqlakeyset
 import sqlalchemy as sa
+from _servers import URLS  # benchmarks/ is on sys.path when a script runs
 from sqlalchemy.dialects import mysql
 from sqlalchemy.orm import Session
 
 from sqlalchemy_ulid import ULID, ULIDType, created_since, paginate
 
-URLS = {
-    "PostgreSQL": os.environ.get(
-        "SQLALCHEMY_ULID_POSTGRESQL_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-    ),
-    "MariaDB": os.environ.get(
-        "SQLALCHEMY_ULID_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306/test"
-    ),
-}
 PAGE = 50
 HOURS = 100  # rows spread evenly over 100 hours: the last hour is the newest 1%
 # A fixed end instant makes every run load identical rows.

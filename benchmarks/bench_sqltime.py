@@ -27,7 +27,6 @@ local test servers).
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import time
 from collections.abc import Callable
@@ -35,18 +34,11 @@ from datetime import datetime, timezone
 from typing import Any
 
 import sqlalchemy as sa
+from _servers import URLS  # benchmarks/ is on sys.path when a script runs
 from sqlalchemy.dialects import mysql
 
 from sqlalchemy_ulid import ULIDType, created_before, created_since, ulid_timestamp
 
-URLS = {
-    "PostgreSQL": os.environ.get(
-        "SQLALCHEMY_ULID_POSTGRESQL_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-    ),
-    "MariaDB": os.environ.get(
-        "SQLALCHEMY_ULID_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306/test"
-    ),
-}
 START = datetime(2025, 1, 1, tzinfo=timezone.utc)
 START_MS = int(START.timestamp()) * 1000
 YEAR_MS = 365 * 86_400_000

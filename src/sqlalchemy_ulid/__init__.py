@@ -31,7 +31,7 @@ if TYPE_CHECKING:
         ulid_server_default,
     )
     from ._feed import afollow, follow
-    from ._mixins import ULIDAuditBase, ULIDBase, ULIDPrimaryKey, UTCDateTime
+    from ._mixins import ULIDAuditBase, ULIDBase, ULIDPrimaryKey
     from ._pagination import Page, PaginationError, after, apaginate, before, paginate
     from ._partitions import create_partitions, partition_ddl
     from ._sealed import CursorSealer, PageKwargs
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from ._sqltime import ulid_timestamp
     from ._timerange import created_before, created_between, created_since
     from ._types import ULIDType
+    from ._utctime import UTCDateTime
 
 __all__ = [
     "ULID",
@@ -90,7 +91,7 @@ _LAZY = {
     "ULIDAuditBase": "_mixins",
     "ULIDBase": "_mixins",
     "ULIDPrimaryKey": "_mixins",
-    "UTCDateTime": "_mixins",
+    "UTCDateTime": "_utctime",
     "CursorSealer": "_sealed",
     "PageKwargs": "_sealed",
     "SettleError": "_settle",

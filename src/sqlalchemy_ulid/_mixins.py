@@ -11,20 +11,17 @@ import inspect
 from datetime import datetime, timezone
 from typing import Any, ClassVar
 
-import sqlalchemy as sa
-from sqlalchemy.dialects import mysql
-from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.hybrid import hybrid_property
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.sql.elements import ColumnElement
-from sqlalchemy.types import TypeDecorator
 
 from ._generator import new_ulid
 from ._sqltime import ulid_timestamp
 from ._types import ULIDType
 from ._ulid import ULID
+from ._utctime import UTCDateTime
 
-__all__ = ["ULIDAuditBase", "ULIDBase", "ULIDPrimaryKey", "UTCDateTime"]
+__all__ = ["ULIDAuditBase", "ULIDBase", "ULIDPrimaryKey"]
 
 # insert_sentinel= is new in SQLAlchemy 2.0.10; older 2.0 releases page
 # INSERT..RETURNING without it (the client-side id is the sentinel there too).
@@ -97,57 +94,6 @@ class ULIDBase(ULIDPrimaryKey, DeclarativeBase):
 
     __abstract__ = True
     type_annotation_map: ClassVar[dict[Any, Any]] = {ULID: ULIDType}
-
-
-class UTCDateTime(TypeDecorator[datetime]):
-    """An aware UTC datetime on every database; naive datetimes are refused.
-
-    Stored as ``TIMESTAMP WITH TIME ZONE`` on PostgreSQL and as UTC wall time
-    elsewhere (``DATETIME(6)`` on MySQL/MariaDB, so microseconds survive);
-    always read back aware, in UTC.
-
-    Example:
-        >>> from datetime import datetime
-        >>> UTCDateTime().process_bind_param(datetime(2024, 1, 1), None)
-        Traceback (most recent call last):
-        ...
-        ValueError: naive datetime 2024-01-01T00:00:00 refused: ...
-    """
-
-    impl = sa.DateTime(timezone=True)
-    cache_ok = True
-
-    def load_dialect_impl(self, dialect: Dialect) -> sa.types.TypeEngine[Any]:
-        if dialect.name in ("mysql", "mariadb"):
-            return dialect.type_descriptor(mysql.DATETIME(fsp=6))
-        return dialect.type_descriptor(sa.DateTime(timezone=True))
-
-    def process_bind_param(self, value: datetime | None, dialect: Dialect | None) -> Any:
-        if value is None:
-            return None
-        if not isinstance(value, datetime):
-            raise TypeError(f"expected a datetime, not {type(value).__name__}")
-        if value.tzinfo is None or value.utcoffset() is None:
-            raise ValueError(
-                f"naive datetime {value.isoformat()} refused: pass a timezone-aware "
-                "datetime, e.g. datetime.now(timezone.utc)"
-            )
-        utc = value.astimezone(timezone.utc)
-        if dialect is not None and dialect.name == "postgresql":
-            return utc
-        return utc.replace(tzinfo=None)
-
-    def process_result_value(self, value: datetime | None, dialect: Dialect) -> Any:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            return value.replace(tzinfo=timezone.utc)
-        return value.astimezone(timezone.utc)
-
-
-# Alembic writes a custom type as "<its module>.<its repr>": name the public
-# module, which is what migrations import.
-UTCDateTime.__module__ = "sqlalchemy_ulid"
 
 
 def _utcnow() -> datetime:

@@ -9,61 +9,19 @@ storage kind comes from ``_keys``.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
-import sqlalchemy as sa
-from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import CompileError
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler, StrSQLCompiler
 from sqlalchemy.sql.functions import FunctionElement
-from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from ._dialects import dialect_row, dialects_with
 from ._keys import column_expression, storage_kind
+from ._utctime import CreationTime
 
-__all__ = ["UTCDateTime", "ulid_timestamp"]
-
-
-class UTCDateTime(TypeDecorator[datetime]):
-    """A timestamp read and written as an aware UTC :class:`~datetime.datetime`.
-
-    PostgreSQL gets ``timestamptz``; MySQL/MariaDB ``DATETIME(3)`` and SQLite
-    SQLAlchemy's text format, both holding UTC. Naive datetimes are refused.
-    """
-
-    impl = sa.DateTime(timezone=True)
-    cache_ok = True
-
-    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
-        time = dialect_row(dialect).time
-        if time is not None and time.datetime_type is not None:
-            return time.datetime_type()
-        return self.impl_instance
-
-    def process_bind_param(self, value: Any, dialect: Dialect) -> Any:
-        if value is None:
-            return None
-        if not isinstance(value, datetime):
-            raise TypeError(f"expected an aware datetime, not {type(value).__name__}")
-        if value.tzinfo is None or value.utcoffset() is None:
-            raise ValueError(
-                f"naive datetime {value.isoformat()} refused: pass a timezone-aware "
-                "datetime, e.g. datetime.now(timezone.utc)"
-            )
-        utc = value.astimezone(timezone.utc)
-        # Only a zoned type (timestamptz) keeps the zone; elsewhere the SQL
-        # compares naive UTC wall times.
-        time = dialect_row(dialect).time
-        return utc if time is not None and time.zoned else utc.replace(tzinfo=None)
-
-    def process_result_value(self, value: Any, dialect: Dialect) -> Any:
-        if not isinstance(value, datetime):
-            return value
-        if value.tzinfo is None:
-            return value.replace(tzinfo=timezone.utc)
-        return value.astimezone(timezone.utc)
+__all__ = ["ulid_timestamp"]
 
 
 _MARKER = "\x00column\x00"
@@ -73,7 +31,7 @@ class _CreationTime(FunctionElement[datetime]):
     """``ulid_timestamp(column)``: compiled per dialect from the key's storage."""
 
     name = "ulid_timestamp"
-    type = UTCDateTime()
+    type = CreationTime()
     inherit_cache = True
 
 

@@ -1,0 +1,83 @@
+"""Aware UTC datetimes on every database: the column type and the result type."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
+from sqlalchemy.engine import Dialect
+from sqlalchemy.types import TypeDecorator, TypeEngine
+
+from ._dialects import dialect_row
+
+__all__ = ["CreationTime", "UTCDateTime"]
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """An aware UTC datetime on every database; naive datetimes are refused.
+
+    Stored as ``TIMESTAMP WITH TIME ZONE`` on PostgreSQL and as UTC wall time
+    elsewhere (``DATETIME(6)`` on MySQL/MariaDB, so microseconds survive);
+    always read back aware, in UTC.
+
+    Example:
+        >>> from datetime import datetime
+        >>> UTCDateTime().process_bind_param(datetime(2024, 1, 1), None)
+        Traceback (most recent call last):
+        ...
+        ValueError: naive datetime 2024-01-01T00:00:00 refused: ...
+    """
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name in ("mysql", "mariadb"):
+            return dialect.type_descriptor(mysql.DATETIME(fsp=6))
+        return dialect.type_descriptor(sa.DateTime(timezone=True))
+
+    def process_bind_param(self, value: Any, dialect: Dialect | None) -> Any:
+        if value is None:
+            return None
+        if not isinstance(value, datetime):
+            raise TypeError(f"expected an aware datetime, not {type(value).__name__}")
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError(
+                f"naive datetime {value.isoformat()} refused: pass a timezone-aware "
+                "datetime, e.g. datetime.now(timezone.utc)"
+            )
+        utc = value.astimezone(timezone.utc)
+        # Only a zoned type (timestamptz) keeps the zone; elsewhere the
+        # database holds and compares naive UTC wall times.
+        time = None if dialect is None else dialect_row(dialect).time
+        return utc if time is not None and time.zoned else utc.replace(tzinfo=None)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> Any:
+        if not isinstance(value, datetime):
+            return value
+        if value.tzinfo is None:
+            return value.replace(tzinfo=timezone.utc)
+        return value.astimezone(timezone.utc)
+
+
+# Alembic writes a custom type as "<its module>.<its repr>": name the public
+# module, which is what migrations import.
+UTCDateTime.__module__ = "sqlalchemy_ulid"
+
+
+class CreationTime(UTCDateTime):
+    """The type of ``ulid_timestamp()``: the dialect's millisecond timestamp, aware UTC.
+
+    PostgreSQL gets ``timestamptz``; MySQL/MariaDB ``DATETIME(3)`` and SQLite
+    SQLAlchemy's text format, both holding UTC.
+    """
+
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        time = dialect_row(dialect).time
+        if time is not None and time.datetime_type is not None:
+            return time.datetime_type()
+        return self.impl_instance

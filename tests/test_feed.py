@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from conftest import Backend
 from sqlalchemy_ulid import (
     ULID,
+    MonotonicGenerator,
     Page,
     SettleError,
     ULIDType,
@@ -44,6 +45,19 @@ feed = sa.Table(
 )
 ALL = sa.select(feed.c.id)
 MARGIN = timedelta(milliseconds=100)  # writers here insert right after making an id
+
+
+_PAST = MonotonicGenerator(clock=lambda: time.time_ns() // 1_000_000 - 1000)
+
+
+def settled_ulid() -> ULID:
+    """An id made a second ago: behind even a settle=timedelta(0) horizon.
+
+    With settle=0 the horizon is the server's current millisecond, so a row
+    minted in that same millisecond waits for the next poll; tests that expect
+    every row on the first page use ids that have already settled.
+    """
+    return _PAST()
 
 
 @pytest.fixture
@@ -139,7 +153,7 @@ def test_auto_settle_delivers_the_late_commit(table: sa.Table, engine: Engine) -
 
 def test_cursor_is_kept_when_nothing_settled(table: sa.Table, engine: Engine) -> None:
     with engine.begin() as conn:
-        conn.execute(feed.insert(), [{"id": new_ulid(), "writer": "W"} for _ in range(3)])
+        conn.execute(feed.insert(), [{"id": settled_ulid(), "writer": "W"} for _ in range(3)])
     cursor = "01HTQW311N1KR5G0Y75M3EF00H"  # from 2024: every row is after it
     with reader(engine) as conn:
         page = paginate(conn, ALL, feed.c.id, after=cursor, settle=timedelta(hours=1))
@@ -441,7 +455,7 @@ def test_follow_with_a_sessionmaker_yields_orm_pages_and_stops(
     mapper_registry.map_imperatively(Event, feed)
     try:
         with engine.begin() as conn:
-            conn.execute(feed.insert(), [{"id": new_ulid(), "writer": "W"} for _ in range(5)])
+            conn.execute(feed.insert(), [{"id": settled_ulid(), "writer": "W"} for _ in range(5)])
         read_committed = engine.execution_options(
             isolation_level="AUTOCOMMIT" if engine.dialect.name == "sqlite" else "READ COMMITTED"
         )
@@ -467,7 +481,7 @@ def test_follow_with_a_sessionmaker_yields_orm_pages_and_stops(
 
 
 def test_follow_resumes_after_its_cursor(table: sa.Table, engine: Engine) -> None:
-    ids = sorted(new_ulid() for _ in range(4))
+    ids = sorted(settled_ulid() for _ in range(4))
     with engine.begin() as conn:
         conn.execute(feed.insert(), [{"id": i, "writer": "W"} for i in ids])
     gen = follow(engine, ALL, feed.c.id, after=ids[1], settle=timedelta(0), interval=0.01)

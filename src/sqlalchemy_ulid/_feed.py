@@ -166,7 +166,8 @@ async def afollow(
         ...     async for page in afollow(engine, sa.select(log.c.id), log.c.id,
         ...                               settle=timedelta(0), interval=0.01, stop=stop):
         ...         seen += page.items
-        ...         stop.set()  # ends the loop at its next sleep
+        ...         if len(seen) == 3:  # a row made this millisecond waits for the next
+        ...             stop.set()  # ends the loop at its next sleep
         ...     await engine.dispose()
         ...     return len(seen)
         >>> asyncio.run(main())

@@ -5,9 +5,10 @@ the extra row tells whether another page exists, so no COUNT ever runs, and the
 primary-key index finds the start of every page as fast as the first one.
 
 One planner serves both entry points: :func:`_steps` is a generator that
-yields each statement to run (horizon, page, probe) and receives its result,
-so :func:`paginate` and :func:`apaginate` are loops of a few lines that differ
-only by ``await``.
+yields each statement to run (horizon, page, probe) and receives its result
+(or has its database error thrown in, which the horizon may answer with
+another statement), so :func:`paginate` and :func:`apaginate` are loops of a
+few lines that differ only by ``await``.
 """
 
 from __future__ import annotations

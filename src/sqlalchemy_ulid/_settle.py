@@ -35,11 +35,11 @@ writer's open transaction, checked in the horizon statement itself (no extra
 round trip): on a PostgreSQL hot standby (``pg_is_in_recovery()``) the
 writers run on the primary; on a Galera node (``@@global.wsrep_on``) a
 transaction open on another node sends nothing here until it commits, so the
-locking read has no row lock to wait for. A server built
-without wsrep (Oracle MySQL, some MariaDB builds) has no ``wsrep_on`` and
-answers error 1193; it cannot be a Galera node, so the statement runs again
-without that column, and the engine's dialect is remembered so that later
-polls do not ask.
+locking read has no row lock to wait for. A server built without wsrep
+(Oracle MySQL, some MariaDB builds) has no ``wsrep_on`` and answers error
+1193; it cannot be a Galera node, so the statement runs again without that
+column, and the engine's dialect is remembered so that later polls do not
+ask.
 """
 
 from __future__ import annotations

@@ -8,11 +8,25 @@ from datetime import timedelta
 
 import sqlalchemy as sa
 
+from sqlalchemy_ulid import SettleError, paginate
+
 from ._common import base_dir, start_watchdog
 from .galera import Galera
 from .workload import Tailer, Writer, create_on_every_node, feed_table
 
 SETTLE = timedelta(seconds=1)
+
+
+def auto_is_refused(engine: sa.Engine, table: sa.Table) -> bool:
+    """Show that ``settle="auto"`` refuses a Galera node; True when it did."""
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        try:
+            paginate(conn, sa.select(table.c.id), table.c.id, settle="auto")
+        except SettleError as exc:
+            print(f"\nsettle='auto' on node3 is refused: {str(exc).split(': ', 1)[0]}.")
+            return True
+    print("\nsettle='auto' on node3 was NOT refused")
+    return False
 
 
 def demo(seconds: float = 8.0, *, keep: bool = False) -> int:
@@ -36,6 +50,7 @@ def demo(seconds: float = 8.0, *, keep: bool = False) -> int:
         metadata = sa.MetaData()
         table = feed_table(metadata, "demo_feed")
         create_on_every_node(metadata, engines)
+        refused = auto_is_refused(engines[2], table)
         stop = threading.Event()
         writers = [
             Writer(f"writer{n}", engine, table, hold_ms=20, stop=stop)
@@ -44,7 +59,8 @@ def demo(seconds: float = 8.0, *, keep: bool = False) -> int:
         reader = Tailer(engines[2], table, SETTLE, stop=stop)
         print(f"\n3 writers (one per node, ULIDs minted in the client) for {seconds:.0f} s;")
         print(
-            f"1 reader tails node3 in id order, {SETTLE.total_seconds():.0f} s behind its clock ..."
+            "1 reader tails node3 in id order with follow(..., "
+            f"settle=timedelta(seconds={SETTLE.total_seconds():.0f})) ..."
         )
         for thread in (*writers, reader):
             thread.start()
@@ -76,10 +92,10 @@ def demo(seconds: float = 8.0, *, keep: bool = False) -> int:
         in_order = reader.seen == sorted(set(reader.seen))
         print(f"\nORDER BY id identical on all three nodes: {same_order}")
         print(
-            f"reader on node3: {len(reader.seen)} rows in {reader.polls} polls, "
+            f"reader on node3: {len(reader.seen)} rows in {reader.pages} pages, "
             f"{len(missed)} missed, in id order without repeats: {in_order}"
         )
-        ok = same_order and not missed and in_order and set(orders[0]) == written
+        ok = refused and same_order and not missed and in_order and set(orders[0]) == written
         print("OK" if ok else "FAILED")
         return 0 if ok else 1
     finally:

@@ -2,9 +2,10 @@
 
 A :class:`Writer` inserts rows with client-side ULID keys, one transaction
 per row, and records which ids the database acknowledged. A :class:`Tailer`
-follows the table in id order behind a fixed horizon (``settle``), as a feed
-consumer would. An :class:`Observer` notes when each row first becomes
-visible on its server, to measure how far behind the writers a reader is.
+follows the table in id order with the library's own feed API
+(``follow(..., settle=timedelta(...))``), as a feed consumer would. An
+:class:`Observer` notes when each row first becomes visible on its server, to
+measure how far behind the writers a reader is.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from collections import Counter
 from datetime import datetime, timedelta, timezone
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Engine
 
-from sqlalchemy_ulid import ULID, MonotonicGenerator, ULIDType, after, created_before, created_since
+from sqlalchemy_ulid import ULID, MonotonicGenerator, ULIDType, created_since, follow, paginate
 
 
 def feed_table(metadata: sa.MetaData, name: str = "feed") -> sa.Table:
@@ -30,34 +31,6 @@ def feed_table(metadata: sa.MetaData, name: str = "feed") -> sa.Table:
         sa.Column("writer", sa.String(16), nullable=False),
         sa.Column("seq", sa.Integer, nullable=False),
     )
-
-
-def server_now(conn: Connection) -> datetime:
-    """The serving database's clock (UTC, aware): the reader's "now" for the horizon."""
-    if conn.dialect.name == "postgresql":
-        value = conn.execute(sa.text("SELECT clock_timestamp()")).scalar_one()
-    else:
-        value = conn.execute(sa.text("SELECT UTC_TIMESTAMP(6)")).scalar_one()
-    assert isinstance(value, datetime)
-    return value.astimezone(timezone.utc) if value.tzinfo else value.replace(tzinfo=timezone.utc)
-
-
-def tail_page(
-    conn: Connection, table: sa.Table, cursor: ULID | None, settle: timedelta, limit: int = 500
-) -> list[ULID]:
-    """The next ids after ``cursor``, only those older than ``server_now - settle``.
-
-    This is the fixed-horizon tail that ``paginate(..., settle=...)`` will
-    provide (issue: tail-safe paging, not merged on this branch).
-    TODO(lead, after merging tail-safe paging): replace the body with
-    ``paginate(conn, sa.select(table.c.id), table.c.id, after=cursor,
-    limit=limit, settle=settle).items``.
-    """
-    horizon = server_now(conn) - settle
-    stmt = sa.select(table.c.id).where(created_before(table.c.id, horizon))
-    if cursor is not None:
-        stmt = stmt.where(after(table.c.id, cursor))
-    return list(conn.execute(stmt.order_by(table.c.id).limit(limit)).scalars())
 
 
 def now_ms() -> int:
@@ -143,7 +116,14 @@ class Writer(threading.Thread):
 
 
 class Tailer(threading.Thread):
-    """Follow ``table`` in id order on ``engine`` behind ``settle``; collect what it saw."""
+    """Follow ``table`` in id order on ``engine`` with ``follow(..., settle=settle)``.
+
+    ``seen`` collects every id delivered, in delivery order. Each poll runs on
+    a fresh autocommit connection (what ``follow`` does with an engine), so
+    the server's default isolation level does not matter.
+    """
+
+    PAGE = 500
 
     def __init__(
         self,
@@ -159,34 +139,53 @@ class Tailer(threading.Thread):
         self.engine, self.table, self.settle = engine, table, settle
         self.stop_event, self.interval, self.max_seconds = stop, interval, max_seconds
         self.seen: list[ULID] = []
-        self.polls = 0
-
-    def poll(self) -> int:
-        """Read every page available now; return how many rows it added."""
-        added = 0
-        with self.engine.connect() as conn:
-            while True:
-                page = tail_page(
-                    conn, self.table, self.seen[-1] if self.seen else None, self.settle
-                )
-                self.seen.extend(page)
-                added += len(page)
-                if len(page) < 500:
-                    break
-        self.polls += 1
-        return added
+        self.pages = 0
+        self.failure: Exception | None = None  # what ended run() early, raised by drain()
 
     def run(self) -> None:
-        """Poll every ``interval`` s until stopped."""
-        started = time.monotonic()
-        while not self.stop_event.is_set() and time.monotonic() - started < self.max_seconds:
-            self.poll()
-            time.sleep(self.interval)
+        """Follow the table until ``stop`` is set (or ``max_seconds`` have passed)."""
+        # A bound in time even if nobody sets stop: the timer sets it.
+        deadline = threading.Timer(self.max_seconds, self.stop_event.set)
+        deadline.daemon = True
+        deadline.start()
+        try:
+            for page in follow(
+                self.engine,
+                sa.select(self.table.c.id),
+                self.table.c.id,
+                after=self.seen[-1] if self.seen else None,
+                settle=self.settle,
+                limit=self.PAGE,
+                interval=self.interval,
+                stop=self.stop_event,
+            ):
+                self.seen.extend(page.items)
+                self.pages += 1
+        except Exception as exc:  # kept for drain(), which the test or demo calls
+            self.failure = exc
+        finally:
+            deadline.cancel()
 
     def drain(self) -> None:
         """After the writers stopped: wait out the horizon, then read the rest."""
+        if self.failure is not None:
+            raise self.failure
         time.sleep(self.settle.total_seconds() + 0.2)
-        self.poll()
+        reader = self.engine.execution_options(isolation_level="AUTOCOMMIT")
+        with reader.connect() as conn:
+            while True:
+                page = paginate(
+                    conn,
+                    sa.select(self.table.c.id),
+                    self.table.c.id,
+                    after=self.seen[-1] if self.seen else None,
+                    settle=self.settle,
+                    limit=self.PAGE,
+                )
+                self.seen.extend(page.items)
+                self.pages += bool(page.items)
+                if not page.has_more:
+                    return
 
 
 class Observer(threading.Thread):
@@ -237,39 +236,6 @@ def percentile(values: list[int] | list[float], q: float) -> float:
         return 0.0
     ordered = sorted(values)
     return float(ordered[min(len(ordered) - 1, int(q * len(ordered)))])
-
-
-def auto_settle_refusal(conn: Connection) -> str | None:
-    """Why ``settle="auto"`` cannot be sound on this server, or None where it can.
-
-    "auto" holds a tail's horizon behind the oldest transaction still open on
-    the server it reads from. That is sound only where every writer's open
-    transaction is visible from there:
-
-    * a Galera node knows only its own open transactions; one open on
-      another node shows up nowhere until it commits;
-    * a PostgreSQL hot standby runs no writers at all: the open transactions
-      live on the primary.
-
-    This is the check the library's ``paginate(..., settle="auto")`` should
-    refuse with (to be wired by the lead after the tail-safe paging merge).
-    """
-    if conn.dialect.name == "postgresql":
-        if conn.execute(sa.text("SELECT pg_is_in_recovery()")).scalar_one():
-            return (
-                "a PostgreSQL standby: the transactions still open live on the primary; "
-                "give settle a fixed timedelta covering commit latency plus replay lag"
-            )
-        return None
-    if conn.dialect.name in ("mysql", "mariadb"):
-        row = conn.execute(sa.text("SHOW GLOBAL VARIABLES LIKE 'wsrep_on'")).first()
-        if row is not None and str(row[1]).upper() == "ON":
-            return (
-                "a Galera node sees only its own open transactions, not those open on "
-                "the other nodes; give settle a fixed timedelta covering commit latency "
-                "plus certification and apply lag"
-            )
-    return None
 
 
 def create_on_every_node(metadata: sa.MetaData, engines: list[Engine]) -> None:

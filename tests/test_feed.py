@@ -24,14 +24,16 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from conftest import Backend
+from conftest import Backend, recording
 from sqlalchemy_ulid import (
     ULID,
     MonotonicGenerator,
     Page,
     SettleError,
     ULIDType,
+    _settle,
     afollow,
+    apaginate,
     follow,
     new_ulid,
     paginate,
@@ -586,3 +588,86 @@ def test_auto_polls_inside_one_long_transaction(engine: Engine, table: sa.Table)
         )
         expected = 0 if engine.dialect.name == "sqlite" else 1
         assert len(rest.items) == expected
+
+
+def test_auto_asks_standby_or_galera_in_the_horizon_statement(
+    engine: Engine, table: sa.Table, statements: list[str]
+) -> None:
+    # settle="auto" is refused on a PostgreSQL hot standby and on a Galera
+    # node (tests/cluster runs both). The check rides in the horizon
+    # statement: a poll costs no more round trips than before, and this
+    # server, neither standby nor Galera node, pages as usual.
+    if engine.dialect.name == "sqlite":
+        with reader(engine) as conn, pytest.raises(SettleError, match="SQLite"):
+            paginate(conn, ALL, feed.c.id, settle="auto")
+        return
+    old = ULID.from_parts(1_712_345_678_901, 1)
+    with engine.begin() as conn:
+        conn.execute(feed.insert(), {"id": old, "writer": "W"})
+    del statements[:]
+    with reader(engine) as conn:
+        assert paginate(conn, ALL, feed.c.id, settle="auto").items == [old]
+    polled = [s for s in statements if "feed_events" in s or "@@" in s or "pg_" in s]
+    if engine.dialect.name == "postgresql":
+        assert len(polled) == 3  # clear the activity snapshot, horizon, page
+        assert "pg_is_in_recovery()" in polled[1]
+        probe = "SELECT pg_is_in_recovery()"
+    else:
+        assert len(polled) == 2  # horizon, page
+        assert "@@global.wsrep_on" in polled[0]
+        probe = "SELECT @@global.wsrep_on"  # present on this server, and OFF
+    with engine.connect() as conn:
+        assert not conn.execute(sa.text(probe)).scalar_one()
+
+
+@pytest.mark.parametrize("backend", ["mysql"], indirect=True)
+def test_auto_on_a_server_without_wsrep_on(
+    backend: Backend, engine: Engine, table: sa.Table, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Oracle MySQL, and MariaDB built without wsrep, have no wsrep_on: reading
+    # it fails with error 1193. Such a server is no Galera node, so the
+    # horizon is asked again without it, once per engine. Stand-in: a name
+    # this server does not know, so it answers the real error.
+    monkeypatch.setattr(_settle, "_WSREP_VARIABLE", "wsrep_on_not_in_this_build")
+    old = ULID.from_parts(1_712_345_678_901, 1)
+    with engine.begin() as conn:
+        conn.execute(feed.insert(), {"id": old, "writer": "W"})
+    assert backend.url is not None
+    fresh = sa.create_engine(backend.url)  # a dialect of its own: what it learns stays there
+    try:
+        with recording(fresh) as seen, reader(fresh) as conn:
+            first = paginate(conn, ALL, feed.c.id, settle="auto", margin=MARGIN)
+            assert conn.in_transaction()  # the failed statement did not end it
+            again = paginate(conn, ALL, feed.c.id, after=old, settle="auto", margin=MARGIN)
+        assert first.items == [old]
+        assert again.items == []
+        assert again.next_cursor == str(old)
+        assert len(seen) == 3 + 2  # refused, asked again, page; then horizon, page
+        assert "wsrep_on_not_in_this_build" in seen[0]
+        assert not any("wsrep" in statement for statement in seen[1:])
+        # Any other error still reaches the caller.
+        missing = sa.Table(
+            "no_such_feed", sa.MetaData(), sa.Column("id", ULIDType(), primary_key=True)
+        )
+        with reader(fresh) as conn, pytest.raises(sa.exc.ProgrammingError, match="no_such_feed"):
+            paginate(conn, sa.select(missing.c.id), missing.c.id, settle="auto")
+    finally:
+        fresh.dispose()
+
+    async def run(url: str) -> tuple[list[Any], list[Any], list[str]]:
+        async_engine = create_async_engine(url, isolation_level="READ COMMITTED")
+        try:
+            with recording(async_engine.sync_engine) as seen:
+                async with async_engine.connect() as conn:
+                    first = await apaginate(conn, ALL, feed.c.id, settle="auto", margin=MARGIN)
+                    again = await apaginate(
+                        conn, ALL, feed.c.id, after=old, settle="auto", margin=MARGIN
+                    )
+        finally:
+            await async_engine.dispose()
+        return list(first.items), list(again.items), seen
+
+    for url in backend.async_urls:
+        first_items, again_items, seen = asyncio.run(run(url))
+        assert (first_items, again_items) == ([old], []), url
+        assert len(seen) == 3 + 2, url

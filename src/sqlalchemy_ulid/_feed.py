@@ -77,7 +77,9 @@ def follow(
         stmt: the ``select()`` to follow (its WHERE is kept).
         column: the ULID column, usually the primary key.
         after: the cursor to start after; None starts at the beginning.
-        settle: ``"auto"`` (PostgreSQL, MariaDB/MySQL) or a ``timedelta``.
+        settle: ``"auto"`` (PostgreSQL, MariaDB/MySQL) or a ``timedelta``
+            (needed on a hot standby or a Galera node, where ``"auto"``
+            raises :class:`SettleError` at the first poll).
         margin: with ``"auto"``, see :func:`paginate`.
         limit: the largest page yielded.
         interval: seconds to sleep when caught up.

@@ -5,9 +5,10 @@ the extra row tells whether another page exists, so no COUNT ever runs, and the
 primary-key index finds the start of every page as fast as the first one.
 
 One planner serves both entry points: :func:`_steps` is a generator that
-yields each statement to run (horizon, page, probe) and receives its result,
-so :func:`paginate` and :func:`apaginate` are loops of a few lines that differ
-only by ``await``.
+yields each statement to run (horizon, page, probe) and receives its result
+(or has its database error thrown in, which the horizon may answer with
+another statement), so :func:`paginate` and :func:`apaginate` are loops of a
+few lines that differ only by ``await``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,15 @@ from sqlalchemy.engine import Connection, Dialect, Result, Row
 from sqlalchemy.orm import Mapper, QueryableAttribute, Session, scoped_session
 from sqlalchemy.sql.elements import ColumnElement, Label, UnaryExpression
 
-from ._settle import DEFAULT_MARGIN, Horizon, Settle, SettleError, check_settle, plan_horizon
+from ._settle import (
+    DEFAULT_MARGIN,
+    Horizon,
+    Settle,
+    SettleError,
+    Step,
+    check_settle,
+    plan_horizon,
+)
 from ._ulid import ULID
 
 if TYPE_CHECKING:
@@ -156,7 +165,7 @@ class Page(Generic[_T]):
 # -- planning a page ----------------------------------------------------------
 
 #: One statement for an executor to run, and how to read its result.
-_Step = tuple[sa.Executable, Callable[[Result[Any]], Any]]
+_Step = Step
 
 
 @dataclass(frozen=True)
@@ -377,10 +386,6 @@ def _rows(result: Result[Any]) -> Sequence[Row[Any]]:
     return result.all()
 
 
-def _one(result: Result[Any]) -> Row[Any]:
-    return result.one()
-
-
 def _scalar(result: Result[Any]) -> Any:
     return result.scalar()
 
@@ -389,10 +394,7 @@ def _steps(plan: _Plan) -> Generator[_Step, Any, Page[Any]]:
     """Yield each statement of a page and receive its result; return the Page."""
     statement = plan.statement
     if plan.horizon is not None:
-        prelude = plan.horizon.prelude()
-        if prelude is not None:
-            yield prelude, _scalar
-        horizon_ms = plan.horizon.bound_ms((yield plan.horizon.statement(), _one))
+        horizon_ms = yield from plan.horizon.steps()
         # Ids of the horizon's millisecond are not settled yet: strictly below.
         settled = ULID.from_parts(max(horizon_ms, 0), 0)
         statement = statement.where(plan.column < _bound(plan.column, settled))
@@ -441,6 +443,16 @@ def _page(plan: _Plan, rows: Sequence[Row[Any]], behind: bool) -> Page[Any]:
         prev_cursor=first if behind else None,
         has_more=more,
     )
+
+
+def _resume(
+    steps: Generator[_Step, Any, Page[Any]], outcome: Any, error: Exception | None
+) -> _Step | Page[Any]:
+    """Hand a step's result (or its database error) to the plan; get its next step or the page."""
+    try:
+        return steps.throw(error) if error is not None else steps.send(outcome)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
 
 
 def _dialect_of(session: Any) -> Callable[[], Dialect]:
@@ -498,7 +510,9 @@ def paginate(
       table (PostgreSQL, needs ``pg_read_all_stats``) or behind the server's
       clock with a locking read that waits for uncommitted rows (MariaDB).
       ``margin`` must cover the time from making an id to sending its
-      INSERT, plus clock skew. SQLite raises :class:`SettleError`.
+      INSERT, plus clock skew. It raises :class:`SettleError` on SQLite,
+      on a PostgreSQL hot standby and on a Galera node, which cannot see
+      the transactions open elsewhere: pass a ``timedelta`` there.
 
     Both need READ COMMITTED or autocommit (the data query must see what
     committed before the horizon was taken); REPEATABLE READ raises
@@ -538,7 +552,8 @@ def paginate(
         PaginationError: ``stmt`` has a LIMIT/OFFSET or another ORDER BY,
             does not select ``column``, or ``column`` is not unique (declared
             so, or found repeated in the result) (a :class:`ValueError`).
-        SettleError: ``settle="auto"`` cannot be sound here, or the session's
+        SettleError: ``settle="auto"`` cannot be sound here (SQLite, a hot
+            standby, a Galera node, missing privilege), or the session's
             isolation level could skip rows (a :class:`ValueError`).
         ValueError: ``limit`` is not an int from 1 to ``max_limit``, both
             ``after`` and ``before``, or ``settle=`` with ``before=`` or
@@ -597,12 +612,15 @@ def paginate(
         dialect=_dialect_of(session),
     )
     steps = _steps(plan)
-    statement, read = next(steps)
-    while True:
+    step: _Step | Page[Any] = next(steps)
+    while not isinstance(step, Page):
+        statement, read = step
         try:
-            statement, read = steps.send(read(session.execute(statement)))
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+            outcome, error = read(session.execute(statement)), None
+        except sa.exc.DBAPIError as failed:  # the plan may answer with another statement
+            outcome, error = None, failed
+        step = _resume(steps, outcome, error)
+    return step
 
 
 async def apaginate(
@@ -663,9 +681,12 @@ async def apaginate(
         dialect=_dialect_of(session),
     )
     steps = _steps(plan)
-    statement, read = next(steps)
-    while True:
+    step: _Step | Page[Any] = next(steps)
+    while not isinstance(step, Page):
+        statement, read = step
         try:
-            statement, read = steps.send(read(await session.execute(statement)))
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+            outcome, error = read(await session.execute(statement)), None
+        except sa.exc.DBAPIError as failed:  # the plan may answer with another statement
+            outcome, error = None, failed
+        step = _resume(steps, outcome, error)
+    return step

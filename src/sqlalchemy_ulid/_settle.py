@@ -29,17 +29,30 @@ Both modes need the data query to read a snapshot taken after the horizon
 statement: READ COMMITTED (or autocommit). REPEATABLE READ is refused: its
 snapshot can predate the horizon, and then a row committed in between is
 behind the horizon and invisible, which is the very skip this prevents.
+
+``settle="auto"`` is refused where the server it reads cannot see every
+writer's open transaction, checked in the horizon statement itself (no extra
+round trip): on a PostgreSQL hot standby (``pg_is_in_recovery()``) the
+writers run on the primary; on a Galera node (``@@global.wsrep_on``) a
+transaction open on another node sends nothing here until it commits, so the
+locking read has no row lock to wait for. A server built without wsrep
+(Oracle MySQL, some MariaDB builds) has no ``wsrep_on`` and answers error
+1193; it cannot be a Galera node, so the statement runs again without that
+column, and the engine's dialect is remembered so that later polls do not
+ask.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+import weakref
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal, Union
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Dialect
+from sqlalchemy.engine import Dialect, Result
 
 #: What ``settle=`` accepts: a fixed window, or "auto".
 Settle = Union[timedelta, Literal["auto"]]  # noqa: UP007
@@ -88,19 +101,37 @@ SELECT {now}, {isolation},
           FROM holders h JOIN pg_stat_activity a ON a.pid = h.pid),
        (SELECT count(*) FROM holders WHERE pid IS NULL),
        pg_has_role('pg_read_all_stats', 'USAGE'),
-       (SELECT oid IS NOT NULL FROM target)
+       (SELECT oid IS NOT NULL FROM target),
+       pg_is_in_recovery()
 """
 # A holder whose xact_start reads NULL (or whose row is gone) ended its
 # transaction between the two reads: committed, so visible to the page, or
 # rolled back. Hidden starts are ruled out up front by pg_read_all_stats. A
 # holder without a pid is a prepared transaction, whose start is unknown.
 
+# Galera, read by "auto" on MariaDB/MySQL. The global value, not the
+# session's: a session that SET wsrep_on = OFF (so its own writes do not
+# replicate) still reads a node that other nodes' transactions reach only
+# once they commit.
+_WSREP_VARIABLE = "wsrep_on"
+_UNKNOWN_SYSTEM_VARIABLE = 1193  # ER_UNKNOWN_SYSTEM_VARIABLE, MariaDB and MySQL
+_LOCK_WAIT_TIMEOUT = 1205
+
+# Dialects (one per engine) whose server has no wsrep_on variable (a build
+# without wsrep: Oracle MySQL, MariaDB built WITH_WSREP=OFF). Weak, so a
+# disposed engine's dialect is not kept alive.
+_NO_WSREP: weakref.WeakSet[Dialect] = weakref.WeakSet()
+
+#: One statement for an executor to run, and how to read its result.
+Step = tuple[sa.Executable, Callable[[Result[Any]], Any]]
+
 
 class SettleError(ValueError):
     """The settle horizon cannot be computed soundly here.
 
-    Raised for ``settle="auto"`` on SQLite, without the privilege it needs,
-    and for a session whose isolation level could make the page skip rows.
+    Raised for ``settle="auto"`` on SQLite, on a PostgreSQL hot standby, on
+    a Galera node, without the privilege it needs, and for a session whose
+    isolation level could make the page skip rows.
     """
 
 
@@ -113,6 +144,32 @@ class Horizon:
     dialect_name: str
     locking_read: bool  # MariaDB/MySQL "auto": the data query locks what it reads
     table: str | None  # PostgreSQL "auto": the quoted table name
+    # MariaDB/MySQL "auto": read @@global.wsrep_on to refuse a Galera node, and
+    # the dialect to remember a server that has no such variable.
+    galera_check: bool = False
+    dialect: Dialect | None = dataclasses.field(default=None, compare=False, repr=False)
+
+    def steps(self) -> Generator[Step, Any, int]:
+        """Yield the horizon's statements to the caller's executor; return the bound (ms).
+
+        A database error of a statement is thrown back in here: the one a
+        server without ``wsrep_on`` answers makes the statement run again
+        without that column.
+        """
+        prelude = self.prelude()
+        if prelude is not None:
+            yield prelude, _scalar
+        try:
+            row = yield self.statement(), _one
+        except sa.exc.DBAPIError as error:
+            if not (self.galera_check and _error_code(error) == _UNKNOWN_SYSTEM_VARIABLE):
+                raise
+            # No wsrep in this server's build, so no Galera: ask without it.
+            if self.dialect is not None:
+                _NO_WSREP.add(self.dialect)
+            plain = dataclasses.replace(self, galera_check=False)
+            return plain.bound_ms((yield plain.statement(), _one))
+        return self.bound_ms(row)
 
     def prelude(self) -> sa.TextClause | None:
         """A statement to run before :meth:`statement`, or None.
@@ -132,6 +189,8 @@ class Horizon:
             return sa.text(_PG_WRITERS.format(now=now, isolation=isolation)).bindparams(
                 table=self.table
             )
+        if self.galera_check:
+            return sa.text(f"SELECT {now}, {isolation}, @@global.{_WSREP_VARIABLE}")
         return sa.text(f"SELECT {now}, {isolation}")
 
     def bound_ms(self, row: Sequence[Any]) -> int:
@@ -148,8 +207,24 @@ class Horizon:
         if self.settle != "auto":
             return now_ms - _ms(self.settle)
         oldest = now_ms
+        if self.galera_check and str(row[3]).upper() in ("1", "ON"):
+            raise SettleError(
+                "settle='auto' is not sound on a Galera node (wsrep_on = ON): a "
+                "transaction open on another node is invisible here until it commits, so "
+                "the poll cannot wait for it and would move past its rows. Pass a "
+                "timedelta as settle= that covers your longest transaction plus "
+                "certification and apply lag (see docs/distributed.md)"
+            )
         if self.table is not None:
             writers_start, prepared, privileged, exists = row[3], int(row[4]), row[5], row[6]
+            if row[7]:
+                raise SettleError(
+                    "settle='auto' is not sound on a PostgreSQL hot standby "
+                    "(pg_is_in_recovery() is true): the transactions still open run on "
+                    "the primary, where this server cannot see them. Pass a timedelta as "
+                    "settle= that covers your longest transaction plus replay lag (see "
+                    "docs/distributed.md), or read from the primary"
+                )
             if not exists:
                 raise SettleError(f"settle='auto': no table {self.table} in this database")
             if not privileged:
@@ -172,6 +247,20 @@ class Horizon:
 
 def _ms(delta: timedelta) -> int:
     return delta // timedelta(milliseconds=1)
+
+
+def _one(result: Result[Any]) -> Any:
+    return result.one()
+
+
+def _scalar(result: Result[Any]) -> Any:
+    return result.scalar()
+
+
+def _error_code(error: BaseException) -> object:
+    """The server's error number of a MariaDB/MySQL driver error, or None."""
+    args: tuple[Any, ...] = tuple(getattr(getattr(error, "orig", None), "args", ()))
+    return args[0] if args else None
 
 
 def check_settle(settle: object, margin: object) -> None:
@@ -207,7 +296,15 @@ def plan_horizon(
             "transactions); pass a timedelta longer than your slowest write transaction"
         )
     if name != "postgresql":
-        return Horizon(settle, margin, name, locking_read=True, table=None)
+        return Horizon(
+            settle,
+            margin,
+            name,
+            locking_read=True,
+            table=None,
+            galera_check=dialect not in _NO_WSREP,
+            dialect=dialect,
+        )
     if table is None:
         raise SettleError(
             "settle='auto' on PostgreSQL watches the paging column's table for writers; "
@@ -225,5 +322,4 @@ def is_lock_wait_timeout(error: BaseException) -> bool:
     error 1205. Nothing was delivered and the cursor has not moved, so a
     follower can simply poll again.
     """
-    args: tuple[Any, ...] = tuple(getattr(getattr(error, "orig", None), "args", ()))
-    return isinstance(error, sa.exc.OperationalError) and args[:1] == (1205,)
+    return isinstance(error, sa.exc.OperationalError) and _error_code(error) == _LOCK_WAIT_TIMEOUT

@@ -85,5 +85,9 @@ def test_the_demo_reports_every_row_read_once(galera: Galera) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "ORDER BY id identical on all three nodes: True" in done.stdout
     assert ", 0 missed, in id order without repeats: True" in done.stdout
+    assert "settle='auto' on node3 is refused: settle='auto' is not sound on a Galera" in (
+        done.stdout
+    )
+    assert "follow(..., settle=timedelta(seconds=1))" in done.stdout
     assert "\nOK\n" in done.stdout
     assert galera.pid(1) is not None  # --keep left the cluster up

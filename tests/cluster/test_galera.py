@@ -6,7 +6,7 @@ import itertools
 import threading
 import time
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 import sqlalchemy as sa
@@ -16,16 +16,21 @@ from clusters.workload import (
     Observer,
     Tailer,
     Writer,
-    auto_settle_refusal,
     create_on_every_node,
     feed_table,
     now_ms,
     percentile,
-    server_now,
-    tail_page,
 )
 
-from sqlalchemy_ulid import ULIDType, new_ulid, paginate, ulid_server_default
+from sqlalchemy_ulid import (
+    ULID,
+    SettleError,
+    ULIDType,
+    follow,
+    new_ulid,
+    paginate,
+    ulid_server_default,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -45,6 +50,12 @@ def synced_ids(engine: sa.Engine, table: sa.Table) -> list[object]:
     with engine.connect() as conn:
         conn.execute(sa.text("SET SESSION wsrep_sync_wait = 1"))
         return list(conn.execute(sa.select(table.c.id).order_by(table.c.id)).scalars())
+
+
+def tail(conn: sa.Connection, table: sa.Table, cursor: object, settle: timedelta) -> list[object]:
+    """One poll of a tailing reader: the library's paginate(..., settle=...)."""
+    page = paginate(conn, sa.select(table.c.id), table.c.id, after=cursor, settle=settle)
+    return list(page.items)
 
 
 def checksum(engine: sa.Engine, table: sa.Table) -> tuple[int, int, int]:
@@ -255,10 +266,11 @@ def test_tail_on_another_node_with_a_fixed_settle_misses_nothing(
 def test_settle_auto_cannot_see_another_nodes_open_transaction(
     galera_engines: list[sa.Engine], feed: sa.Table
 ) -> None:
-    # settle="auto" would hold the horizon at the oldest open transaction the
-    # server knows of. A Galera node knows only its own: a transaction open on
-    # node 1 is invisible to node 2 until it commits, so a tail on node 2 runs
-    # past it and never returns its row.
+    # What settle="auto" would rely on: the server holding back its horizon
+    # for every open transaction. A Galera node knows only its own: a
+    # transaction open on node 1 is invisible to node 2 until it commits,
+    # so a tail on node 2 runs past it and never returns its row. That is
+    # why the library refuses "auto" on a Galera node.
     first, second = galera_engines[0], galera_engines[1]
     early = new_ulid()
     with first.connect() as writer_conn:
@@ -274,17 +286,19 @@ def test_settle_auto_cannot_see_another_nodes_open_transaction(
                 ).scalar_one()
         assert open_on[1] >= 1  # node 1 knows of its open transaction
         assert open_on[2] == 0  # node 2 does not: nothing would hold its horizon back
-        with second.connect() as conn:
-            # An "auto" horizon on node 2 is its own clock: no local transaction is open.
-            page = tail_page(conn, feed, None, settle=timedelta(0))
+        with second.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            with pytest.raises(SettleError, match="Galera"):
+                paginate(conn, sa.select(feed.c.id), feed.c.id, settle="auto")
+            # A horizon with nothing open to hold it back is the node's clock.
+            page = tail(conn, feed, None, settle=timedelta(0))
         assert len(page) == 1
         assert page[0] > early
         cursor = page[-1]
         time.sleep(0.01)
         writer_conn.commit()
-    with second.connect() as conn:
+    with second.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.execute(sa.text("SET SESSION wsrep_sync_wait = 1"))
-        later = tail_page(conn, feed, cursor, settle=timedelta(0))
+        later = tail(conn, feed, cursor, settle=timedelta(0))
         assert early not in later  # the slow row landed behind the cursor: missed
         assert conn.execute(sa.select(feed.c.id).where(feed.c.id == early)).scalar_one() == early
 
@@ -345,15 +359,43 @@ def test_server_default_ulids_are_identical_on_every_node_only_with_row_events(
         metadata.drop_all(galera_engines[0])
 
 
-def test_server_now_is_the_serving_nodes_clock(galera_engines: list[sa.Engine]) -> None:
-    with galera_engines[2].connect() as conn:
-        skew = abs(server_now(conn).timestamp() * 1000 - now_ms())
-    assert skew < 1000
-
-
-def test_settle_auto_is_refused_on_every_galera_node(galera_engines: list[sa.Engine]) -> None:
+def test_the_nodes_clocks_agree_with_the_writers(galera_engines: list[sa.Engine]) -> None:
+    # settle's horizon is the serving node's clock, ids carry the writers':
+    # on one machine they agree, so settle only covers commit and apply lag.
     for engine in galera_engines:
         with engine.connect() as conn:
-            reason = auto_settle_refusal(conn)
-        assert reason is not None
-        assert "Galera" in reason
+            value = conn.execute(sa.text("SELECT UTC_TIMESTAMP(6)")).scalar_one()
+        assert isinstance(value, datetime)
+        node_ms = value.replace(tzinfo=timezone.utc).timestamp() * 1000
+        assert abs(node_ms - now_ms()) < 1000
+
+
+def test_settle_auto_is_refused_on_every_galera_node_and_a_fixed_settle_works(
+    galera_engines: list[sa.Engine], feed: sa.Table
+) -> None:
+    row_id = ULID.from_parts(int(time.time() * 1000) - 60_000, 1)  # long settled
+    with galera_engines[0].begin() as conn:
+        conn.execute(feed.insert().values(id=row_id, writer="w", seq=1))
+    everything = sa.select(feed.c.id)
+    for engine in galera_engines:
+        read_committed = engine.execution_options(isolation_level="READ COMMITTED")
+        with read_committed.connect() as conn:
+            conn.execute(sa.text("SET SESSION wsrep_sync_wait = 1"))
+            with pytest.raises(SettleError, match=r"Galera node \(wsrep_on = ON\)"):
+                paginate(conn, everything, feed.c.id, settle="auto")
+            fixed = paginate(conn, everything, feed.c.id, settle=timedelta(0))
+            assert list(fixed.items) == [row_id]
+            # A session that stops replicating its own writes still reads a
+            # node the other nodes write to: still refused.
+            conn.rollback()  # wsrep_on cannot change inside a transaction
+            conn.execute(sa.text("SET SESSION wsrep_on = OFF"))
+            try:
+                with pytest.raises(SettleError, match="Galera"):
+                    paginate(conn, everything, feed.c.id, settle="auto")
+            finally:
+                conn.invalidate()  # never hand a non-replicating session back to the pool
+        # follow() defaults to "auto": it raises at its first poll.
+        with pytest.raises(SettleError, match="Galera"):
+            next(follow(engine, everything, feed.c.id))
+        page = next(follow(engine, everything, feed.c.id, settle=timedelta(0)))
+        assert list(page.items) == [row_id]

@@ -14,16 +14,17 @@ from clusters.workload import (
     Observer,
     Tailer,
     Writer,
-    auto_settle_refusal,
     feed_table,
     percentile,
-    tail_page,
 )
 
 from sqlalchemy_ulid import (
+    ULID,
     MonotonicGenerator,
+    SettleError,
     created_between,
     created_since,
+    follow,
     new_ulid,
     paginate,
 )
@@ -60,6 +61,12 @@ def feed(pg_engines: Engines, request: pytest.FixtureRequest) -> Iterator[sa.Tab
     wait_replayed(primary, standby)
     yield table
     metadata.drop_all(primary)
+
+
+def tail(conn: sa.Connection, table: sa.Table, cursor: object, settle: timedelta) -> list[object]:
+    """One poll of a tailing reader: the library's paginate(..., settle=...)."""
+    page = paginate(conn, sa.select(table.c.id), table.c.id, after=cursor, settle=settle)
+    return list(page.items)
 
 
 def ids(engine: sa.Engine, table: sa.Table) -> list[object]:
@@ -174,9 +181,10 @@ def test_tail_from_the_standby_with_a_fixed_settle_misses_nothing(
 def test_settle_auto_on_the_standby_cannot_see_the_primarys_open_transaction(
     pg_engines: Engines, feed: sa.Table
 ) -> None:
-    # settle="auto" would hold the horizon at the oldest open transaction. On
-    # a standby no writer runs: pg_stat_activity there never shows the
-    # primary's transactions, so nothing holds the horizon back.
+    # settle="auto" holds the horizon at the oldest open writer. On a standby
+    # no writer runs: pg_stat_activity there never shows the primary's
+    # transactions, so nothing would hold the horizon back. That is why the
+    # library refuses "auto" on a standby.
     primary, standby = pg_engines
     early = new_ulid()
     with primary.connect() as writer_conn:
@@ -194,24 +202,40 @@ def test_settle_auto_on_the_standby_cannot_see_the_primarys_open_transaction(
             assert conn.execute(open_sql).scalar_one() >= 1
         with standby.connect() as conn:
             assert conn.execute(open_sql).scalar_one() == 0
-            page = tail_page(conn, feed, None, settle=timedelta(0))
+            with pytest.raises(SettleError, match="standby"):
+                paginate(conn, sa.select(feed.c.id), feed.c.id, settle="auto")
+            # A horizon with nothing open to hold it back is the standby's clock.
+            page = tail(conn, feed, None, settle=timedelta(0))
         assert len(page) == 1
         assert page[0] > early
         writer_conn.commit()
     wait_replayed(primary, standby)
     with standby.connect() as conn:
-        assert early not in tail_page(conn, feed, page[-1], settle=timedelta(0))  # missed
+        assert early not in tail(conn, feed, page[-1], settle=timedelta(0))  # missed
         assert conn.execute(sa.select(feed.c.id).where(feed.c.id == early)).scalar_one() == early
 
 
-def test_settle_auto_is_refused_on_the_standby_only(pg_engines: Engines) -> None:
+def test_settle_auto_is_refused_on_the_standby_only(pg_engines: Engines, feed: sa.Table) -> None:
     primary, standby = pg_engines
+    row_id = ULID.from_parts(int(time.time() * 1000) - 60_000, 1)  # long settled
+    with primary.begin() as conn:
+        conn.execute(feed.insert().values(id=row_id, writer="w", seq=1))
+    wait_replayed(primary, standby)
+    everything = sa.select(feed.c.id)
     with primary.connect() as conn:
-        assert auto_settle_refusal(conn) is None
+        assert list(paginate(conn, everything, feed.c.id, settle="auto").items) == [row_id]
     with standby.connect() as conn:
-        reason = auto_settle_refusal(conn)
-    assert reason is not None
-    assert "standby" in reason
+        with pytest.raises(SettleError, match=r"hot standby \(pg_is_in_recovery\(\) is true\)"):
+            paginate(conn, everything, feed.c.id, settle="auto")
+        conn.rollback()
+        fixed = paginate(conn, everything, feed.c.id, settle=timedelta(0))
+        assert list(fixed.items) == [row_id]
+    # follow() defaults to "auto": it raises at its first poll on the standby.
+    with pytest.raises(SettleError, match="standby"):
+        next(follow(standby, everything, feed.c.id))
+    page = next(follow(standby, everything, feed.c.id, settle=timedelta(0)))
+    assert list(page.items) == [row_id]
+    assert list(next(follow(primary, everything, feed.c.id)).items) == [row_id]
 
 
 @pytest.mark.parametrize("synchronous", [False, True], ids=["async", "synchronous"])

@@ -180,7 +180,13 @@ def test_kill_a_node_mid_write_then_it_rejoins_by_ist_with_nothing_lost(
         transfer = galera.restart(3)
         rejoin_seconds = time.monotonic() - rejoin_began
         rejoined_at = now_ms()
-        time.sleep(1)  # all three write again
+        # All three write again: wait (bounded) for node 3's writer to commit.
+        until = time.monotonic() + 20
+        while time.monotonic() < until and not any(
+            ms > rejoined_at for ms in list(writers[2].acked.values())
+        ):
+            time.sleep(0.1)
+        time.sleep(0.5)
     finally:
         stop.set()
         for writer in writers:
@@ -189,7 +195,9 @@ def test_kill_a_node_mid_write_then_it_rejoins_by_ist_with_nothing_lost(
     assert transfer == "IST"
     # The survivors went on writing while node 3 was down.
     for writer in writers[:2]:
-        assert not writer.errors, writer.errors
+        # While the cluster forms its new view a survivor may be told to retry
+        # ("node not ready"), and its writer does: nothing else may fail.
+        assert set(writer.errors) <= {"node not ready (1047)"}, writer.errors
         assert sum(killed_at < ms < rejoined_at for ms in writer.acked.values()) > 10
     # The writer on node 3 saw its connection die, and wrote again after the rejoin.
     assert writers[2].errors

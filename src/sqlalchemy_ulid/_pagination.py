@@ -29,7 +29,7 @@ from sqlalchemy.engine import Connection, Dialect, Result, Row
 from sqlalchemy.orm import Mapper, QueryableAttribute, Session, scoped_session
 from sqlalchemy.sql.elements import ColumnElement, Label, UnaryExpression
 
-from ._keys import KeyValue, Keys, column_expression, keys_of
+from ._keys import Keys, KeyValue, column_expression, keys_of
 from ._settle import DEFAULT_MARGIN, Horizon, Settle, SettleError, check_settle, plan_horizon
 from ._ulid import ULID
 

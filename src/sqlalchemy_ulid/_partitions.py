@@ -89,7 +89,8 @@ def partition_ddl(
     zero-randomness ULIDs: ``FOR VALUES FROM (min_at(day)) TO
     (min_at(next day))``; on a UUID column (``sa.Uuid``,
     ``postgresql.UUID``, advanced-alchemy's ``GUID``), by the zero-random
-    UUIDv7s of those milliseconds, version and variant bits set. The parent table must be declared with
+    UUIDv7s of those milliseconds, version and variant bits set. The
+    parent table must be declared with
     ``postgresql_partition_by="RANGE (<column>)"``. Partitions are named
     ``<table>_pYYYYMMDD`` (``<table>_pYYYYMM`` by month); past
     PostgreSQL's 63 bytes the table part is shortened and a hash of the

@@ -19,6 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
+from ._keys import keys_of
 from ._pagination import Cursor, Page, ULIDColumn, apaginate, paginate
 from ._settle import DEFAULT_MARGIN, Settle, check_settle, is_lock_wait_timeout
 
@@ -36,6 +37,14 @@ def _options(settle: Settle, margin: timedelta, limit: int, interval: float) -> 
     if isinstance(interval, bool) or not isinstance(interval, (int, float)) or interval <= 0:
         raise ValueError(f"interval must be a number of seconds > 0, got {interval!r}")
     return {"limit": limit, "max_limit": limit, "settle": settle, "margin": margin}
+
+
+def _start(column: ULIDColumn, after: Cursor | None) -> str | None:
+    """The first cursor as text in the column's own form (InvalidULID before SQL)."""
+    if after is None:
+        return None
+    keys = keys_of(column)
+    return keys.format(keys.parse(after))
 
 
 def follow(
@@ -75,8 +84,9 @@ def follow(
             at REPEATABLE READ, MariaDB's default: bind it to
             ``engine.execution_options(isolation_level="READ COMMITTED")``).
         stmt: the ``select()`` to follow (its WHERE is kept).
-        column: the ULID column, usually the primary key.
-        after: the cursor to start after; None starts at the beginning.
+        column: the ULID or UUIDv7 column, usually the primary key.
+        after: the cursor to start after (see :func:`paginate`); None starts
+            at the beginning.
         settle: ``"auto"`` (PostgreSQL, MariaDB/MySQL) or a ``timedelta``
             (needed on a hot standby or a Galera node, where ``"auto"``
             raises :class:`SettleError` at the first poll).
@@ -87,7 +97,8 @@ def follow(
 
     Raises:
         ValueError: bad ``settle``, ``margin``, ``limit`` or ``interval``,
-            when the generator starts, before any SQL.
+            or a malformed ``after`` (:class:`InvalidULID`), when the
+            generator starts, before any SQL.
 
     Example:
         >>> import sqlalchemy as sa
@@ -108,7 +119,7 @@ def follow(
         3
     """
     options = _options(settle, margin, limit, interval)
-    cursor = None if after is None else str(after)
+    cursor = _start(column, after)
     while stop is None or not stop.is_set():
         page = None
         try:
@@ -178,7 +189,7 @@ async def afollow(
     from sqlalchemy.ext.asyncio import AsyncEngine  # only async callers need greenlet
 
     options = _options(settle, margin, limit, interval)
-    cursor = None if after is None else str(after)
+    cursor = _start(column, after)
     while stop is None or not stop.is_set():
         page = None
         try:

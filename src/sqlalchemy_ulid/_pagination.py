@@ -1,4 +1,4 @@
-"""Keyset pagination on a ULID column: after / before / paginate / Page.
+"""Keyset pagination on a ULID or UUIDv7 column: after / before / paginate / Page.
 
 A page is ``WHERE <caller's filters> AND id > :cursor ORDER BY id LIMIT n + 1``:
 the extra row tells whether another page exists, so no COUNT ever runs, and the
@@ -9,11 +9,17 @@ yields each statement to run (horizon, page, probe) and receives its result
 (or has its database error thrown in, which the horizon may answer with
 another statement), so :func:`paginate` and :func:`apaginate` are loops of a
 few lines that differ only by ``await``.
+
+What depends on the column's kind of key (ULID or UUID) is asked of
+:func:`~sqlalchemy_ulid._keys.keys_of`: how a cursor is parsed and written,
+the horizon's bound, and the bound parameter (which refuses, when compiled, a
+uuid storage that the database does not keep in time order).
 """
 
 from __future__ import annotations
 
 import itertools
+import uuid
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -24,6 +30,7 @@ from sqlalchemy.engine import Connection, Dialect, Result, Row
 from sqlalchemy.orm import Mapper, QueryableAttribute, Session, scoped_session
 from sqlalchemy.sql.elements import ColumnElement, Label, UnaryExpression
 
+from ._keys import Keys, KeyValue, column_expression, keys_of
 from ._settle import (
     DEFAULT_MARGIN,
     Horizon,
@@ -44,10 +51,11 @@ __all__ = ["Page", "PaginationError", "SettleError", "after", "apaginate", "befo
 
 _T = TypeVar("_T")
 
-#: A ULID column: a Core column (or other column expression) or an ORM attribute.
+#: A ULID or UUID column: a Core column (or other column expression) or an ORM attribute.
 # (Union, not "|": these aliases are evaluated at run time on Python 3.10.)
 ULIDColumn = Union[ColumnElement[Any], QueryableAttribute[Any]]  # noqa: UP007
-Cursor = Union[ULID, str]  # noqa: UP007
+#: A cursor: a ULID, a uuid.UUID, or the column's text form of either.
+Cursor = Union[ULID, uuid.UUID, str]  # noqa: UP007
 
 
 class PaginationError(ValueError):
@@ -62,37 +70,29 @@ class PaginationError(ValueError):
 # -- cursor clauses -----------------------------------------------------------
 
 
-def _parse_cursor(cursor: Cursor) -> ULID:
-    if isinstance(cursor, ULID):
-        return cursor
-    if isinstance(cursor, str):
-        return ULID(cursor)  # strict: raises InvalidULID, "" included
-    raise TypeError(f"a cursor is a ULID or its 26-character text, not {type(cursor).__name__}")
-
-
-def _expression(column: ULIDColumn) -> ColumnElement[Any]:
-    expr = column.__clause_element__() if isinstance(column, QueryableAttribute) else column
-    if not isinstance(expr, ColumnElement):
-        raise TypeError(f"expected a ULID column, not {type(column).__name__}")
-    return expr
-
-
-def _bound(column: ColumnElement[Any], value: ULID) -> ColumnElement[Any]:
-    # The column's own type converts the cursor, so it binds exactly like
-    # a stored id (uuid, 16 bytes or text, whatever the column holds).
-    return sa.bindparam(None, value, type_=column.type, unique=True)
+def _parsed(column: ULIDColumn, cursor: Cursor) -> tuple[ColumnElement[Any], Keys, KeyValue]:
+    """The column's expression, its keys, and the cursor parsed strictly (no SQL)."""
+    expr = column_expression(column)
+    keys = keys_of(expr)
+    return expr, keys, keys.parse(cursor)  # InvalidULID for bad text, "" included
 
 
 def after(column: ULIDColumn, cursor: Cursor) -> ColumnElement[bool]:
-    """Return ``column > :cursor``: the rows after a cursor in ULID order.
+    """Return ``column > :cursor``: the rows after a cursor in id order.
 
     Args:
-        column: the ULID column (Core column or ORM attribute).
-        cursor: a :class:`ULID` or its 26-character text.
+        column: the ULID or UUIDv7 column (Core column or ORM attribute):
+            ``ULIDType``, ``sa.Uuid``, ``postgresql.UUID`` or a type over
+            them, such as advanced-alchemy's ``GUID``.
+        cursor: a :class:`ULID` or its 26-character text on a ULID column; a
+            :class:`uuid.UUID` (or a ULID) or its canonical 36-character text
+            on a UUID column.
 
     Raises:
         InvalidULID: the cursor is malformed (the empty string too). Raised
             here, before any SQL exists, so a web handler can answer 400.
+        TimeOrderError: (a ValueError, when the statement is compiled) the
+            database's native uuid type does not sort UUIDv7s in time order.
 
     Example:
         >>> import sqlalchemy as sa
@@ -104,14 +104,18 @@ def after(column: ULIDColumn, cursor: Cursor) -> ColumnElement[bool]:
         Traceback (most recent call last):
         ...
         sqlalchemy_ulid.InvalidULID: ...
+        >>> u = sa.table("orders", sa.column("id", sa.Uuid()))
+        >>> after(u.c.id, "018EAFC1-8435-7000-8000-000000000000").right.value
+        UUID('018eafc1-8435-7000-8000-000000000000')
     """
-    value = _parse_cursor(cursor)
-    expr = _expression(column)
-    return expr > _bound(expr, value)
+    expr, keys, value = _parsed(column, cursor)
+    return expr > keys.bind(expr, value)
 
 
 def before(column: ULIDColumn, cursor: Cursor) -> ColumnElement[bool]:
-    """Return ``column < :cursor``: the rows before a cursor in ULID order.
+    """Return ``column < :cursor``: the rows before a cursor in id order.
+
+    Takes the same columns and cursors as :func:`after`.
 
     Raises:
         InvalidULID: the cursor is malformed, before any SQL is built.
@@ -123,9 +127,8 @@ def before(column: ULIDColumn, cursor: Cursor) -> ColumnElement[bool]:
         >>> print(before(t.c.id, "01HTQW311N1KR5G0Y75M3EF00H"))
         events.id < :param_1
     """
-    value = _parse_cursor(cursor)
-    expr = _expression(column)
-    return expr < _bound(expr, value)
+    expr, keys, value = _parsed(column, cursor)
+    return expr < keys.bind(expr, value)
 
 
 # -- the page -----------------------------------------------------------------
@@ -172,10 +175,11 @@ _Step = Step
 class _Plan:
     statement: sa.Select[Any]  # ordered and limited; the horizon is added later
     column: ColumnElement[Any]
+    keys: Keys
     ulid_of: Callable[[Row[Any]], Any]
     scalar: bool
     backward: bool  # paging with before=: the SQL ran against display order
-    cursor: ULID | None
+    cursor: str | None  # the cursor's canonical text
     # "Any row on the other side of the cursor?", asked only when the page,
     # fetched from the cursor inclusive, does not start with the cursor's row.
     probe: sa.Select[Any] | None
@@ -317,8 +321,9 @@ def _plan(
     if not isinstance(stmt, sa.Select):
         raise TypeError(f"paginate() pages a select(), not {type(stmt).__name__}")
     cursor = after_cursor if before_cursor is None else before_cursor
-    value = None if cursor is None else _parse_cursor(cursor)
-    expr = _expression(column)
+    expr = column_expression(column)
+    keys = keys_of(expr)
+    value = None if cursor is None else keys.parse(cursor)
     if settle is not None:
         check_settle(settle, margin)
         if before_cursor is not None or descending:
@@ -355,21 +360,22 @@ def _plan(
         # still exists, so fetch from it inclusive and look. Only when it is
         # gone (deleted, filtered out, made up) does a second query ask
         # whether any row lies on the other side of the cursor.
-        bound = _bound(expr, value)
+        bound = keys.bind(expr, value)
         paged = paged.where(expr <= bound if sql_descending else expr >= bound)
         fetch += 1
         behind = expr >= bound if sql_descending else expr <= bound
         probe = sa.select(stmt.order_by(None).where(behind).exists())
     elif value is not None:
-        bound = _bound(expr, value)
+        bound = keys.bind(expr, value)
         paged = paged.where(expr < bound if sql_descending else expr > bound)
     return _Plan(
         statement=paged.limit(fetch),
         column=expr,
+        keys=keys,
         ulid_of=ulid_of,
         scalar=scalar,
         backward=backward,
-        cursor=value,
+        cursor=None if value is None else keys.format(value),
         probe=probe,
         limit=limit,
         horizon=horizon,
@@ -395,9 +401,10 @@ def _steps(plan: _Plan) -> Generator[_Step, Any, Page[Any]]:
     statement = plan.statement
     if plan.horizon is not None:
         horizon_ms = yield from plan.horizon.steps()
-        # Ids of the horizon's millisecond are not settled yet: strictly below.
-        settled = ULID.from_parts(max(horizon_ms, 0), 0)
-        statement = statement.where(plan.column < _bound(plan.column, settled))
+        # Ids of the horizon's millisecond are not settled yet: strictly below
+        # its zero-random bound (a ULID's, or a UUIDv7's on a UUID column).
+        settled = plan.keys.min_at(max(horizon_ms, 0))
+        statement = statement.where(plan.column < plan.keys.bind(plan.column, settled))
         if plan.horizon.locking_read:
             statement = statement.with_for_update(read=True)
     rows = yield statement, _rows
@@ -410,7 +417,7 @@ def _steps(plan: _Plan) -> Generator[_Step, Any, Page[Any]]:
             )
     behind = False
     if plan.probe is not None:  # fetched from the cursor inclusive
-        if ids and str(ids[0]) == str(plan.cursor):
+        if ids and plan.keys.format(ids[0]) == plan.cursor:
             behind, rows = True, rows[1:]
         else:
             rows = rows[: plan.limit + 1]
@@ -424,9 +431,9 @@ def _page(plan: _Plan, rows: Sequence[Row[Any]], behind: bool) -> Page[Any]:
     if plan.backward:
         rows.reverse()
     items = [row[0] for row in rows] if plan.scalar else rows
-    cursor = None if plan.cursor is None else str(plan.cursor)
-    first = str(plan.ulid_of(rows[0])) if rows else cursor
-    last = str(plan.ulid_of(rows[-1])) if rows else cursor
+    cursor = plan.cursor
+    first = plan.keys.format(plan.ulid_of(rows[0])) if rows else cursor
+    last = plan.keys.format(plan.ulid_of(rows[-1])) if rows else cursor
     if plan.horizon is not None:
         # A feed never loses its place: resume after the last delivered id.
         return Page(items=items, next_cursor=last, prev_cursor=None, has_more=more)
@@ -483,7 +490,7 @@ def paginate(
     settle: Settle | None = None,
     margin: timedelta = DEFAULT_MARGIN,
 ) -> Page[Any]:
-    """Fetch one page of ``stmt`` in ULID order, after or before a cursor.
+    """Fetch one page of ``stmt`` in id order, after or before a cursor.
 
     Runs ``stmt`` with its WHERE kept, plus ``column > :after`` (or
     ``< :before``), ``ORDER BY column`` and ``LIMIT limit + 1``; no COUNT.
@@ -494,6 +501,14 @@ def paginate(
     from a cursor is read from the cursor's own row, inclusive, and only
     when that row is gone does a second indexed query (``EXISTS``) look
     for a row on the other side of the cursor.
+
+    The column holds ULIDs (``ULIDType``) or UUIDv7s (``sa.Uuid``,
+    ``postgresql.UUID``, or a type over them such as advanced-alchemy's
+    ``GUID``); the cursors are the column's own text form: 26 characters
+    for ULIDs, the canonical 36-character form for UUIDs. A database whose
+    native uuid type does not sort UUIDv7s in time order is refused with
+    ``TimeOrderError`` (a :class:`ValueError`) when the statement compiles,
+    before it runs.
 
     Tailing a feed (reading "what was added after my cursor" while writers
     run) needs ``settle=``: ids are made before their rows commit, so
@@ -534,9 +549,10 @@ def paginate(
             :func:`apaginate`.
         stmt: a ``select()`` without ORDER BY (except on ``column`` in the
             requested direction), LIMIT or OFFSET.
-        column: the ULID column to page on: the primary key or a column the
-            table declares unique.
-        after: a cursor (ULID or its text); the page starts after it.
+        column: the ULID or UUIDv7 column to page on: the primary key or a
+            column the table declares unique.
+        after: a cursor (a ULID or its text; on a UUID column a
+            :class:`uuid.UUID` or its text); the page starts after it.
         before: a cursor; the page ends before it.
         limit: the page size, from 1 to ``max_limit``.
         descending: page newest first (display order descending).

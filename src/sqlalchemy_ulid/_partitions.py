@@ -1,9 +1,10 @@
-"""PostgreSQL range partitions of a ULID-keyed table, by day or month.
+"""PostgreSQL range partitions of a ULID- or UUIDv7-keyed table, by day or month.
 
 A partition for a day holds ``[min_at(day start), min_at(next day start))``:
-every ULID created that day, in UTC. Because ``created_since`` is a plain
-comparison on the same column, the planner prunes partitions that end
-before the bound.
+every ULID created that day, in UTC. On a UUID column the bounds are the
+zero-random UUIDv7s of those milliseconds, so it holds every UUIDv7 of that
+day. Because ``created_since`` is a plain comparison on the same column, the
+planner prunes partitions that end before the bound.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection, Dialect
 
 from ._dialects import dialect_row
+from ._keys import check_time_order, keys_of
 from ._types import ULIDType
-from ._ulid import ULID
 
 __all__ = ["create_partitions", "partition_ddl"]
 
@@ -86,7 +87,10 @@ def partition_ddl(
     One partition per UTC day (or month) from the one holding ``start`` up
     to the one holding the instant before ``end``, each bounded by
     zero-randomness ULIDs: ``FOR VALUES FROM (min_at(day)) TO
-    (min_at(next day))``. The parent table must be declared with
+    (min_at(next day))``; on a UUID column (``sa.Uuid``,
+    ``postgresql.UUID``, advanced-alchemy's ``GUID``), by the zero-random
+    UUIDv7s of those milliseconds, version and variant bits set. The
+    parent table must be declared with
     ``postgresql_partition_by="RANGE (<column>)"``. Partitions are named
     ``<table>_pYYYYMMDD`` (``<table>_pYYYYMM`` by month); past
     PostgreSQL's 63 bytes the table part is shortened and a hash of the
@@ -94,7 +98,7 @@ def partition_ddl(
     column's type, so they match its storage.
 
     Args:
-        column: the ULID column the parent table is partitioned on.
+        column: the ULID or UUIDv7 column the parent table is partitioned on.
         start: a date (UTC) or an aware datetime.
         end: a date or aware datetime, exclusive.
         interval: ``"day"`` or ``"month"``.
@@ -102,7 +106,8 @@ def partition_ddl(
 
     Raises:
         ValueError: a non-PostgreSQL dialect, a naive datetime, an unknown
-            interval, or ``start`` after ``end``.
+            interval, or ``start`` after ``end``; ``TimeOrderError`` (a
+            ValueError) where the column's storage is not in time order.
 
     Example:
         >>> from datetime import date
@@ -122,6 +127,20 @@ def partition_ddl(
         CREATE TABLE events_p20240406 PARTITION OF events
           FOR VALUES FROM (CAST('018eb0b4740000000000000000000000' AS UUID))
           TO (CAST('018eb5dad00000000000000000000000' AS UUID))
+
+        On a ``uuid`` column the bounds are UUIDv7s:
+
+        >>> orders = sa.Table(
+        ...     "orders",
+        ...     sa.MetaData(),
+        ...     sa.Column("id", sa.Uuid(), primary_key=True),
+        ...     postgresql_partition_by="RANGE (id)",
+        ... )
+        >>> (ddl,) = partition_ddl(orders.c.id, date(2024, 4, 5), date(2024, 4, 6))
+        >>> print(ddl.replace(" FOR", "\n  FOR").replace(" TO", "\n  TO"))
+        CREATE TABLE orders_p20240405 PARTITION OF orders
+          FOR VALUES FROM ('018eab8e-1800-7000-8000-000000000000')
+          TO ('018eb0b4-7400-7000-8000-000000000000')
     """
     return [ddl for _, ddl in _partitions(column, start, end, interval, dialect)]
 
@@ -162,12 +181,14 @@ def _partitions(
         raise TypeError("column must belong to a Table")
     preparer = dialect.identifier_preparer
     column_type = column.type
+    check_time_order(column_type, dialect)
+    keys = keys_of(column_type)
     processor = (
         column_type.literal_processor(dialect) if isinstance(column_type, ULIDType) else None
     )
 
     def literal(moment: datetime) -> str:
-        value = ULID.min_at(moment)
+        value = keys.min_at(moment)
         if processor is not None:
             # The type's own literal, as is: compiling it would pass it
             # through SQLAlchemy's string escaping, which on 2.0 doubles the

@@ -9,6 +9,7 @@ import pytest
 pytest.importorskip("fastapi_pagination")
 
 import asyncio
+import uuid
 import warnings
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
@@ -247,3 +248,62 @@ def test_async_session(engine: Engine, backend: Backend, ids: list[ULID]) -> Non
             assert response.status_code == 400
     finally:
         asyncio.run(app.state.async_engine.dispose())
+
+
+class Reading(Base):
+    """A UUIDv7 primary key: cursors are canonical UUID text."""
+
+    __tablename__ = "contrib_fastapi_pagination_readings"
+
+    id: Mapped[uuid.UUID] = mapped_column(sa.Uuid(), primary_key=True)
+    value: Mapped[int]
+
+
+class ReadingOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: uuid.UUID
+    value: int
+
+
+def test_uuidv7_column_pages_with_uuid_cursors(engine: Engine) -> None:
+    # UUIDv7s of successive milliseconds (version 7, RFC 9562 variant).
+    made = [
+        uuid.UUID(int=((MS + n) << 80) | (0x7 << 76) | (0b10 << 62) | (n * 7919))
+        for n in range(12)
+    ]
+    Reading.__table__.drop(engine, checkfirst=True)  # type: ignore[attr-defined]
+    Reading.__table__.create(engine)  # type: ignore[attr-defined]
+    try:
+        with engine.begin() as conn:
+            conn.execute(
+                Reading.__table__.insert(),  # type: ignore[attr-defined]
+                [{"id": i, "value": n} for n, i in enumerate(made)],
+            )
+        app = FastAPI()
+        app.state.engine = engine
+
+        @app.get("/readings", response_model=ULIDCursorPage[ReadingOut])
+        def readings(session: DB) -> Any:
+            return paginate(session, sa.select(Reading), Reading.id)
+
+        @app.get("/sealed-readings", response_model=ULIDCursorPage[ReadingOut])
+        def sealed_readings(session: DB) -> Any:
+            return paginate(session, sa.select(Reading), Reading.id, sealer=SEALER)
+
+        add_pagination(app)
+        with TestClient(app) as client:
+            items, last = walk(client, "/readings?size=5")
+            assert [item["id"] for item in items] == [str(i) for i in made]
+            assert last["next_page"] is None
+            sealed, _ = walk(client, "/sealed-readings?size=5")
+            assert [item["id"] for item in sealed] == [str(i) for i in made]
+            # A ULID-looking or malformed cursor is the client's error: 400, no SQL.
+            with recording(engine) as seen:
+                for bad in ("after:01HTQW311N1KR5G0Y75M3EF00H", "after:nope", "sideways:x"):
+                    response = client.get(f"/readings?cursor={bad}")
+                    assert response.status_code == 400, response.text
+                    assert response.json()["detail"].startswith("cursor: ")
+            assert not [s for s in seen if "readings" in s]
+    finally:
+        Reading.__table__.drop(engine)  # type: ignore[attr-defined]

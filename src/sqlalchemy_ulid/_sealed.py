@@ -15,10 +15,12 @@ import hashlib
 import hmac
 import re
 import secrets
+import uuid
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from ._codec import InvalidULID
+from ._keys import _UUID_TEXT
 from ._ulid import ULID, _from_bytes
 
 if TYPE_CHECKING:
@@ -123,15 +125,19 @@ class CursorSealer:
         return secrets.token_bytes(32)
 
     def seal_cursor(
-        self, cursor: ULID | str, *, before: bool = False, descending: bool = False
+        self, cursor: ULID | uuid.UUID | str, *, before: bool = False, descending: bool = False
     ) -> str:
         """Return the token of one cursor and the way to page from it.
 
+        A UUIDv7 column's cursor (a :class:`uuid.UUID` or its 36-character
+        text) is sealed as the same 16 bytes; it opens as the equal
+        :class:`ULID`, which ``paginate`` binds as that UUID again.
+
         Raises:
-            InvalidULID: ``cursor`` is not a ULID.
+            InvalidULID: ``cursor`` is not a ULID or a UUID.
         """
         flags = (_BEFORE if before else 0) | (_DESCENDING if descending else 0)
-        ulid = ULID(cursor) if isinstance(cursor, str) else _as_ulid(cursor)
+        ulid = _as_ulid(cursor)
         payload = bytes([flags]) + ulid.bytes
         key = self._keys[0]
         tag = key.tag(payload)
@@ -216,7 +222,13 @@ def _encode(raw: bytes) -> str:
 def _as_ulid(value: object) -> ULID:
     if isinstance(value, ULID):
         return value
-    raise TypeError(f"a cursor is a ULID or its 26-character text, not {type(value).__name__}")
+    if isinstance(value, uuid.UUID):
+        return ULID.from_uuid(value)
+    if isinstance(value, str):
+        if len(value) == 36 and _UUID_TEXT.fullmatch(value):
+            return ULID.from_uuid(uuid.UUID(value))
+        return ULID(value)  # strict: raises InvalidULID
+    raise TypeError(f"a cursor is a ULID, a UUID or the text of either, not {type(value).__name__}")
 
 
 def _invalid() -> InvalidULID:

@@ -27,8 +27,8 @@ from pydantic import BaseModel, Field
 
 from .. import _pagination
 from .._codec import InvalidULID
+from .._keys import keys_of
 from .._sealed import CursorSealer
-from .._ulid import ULID
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
@@ -95,7 +95,9 @@ class ULIDCursorPage(AbstractPage[_T], Generic[_T]):
 # -- cursors ----------------------------------------------------------------------
 
 
-def _open(cursor: str | None, descending: bool, sealer: CursorSealer | None) -> dict[str, Any]:
+def _open(
+    cursor: str | None, column: ULIDColumn, descending: bool, sealer: CursorSealer | None
+) -> dict[str, Any]:
     """Return paginate's cursor keyword arguments, or raise HTTP 400."""
     if not cursor:
         return {}
@@ -108,7 +110,8 @@ def _open(cursor: str | None, descending: bool, sealer: CursorSealer | None) -> 
             way, text = "after", cursor
         if way not in ("after", "before"):
             raise InvalidULID(f"a cursor is 'after:<id>' or 'before:<id>', got {cursor!r}")
-        return {way: ULID(text)}
+        # The column's own cursor form: a ULID, or a UUID on a UUIDv7 column.
+        return {way: keys_of(column).parse(text)}
     except InvalidULID as exc:
         raise HTTPException(status.HTTP_400_BAD_REQUEST, detail=f"cursor: {exc}") from None
 
@@ -126,12 +129,16 @@ def _seal(
 
 
 def _core_kwargs(
-    params: AbstractParams | None, descending: bool, sealer: CursorSealer | None, settle: Any
+    params: AbstractParams | None,
+    column: ULIDColumn,
+    descending: bool,
+    sealer: CursorSealer | None,
+    settle: Any,
 ) -> tuple[AbstractParams, dict[str, Any]]:
     resolved = resolve_params(params)
     raw = resolved.to_raw_params().as_cursor()
     cursor = raw.cursor.decode() if isinstance(raw.cursor, bytes) else raw.cursor
-    kwargs = _open(cursor, descending, sealer)
+    kwargs = _open(cursor, column, descending, sealer)
     kwargs.update(limit=raw.size, descending=descending)
     if settle is not None:  # only when set: the keyword is new in the core
         kwargs["settle"] = settle
@@ -174,7 +181,7 @@ def paginate(
         fastapi.HTTPException: 400 with our message for a malformed cursor,
             before any SQL runs.
     """
-    resolved, kwargs = _core_kwargs(params, descending, sealer, settle)
+    resolved, kwargs = _core_kwargs(params, column, descending, sealer, settle)
     page = _pagination.paginate(session, stmt, column, **kwargs)
     items = apply_items_transformer(page.items, transformer)
     return _create(items, resolved, page, descending, sealer, additional_data)
@@ -193,7 +200,7 @@ async def apaginate(
     additional_data: dict[str, Any] | None = None,
 ) -> Any:
     """Await one page: :func:`paginate` for AsyncSession and AsyncConnection."""
-    resolved, kwargs = _core_kwargs(params, descending, sealer, settle)
+    resolved, kwargs = _core_kwargs(params, column, descending, sealer, settle)
     page = await _pagination.apaginate(session, stmt, column, **kwargs)
     items = await apply_items_transformer(page.items, transformer, async_=True)
     return _create(items, resolved, page, descending, sealer, additional_data)

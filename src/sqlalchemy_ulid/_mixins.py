@@ -20,7 +20,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import TypeDecorator
 
 from ._generator import new_ulid
-from ._sqltime import ulid_timestamp
+from ._sqltime import AwareComparator, refuse_naive, ulid_timestamp
 from ._types import ULIDType
 from ._ulid import ULID
 
@@ -116,6 +116,7 @@ class UTCDateTime(TypeDecorator[datetime]):
 
     impl = sa.DateTime(timezone=True)
     cache_ok = True
+    comparator_factory = AwareComparator
 
     def load_dialect_impl(self, dialect: Dialect) -> sa.types.TypeEngine[Any]:
         if dialect.name in ("mysql", "mariadb"):
@@ -127,11 +128,7 @@ class UTCDateTime(TypeDecorator[datetime]):
             return None
         if not isinstance(value, datetime):
             raise TypeError(f"expected a datetime, not {type(value).__name__}")
-        if value.tzinfo is None or value.utcoffset() is None:
-            raise ValueError(
-                f"naive datetime {value.isoformat()} refused: pass a timezone-aware "
-                "datetime, e.g. datetime.now(timezone.utc)"
-            )
+        refuse_naive(value)
         utc = value.astimezone(timezone.utc)
         if dialect is not None and dialect.name == "postgresql":
             return utc

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, make_url
-from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from conftest import Backend
@@ -31,6 +31,7 @@ from sqlalchemy_ulid import (
     SettleError,
     ULIDType,
     afollow,
+    apaginate,
     follow,
     new_ulid,
     paginate,
@@ -572,3 +573,40 @@ def test_auto_polls_inside_one_long_transaction(engine: Engine, table: sa.Table)
         )
         expected = 0 if engine.dialect.name == "sqlite" else 1
         assert len(rest.items) == expected
+
+
+def test_orm_session_on_a_fresh_engine_and_with_several_binds(
+    backend: Backend, table: sa.Table
+) -> None:
+    # A worker's first query is often the feed: the Session has not connected
+    # yet, so a mysql:// URL has not told MariaDB from MySQL (which name the
+    # isolation variable differently). And a session with binds= (or
+    # Flask-SQLAlchemy bind keys) has no single engine for the horizon's SQL.
+    assert backend.url is not None
+    settle: Any = timedelta(0) if backend.name == "sqlite" else "auto"
+    level = "AUTOCOMMIT" if backend.name == "sqlite" else "READ COMMITTED"
+    ids = sorted(ULID.from_parts(1_712_345_678_901 + n, n) for n in range(3))
+    with sa.create_engine(backend.url).begin() as conn:
+        conn.execute(feed.insert(), [{"id": i, "writer": "W"} for i in ids])
+
+    for binds in (False, True):
+        fresh = sa.create_engine(backend.url, isolation_level=level)
+        try:
+            session = Session(binds={feed: fresh}) if binds else Session(fresh)
+            with session:
+                page = paginate(session, ALL, feed.c.id, settle=settle, margin=MARGIN)
+            assert page.items == ids, binds
+        finally:
+            fresh.dispose()
+
+    async def first_async_page(url: str) -> list[Any]:
+        fresh = create_async_engine(url, isolation_level=level)
+        try:
+            async with AsyncSession(fresh) as session:
+                page = await apaginate(session, ALL, feed.c.id, settle=settle, margin=MARGIN)
+            return page.items
+        finally:
+            await fresh.dispose()
+
+    for url in backend.async_urls:
+        assert asyncio.run(first_async_page(url)) == ids, url

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, Union
 
@@ -443,16 +443,27 @@ def _page(plan: _Plan, rows: Sequence[Row[Any]], behind: bool) -> Page[Any]:
     )
 
 
-def _dialect_of(session: Any) -> Callable[[], Dialect]:
+def _dialect_of(session: Any, stmt: sa.Select[Any]) -> Callable[[], Dialect]:
     """A deferred lookup of the session's dialect: only settle= needs it."""
 
     def lookup() -> Dialect:
         dialect = getattr(session, "dialect", None)  # Connection, AsyncConnection
         if isinstance(dialect, Dialect):
             return dialect
-        return session.get_bind().dialect  # type: ignore[no-any-return]
+        # The statement picks the engine of a session with several binds.
+        return session.get_bind(clause=stmt).dialect  # type: ignore[no-any-return]
 
     return lookup
+
+
+def _orm_binding(stmt: sa.Select[Any]) -> dict[str, Any]:
+    """How a session finds the engine for our own statements (the horizon's text()).
+
+    A session with ``binds=`` (or Flask-SQLAlchemy's bind keys) routes an ORM
+    statement by its entities, but a ``text()`` has none: it goes where the
+    paged statement goes, inside the same transaction.
+    """
+    return {"bind_arguments": {"clause": stmt}}
 
 
 # -- the entry points -----------------------------------------------------------
@@ -583,6 +594,7 @@ def paginate(
         >>> again.items, again.next_cursor == str(ids[-1])
         ([], True)
     """
+    orm = not isinstance(session, Connection)
     plan = _plan(
         stmt,
         column,
@@ -590,17 +602,23 @@ def paginate(
         before,
         limit,
         descending,
-        not isinstance(session, Connection),
+        orm,
         max_limit=max_limit,
         settle=settle,
         margin=margin,
-        dialect=_dialect_of(session),
+        dialect=_dialect_of(session, stmt),
     )
+    binding = _orm_binding(stmt) if orm else {}
+    if plan.horizon is not None and not isinstance(session, Connection):
+        # Connect now (all checks have passed): the horizon's SQL depends on
+        # what the server turns out to be.
+        connection = session.connection(**binding)
+        plan = replace(plan, horizon=plan.horizon.connected(connection.dialect))
     steps = _steps(plan)
     statement, read = next(steps)
     while True:
         try:
-            statement, read = steps.send(read(session.execute(statement)))
+            statement, read = steps.send(read(session.execute(statement, **binding)))
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
 
@@ -649,6 +667,7 @@ async def apaginate(
     """
     from sqlalchemy.ext.asyncio import AsyncConnection  # only async callers need greenlet
 
+    orm = not isinstance(session, AsyncConnection)
     plan = _plan(
         stmt,
         column,
@@ -656,16 +675,20 @@ async def apaginate(
         before,
         limit,
         descending,
-        not isinstance(session, AsyncConnection),
+        orm,
         max_limit=max_limit,
         settle=settle,
         margin=margin,
-        dialect=_dialect_of(session),
+        dialect=_dialect_of(session, stmt),
     )
+    binding = _orm_binding(stmt) if orm else {}
+    if plan.horizon is not None and not isinstance(session, AsyncConnection):
+        connection = await session.connection(**binding)
+        plan = replace(plan, horizon=plan.horizon.connected(connection.dialect))
     steps = _steps(plan)
     statement, read = next(steps)
     while True:
         try:
-            statement, read = steps.send(read(await session.execute(statement)))
+            statement, read = steps.send(read(await session.execute(statement, **binding)))
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]

@@ -34,7 +34,7 @@ behind the horizon and invisible, which is the very skip this prevents.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, Literal, Union
 
@@ -114,6 +114,15 @@ class Horizon:
     locking_read: bool  # MariaDB/MySQL "auto": the data query locks what it reads
     table: str | None  # PostgreSQL "auto": the quoted table name
 
+    def connected(self, dialect: Dialect) -> Horizon:
+        """This horizon for the dialect of the connection that runs it.
+
+        ``mysql://`` URLs tell MariaDB from MySQL only once connected (they
+        name the isolation variable differently), and an ORM session may not
+        have connected when the page is planned.
+        """
+        return replace(self, dialect_name=_dialect_key(dialect))
+
     def prelude(self) -> sa.TextClause | None:
         """A statement to run before :meth:`statement`, or None.
 
@@ -174,6 +183,12 @@ def _ms(delta: timedelta) -> int:
     return delta // timedelta(milliseconds=1)
 
 
+def _dialect_key(dialect: Dialect) -> str:
+    if dialect.name == "mysql" and getattr(dialect, "is_mariadb", False):
+        return "mariadb"
+    return dialect.name
+
+
 def check_settle(settle: object, margin: object) -> None:
     """Validate ``settle=`` and ``margin=`` before any SQL (ValueError/TypeError)."""
     if isinstance(margin, bool) or not isinstance(margin, timedelta):
@@ -192,9 +207,7 @@ def plan_horizon(
     settle: Settle, margin: timedelta, dialect: Dialect, table: sa.Table | None
 ) -> Horizon:
     """Choose how this dialect computes the horizon (no SQL runs here)."""
-    name = dialect.name
-    if name == "mysql" and getattr(dialect, "is_mariadb", False):
-        name = "mariadb"
+    name = _dialect_key(dialect)
     if name not in _ISOLATION:
         raise SettleError(
             f"settle= is supported on PostgreSQL, MariaDB/MySQL and SQLite, not {name}"

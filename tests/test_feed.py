@@ -200,6 +200,47 @@ def test_repeatable_read_is_refused(table: sa.Table, engine: Engine) -> None:
         assert paginate(conn, ALL, feed.c.id, settle="auto").items == []
 
 
+def test_autocommit_on_a_server_defaulting_to_repeatable_read(
+    backends: dict[str, Backend],
+) -> None:
+    # PostgreSQL reports its default level even to an autocommit connection,
+    # where each statement is its own transaction and reads after the horizon.
+    # (MariaDB reports @@autocommit itself; SQLite has no levels.)
+    pg = backends["postgresql"]
+    if pg.engine is None or pg.url is None:
+        pytest.fail(f"required backend missing: {pg.reason}", pytrace=False)
+    ids = sorted(ULID.from_parts(1_712_345_678_901 + n, n) for n in range(3))
+    feed.drop(pg.engine, checkfirst=True)
+    feed.create(pg.engine)
+    with pg.engine.begin() as conn:
+        conn.execute(feed.insert(), [{"id": i, "writer": "W"} for i in ids])
+    level = "default_transaction_isolation"
+    rr_default = sa.create_engine(pg.url, connect_args={"options": f"-c {level}=repeatable\\ read"})
+
+    async def autocommit_page() -> list[Any]:
+        url = make_url(pg.url).set(drivername="postgresql+asyncpg")
+        settings = {"server_settings": {level: "repeatable read"}}
+        async_engine = create_async_engine(url, connect_args=settings)
+        try:
+            async with async_engine.connect() as conn:
+                autocommit = await conn.execution_options(isolation_level="AUTOCOMMIT")
+                page = await apaginate(autocommit, ALL, feed.c.id, settle=timedelta(0))
+            return page.items
+        finally:
+            await async_engine.dispose()
+
+    try:
+        with rr_default.connect() as conn, pytest.raises(SettleError, match="repeatable read"):
+            paginate(conn, ALL, feed.c.id, settle=timedelta(0))  # a real RR transaction
+        gen = follow(rr_default, ALL, feed.c.id, settle="auto", margin=MARGIN, interval=0.01)
+        assert next(gen).items == ids  # follow(engine) autocommits
+        gen.close()
+        assert asyncio.run(autocommit_page()) == ids
+    finally:
+        rr_default.dispose()
+        feed.drop(pg.engine, checkfirst=True)
+
+
 @contextlib.contextmanager
 def unprivileged(engine: Engine) -> Iterator[Engine]:
     """A PostgreSQL login role with SELECT on the feed and nothing else."""

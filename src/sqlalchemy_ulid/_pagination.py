@@ -609,11 +609,12 @@ def paginate(
         dialect=_dialect_of(session, stmt),
     )
     binding = _orm_binding(stmt) if orm else {}
-    if plan.horizon is not None and not isinstance(session, Connection):
+    if plan.horizon is not None:
         # Connect now (all checks have passed): the horizon's SQL depends on
-        # what the server turns out to be.
-        connection = session.connection(**binding)
-        plan = replace(plan, horizon=plan.horizon.connected(connection.dialect))
+        # what the server turns out to be, and on whether the driver autocommits.
+        connection = session if isinstance(session, Connection) else session.connection(**binding)
+        horizon = plan.horizon.connected(connection.dialect, connection.connection.dbapi_connection)
+        plan = replace(plan, horizon=horizon)
     steps = _steps(plan)
     statement, read = next(steps)
     while True:
@@ -682,9 +683,14 @@ async def apaginate(
         dialect=_dialect_of(session, stmt),
     )
     binding = _orm_binding(stmt) if orm else {}
-    if plan.horizon is not None and not isinstance(session, AsyncConnection):
-        connection = await session.connection(**binding)
-        plan = replace(plan, horizon=plan.horizon.connected(connection.dialect))
+    if plan.horizon is not None:
+        connection = (
+            session if isinstance(session, AsyncConnection) else await session.connection(**binding)
+        )
+        raw = await connection.get_raw_connection()
+        plan = replace(
+            plan, horizon=plan.horizon.connected(connection.dialect, raw.dbapi_connection)
+        )
     steps = _steps(plan)
     statement, read = next(steps)
     while True:

@@ -113,15 +113,26 @@ class Horizon:
     dialect_name: str
     locking_read: bool  # MariaDB/MySQL "auto": the data query locks what it reads
     table: str | None  # PostgreSQL "auto": the quoted table name
+    # The driver connection autocommits (each statement its own transaction,
+    # so the data query's snapshot follows the horizon whatever the level).
+    # PostgreSQL cannot tell this from SQL: a server whose
+    # default_transaction_isolation is REPEATABLE READ reports that level.
+    client_autocommit: bool = False
 
-    def connected(self, dialect: Dialect) -> Horizon:
-        """This horizon for the dialect of the connection that runs it.
+    def connected(self, dialect: Dialect, dbapi_connection: Any) -> Horizon:
+        """This horizon for the connection that runs it.
 
         ``mysql://`` URLs tell MariaDB from MySQL only once connected (they
         name the isolation variable differently), and an ORM session may not
-        have connected when the page is planned.
+        have connected when the page is planned. Every PostgreSQL driver
+        SQLAlchemy supports says on ``.autocommit`` whether it autocommits.
         """
-        return replace(self, dialect_name=_dialect_key(dialect))
+        autocommit = getattr(dbapi_connection, "autocommit", False)
+        return replace(
+            self,
+            dialect_name=_dialect_key(dialect),
+            client_autocommit=autocommit is True,
+        )
 
     def prelude(self) -> sa.TextClause | None:
         """A statement to run before :meth:`statement`, or None.
@@ -145,7 +156,8 @@ class Horizon:
 
     def bound_ms(self, row: Sequence[Any]) -> int:
         """The horizon in Unix ms from the horizon query's row; ids below it are settled."""
-        now_ms, level, autocommit = int(row[0]), str(row[1]), bool(int(row[2]))
+        now_ms, level = int(row[0]), str(row[1])
+        autocommit = bool(int(row[2])) or self.client_autocommit
         safe = _SAFE_LEVELS.get(self.dialect_name, _READ_COMMITTED)
         if not autocommit and level.lower().replace("-", " ") not in safe:
             raise SettleError(

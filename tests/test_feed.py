@@ -244,24 +244,26 @@ def test_autocommit_on_a_server_defaulting_to_repeatable_read(
 @contextlib.contextmanager
 def unprivileged(engine: Engine) -> Iterator[Engine]:
     """A PostgreSQL login role with SELECT on the feed and nothing else."""
-    role = "i11_feed_reader" if "test_i11" in str(engine.url) else "ulid_feed_reader"
+    # Roles belong to the whole server: one per test database, so suites run
+    # against several databases at once never drop each other's role.
     database = engine.url.database
+    role = f"{database}_feed_reader"
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         if conn.scalar(sa.text("SELECT 1 FROM pg_roles WHERE rolname = :r"), {"r": role}):
-            conn.exec_driver_sql(f"DROP OWNED BY {role}")  # left by an interrupted run
-            conn.exec_driver_sql(f"DROP ROLE {role}")
-        conn.exec_driver_sql(f"CREATE ROLE {role} LOGIN")
-        conn.exec_driver_sql(f'GRANT CONNECT ON DATABASE "{database}" TO {role}')
-        conn.exec_driver_sql(f"GRANT USAGE ON SCHEMA public TO {role}")
-        conn.exec_driver_sql(f"GRANT SELECT ON feed_events TO {role}")
+            conn.exec_driver_sql(f'DROP OWNED BY "{role}"')  # left by an interrupted run
+            conn.exec_driver_sql(f'DROP ROLE "{role}"')
+        conn.exec_driver_sql(f'CREATE ROLE "{role}" LOGIN')
+        conn.exec_driver_sql(f'GRANT CONNECT ON DATABASE "{database}" TO "{role}"')
+        conn.exec_driver_sql(f'GRANT USAGE ON SCHEMA public TO "{role}"')
+        conn.exec_driver_sql(f'GRANT SELECT ON feed_events TO "{role}"')
     limited = sa.create_engine(make_url(engine.url).set(username=role, password=None))
     try:
         yield limited
     finally:
         limited.dispose()
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            conn.exec_driver_sql(f"DROP OWNED BY {role}")
-            conn.exec_driver_sql(f"DROP ROLE {role}")
+            conn.exec_driver_sql(f'DROP OWNED BY "{role}"')
+            conn.exec_driver_sql(f'DROP ROLE "{role}"')
 
 
 def test_auto_without_pg_read_all_stats_is_a_clear_error(table: sa.Table, engine: Engine) -> None:

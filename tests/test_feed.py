@@ -653,3 +653,33 @@ def test_orm_session_on_a_fresh_engine_and_with_several_binds(
 
     for url in backend.async_urls:
         assert asyncio.run(first_async_page(url)) == ids, url
+
+
+def test_auto_refuses_a_postgresql_view(backends: dict[str, Backend]) -> None:
+    # Writers lock the base table, never the view: "auto" watching the view
+    # saw no writer, and a slow writer's row was skipped. It is refused.
+    pg = backends["postgresql"]
+    if pg.engine is None:
+        pytest.fail(f"required backend missing: {pg.reason}", pytrace=False)
+    view = sa.Table(
+        "feed_events_view", sa.MetaData(), sa.Column("id", ULIDType(), primary_key=True)
+    )
+    feed.drop(pg.engine, checkfirst=True)
+    feed.create(pg.engine)
+    autocommit = pg.engine.execution_options(isolation_level="AUTOCOMMIT")
+    try:
+        with autocommit.connect() as conn:
+            conn.exec_driver_sql("CREATE VIEW feed_events_view AS SELECT id FROM feed_events")
+            conn.execute(
+                feed.insert(), {"id": ULID.from_parts(1_712_345_678_901, 1), "writer": "W"}
+            )
+            with pytest.raises(SettleError, match="feed_events_view is a view"):
+                paginate(conn, sa.select(view.c.id), view.c.id, settle="auto", margin=MARGIN)
+            # A fixed window needs no writers' locks; the base table pages with "auto".
+            fixed = paginate(conn, sa.select(view.c.id), view.c.id, settle=timedelta(0))
+            auto = paginate(conn, ALL, feed.c.id, settle="auto", margin=MARGIN)
+            assert len(fixed.items) == len(auto.items) == 1
+    finally:
+        with autocommit.connect() as conn:
+            conn.exec_driver_sql("DROP VIEW IF EXISTS feed_events_view")
+        feed.drop(pg.engine, checkfirst=True)

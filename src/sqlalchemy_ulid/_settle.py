@@ -88,8 +88,13 @@ SELECT {now}, {isolation},
           FROM holders h JOIN pg_stat_activity a ON a.pid = h.pid),
        (SELECT count(*) FROM holders WHERE pid IS NULL),
        pg_has_role('pg_read_all_stats', 'USAGE'),
-       (SELECT oid IS NOT NULL FROM target)
+       (SELECT c.relkind::text FROM pg_class c, target WHERE c.oid = target.oid)
 """
+# Writers lock the tables they write: a plain ('r') or partitioned ('p')
+# table. A view's writers lock its base tables, never the view, so watching
+# the view would see none and skip their rows.
+_PG_TABLE_KINDS = {"r": "table", "p": "partitioned table"}
+_PG_OTHER_KINDS = {"v": "view", "m": "materialized view", "f": "foreign table"}
 # A holder whose xact_start reads NULL (or whose row is gone) ended its
 # transaction between the two reads: committed, so visible to the page, or
 # rolled back. Hidden starts are ruled out up front by pg_read_all_stats. A
@@ -170,9 +175,16 @@ class Horizon:
             return now_ms - _ms(self.settle)
         oldest = now_ms
         if self.table is not None:
-            writers_start, prepared, privileged, exists = row[3], int(row[4]), row[5], row[6]
-            if not exists:
+            writers_start, prepared, privileged, kind = row[3], int(row[4]), row[5], row[6]
+            if kind is None:
                 raise SettleError(f"settle='auto': no table {self.table} in this database")
+            if kind not in _PG_TABLE_KINDS:
+                raise SettleError(
+                    f"settle='auto' watches the writers of the paging column's table, but "
+                    f"{self.table} is a {_PG_OTHER_KINDS.get(kind, 'relation of kind ' + kind)}: "
+                    "writers lock the tables it reads, not it, so their rows could be skipped. "
+                    "Page on the base table's column, or pass a timedelta as settle="
+                )
             if not privileged:
                 raise SettleError(
                     "settle='auto' on PostgreSQL reads when other sessions' transactions "

@@ -90,6 +90,14 @@ SELECT {now}, {isolation},
        pg_has_role('pg_read_all_stats', 'USAGE'),
        (SELECT c.relkind::text FROM pg_class c, target WHERE c.oid = target.oid)
 """
+# MariaDB/MySQL "auto": the paging table's type. A locking read through a
+# view that MariaDB materializes (ALGORITHM=TEMPTABLE, or any view with
+# GROUP BY, DISTINCT, UNION...) locks no base row, so it would not wait for
+# a slow writer: only base tables are accepted.
+_MYSQL_TABLE_TYPE = (
+    "(SELECT TABLE_TYPE FROM information_schema.TABLES "
+    "WHERE TABLE_SCHEMA = COALESCE(:schema, DATABASE()) AND TABLE_NAME = :name)"
+)
 # Writers lock the tables they write: a plain ('r') or partitioned ('p')
 # table. A view's writers lock its base tables, never the view, so watching
 # the view would see none and skip their rows.
@@ -123,6 +131,9 @@ class Horizon:
     # PostgreSQL cannot tell this from SQL: a server whose
     # default_transaction_isolation is REPEATABLE READ reports that level.
     client_autocommit: bool = False
+    # MariaDB/MySQL "auto": (schema or None, name) of the paging column's
+    # table, checked not to be a view (see _MYSQL_TABLE_TYPE).
+    base_table: tuple[str | None, str] | None = None
 
     def connected(self, dialect: Dialect, dbapi_connection: Any) -> Horizon:
         """This horizon for the connection that runs it.
@@ -157,6 +168,11 @@ class Horizon:
             return sa.text(_PG_WRITERS.format(now=now, isolation=isolation)).bindparams(
                 table=self.table
             )
+        if self.base_table is not None:
+            schema, name = self.base_table
+            return sa.text(f"SELECT {now}, {isolation}, {_MYSQL_TABLE_TYPE}").bindparams(
+                schema=schema, name=name
+            )
         return sa.text(f"SELECT {now}, {isolation}")
 
     def bound_ms(self, row: Sequence[Any]) -> int:
@@ -174,6 +190,14 @@ class Horizon:
         if self.settle != "auto":
             return now_ms - _ms(self.settle)
         oldest = now_ms
+        if self.base_table is not None and row[3] != "BASE TABLE":
+            raise SettleError(
+                f"settle='auto' needs the paging column's table {self.base_table[1]} to be a "
+                f"table, not {'missing' if row[3] is None else 'a ' + str(row[3]).lower()}: a "
+                "locking read through a view can skip the rows its writers hold (views "
+                "MariaDB materializes take no row locks). Page on the base table's "
+                "column, or pass a timedelta as settle="
+            )
         if self.table is not None:
             writers_start, prepared, privileged, kind = row[3], int(row[4]), row[5], row[6]
             if kind is None:
@@ -244,7 +268,8 @@ def plan_horizon(
             "transactions); pass a timedelta longer than your slowest write transaction"
         )
     if name != "postgresql":
-        return Horizon(settle, margin, name, locking_read=True, table=None)
+        base = None if table is None else (table.schema, table.name)
+        return Horizon(settle, margin, name, locking_read=True, table=None, base_table=base)
     if table is None:
         raise SettleError(
             "settle='auto' on PostgreSQL watches the paging column's table for writers; "

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -528,6 +529,25 @@ def test_follow_checks_its_arguments(
 ) -> None:
     with pytest.raises((ValueError, TypeError)):
         next(follow(engine, ALL, feed.c.id, **kwargs))
+    assert statements == []
+
+
+@pytest.mark.parametrize(
+    ("after", "error"),
+    [
+        (bytes(16), TypeError),  # 16 bytes are not a cursor (paginate says so too)
+        (uuid.UUID(int=1), TypeError),  # nor a UUID: str() of it is 36 characters
+        ("01HTQW311N1KR5G0Y75M3EF00U", ValueError),  # U is not Crockford base32
+    ],
+)
+def test_follow_checks_its_cursor_like_paginate(
+    table: sa.Table, engine: Engine, statements: list[str], after: Any, error: type[Exception]
+) -> None:
+    with pytest.raises(error) as raised:
+        next(follow(engine, ALL, feed.c.id, after=after, settle=timedelta(0)))
+    with engine.connect() as conn, pytest.raises(error) as expected:
+        paginate(conn, ALL, feed.c.id, after=after, settle=timedelta(0))
+    assert (type(raised.value), str(raised.value)) == (type(expected.value), str(expected.value))
     assert statements == []
 
 

@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
-from ._pagination import Cursor, Page, ULIDColumn, apaginate, paginate
+from ._pagination import Cursor, Page, ULIDColumn, _parse_cursor, apaginate, paginate
 from ._settle import DEFAULT_MARGIN, Settle, check_settle, is_lock_wait_timeout
 
 if TYPE_CHECKING:
@@ -84,8 +84,11 @@ def follow(
         stop: set it (from any thread) to end the loop.
 
     Raises:
-        ValueError: bad ``settle``, ``margin``, ``limit`` or ``interval``,
-            when the generator starts, before any SQL.
+        ValueError: bad ``settle``, ``margin``, ``limit`` or ``interval``, or
+            a malformed ``after`` (:class:`InvalidULID`), when the generator
+            starts, before any SQL.
+        TypeError: ``after`` is neither a ULID nor its text (as in
+            :func:`paginate`).
 
     Example:
         >>> import sqlalchemy as sa
@@ -106,7 +109,7 @@ def follow(
         3
     """
     options = _options(settle, margin, limit, interval)
-    cursor = None if after is None else str(after)
+    cursor = None if after is None else str(_parse_cursor(after))
     while stop is None or not stop.is_set():
         page = None
         try:
@@ -175,7 +178,7 @@ async def afollow(
     from sqlalchemy.ext.asyncio import AsyncEngine  # only async callers need greenlet
 
     options = _options(settle, margin, limit, interval)
-    cursor = None if after is None else str(after)
+    cursor = None if after is None else str(_parse_cursor(after))
     while stop is None or not stop.is_set():
         page = None
         try:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 THIRD_PARTY = (
     "fastapi_pagination",
     "sqlakeyset",
@@ -27,3 +29,32 @@ def test_core_and_its_lazy_names_import_no_integration() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+@pytest.mark.parametrize(
+    ("module", "package", "extra"),
+    [
+        ("fastapi_pagination", "fastapi_pagination", "fastapi-pagination"),
+        ("fastapi_pagination", "fastapi", "fastapi-pagination"),  # its dependency
+        ("sqladmin", "sqladmin", "sqladmin"),
+        ("sqladmin", "markupsafe", "sqladmin"),  # its dependency, missing first
+        ("sqlakeyset", "sqlakeyset", "sqlakeyset"),
+        ("python_ulid", "ulid", "python-ulid"),
+    ],
+)
+def test_contrib_without_its_package_names_the_extra(module: str, package: str, extra: str) -> None:
+    # A None entry in sys.modules makes "import <package>" fail as if it
+    # were not installed, in this subprocess only.
+    code = (
+        "import sys\n"
+        f"sys.modules[{package!r}] = None\n"
+        "try:\n"
+        f"    import sqlalchemy_ulid.contrib.{module}\n"
+        "except ImportError as exc:\n"
+        "    print(type(exc).__name__, exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.startswith("ImportError "), out.stdout + out.stderr
+    assert f"sqlalchemy_ulid.contrib.{module} needs the {extra} extra" in out.stdout
+    assert f"pip install 'sqlalchemy-ulid[{extra}]'" in out.stdout
+    assert package in out.stdout  # which import failed

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -21,7 +22,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, make_url
-from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from conftest import Backend, recording
@@ -215,27 +216,70 @@ def test_repeatable_read_is_refused(table: sa.Table, engine: Engine) -> None:
         assert paginate(conn, ALL, feed.c.id, settle="auto").items == []
 
 
+def test_autocommit_on_a_server_defaulting_to_repeatable_read(
+    backends: dict[str, Backend],
+) -> None:
+    # PostgreSQL reports its default level even to an autocommit connection,
+    # where each statement is its own transaction and reads after the horizon.
+    # (MariaDB reports @@autocommit itself; SQLite has no levels.)
+    pg = backends["postgresql"]
+    if pg.engine is None or pg.url is None:
+        pytest.fail(f"required backend missing: {pg.reason}", pytrace=False)
+    ids = sorted(ULID.from_parts(1_712_345_678_901 + n, n) for n in range(3))
+    feed.drop(pg.engine, checkfirst=True)
+    feed.create(pg.engine)
+    with pg.engine.begin() as conn:
+        conn.execute(feed.insert(), [{"id": i, "writer": "W"} for i in ids])
+    level = "default_transaction_isolation"
+    rr_default = sa.create_engine(pg.url, connect_args={"options": f"-c {level}=repeatable\\ read"})
+
+    async def autocommit_page() -> list[Any]:
+        url = make_url(pg.url).set(drivername="postgresql+asyncpg")
+        settings = {"server_settings": {level: "repeatable read"}}
+        async_engine = create_async_engine(url, connect_args=settings)
+        try:
+            async with async_engine.connect() as conn:
+                autocommit = await conn.execution_options(isolation_level="AUTOCOMMIT")
+                page = await apaginate(autocommit, ALL, feed.c.id, settle=timedelta(0))
+            return page.items
+        finally:
+            await async_engine.dispose()
+
+    try:
+        with rr_default.connect() as conn, pytest.raises(SettleError, match="repeatable read"):
+            paginate(conn, ALL, feed.c.id, settle=timedelta(0))  # a real RR transaction
+        gen = follow(rr_default, ALL, feed.c.id, settle="auto", margin=MARGIN, interval=0.01)
+        assert next(gen).items == ids  # follow(engine) autocommits
+        gen.close()
+        assert asyncio.run(autocommit_page()) == ids
+    finally:
+        rr_default.dispose()
+        feed.drop(pg.engine, checkfirst=True)
+
+
 @contextlib.contextmanager
 def unprivileged(engine: Engine) -> Iterator[Engine]:
     """A PostgreSQL login role with SELECT on the feed and nothing else."""
-    role = "i11_feed_reader" if "test_i11" in str(engine.url) else "ulid_feed_reader"
+    # Roles belong to the whole server: one per test database, so suites run
+    # against several databases at once never drop each other's role.
     database = engine.url.database
+    role = f"{database}_feed_reader"
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         if conn.scalar(sa.text("SELECT 1 FROM pg_roles WHERE rolname = :r"), {"r": role}):
-            conn.exec_driver_sql(f"DROP OWNED BY {role}")  # left by an interrupted run
-            conn.exec_driver_sql(f"DROP ROLE {role}")
-        conn.exec_driver_sql(f"CREATE ROLE {role} LOGIN")
-        conn.exec_driver_sql(f'GRANT CONNECT ON DATABASE "{database}" TO {role}')
-        conn.exec_driver_sql(f"GRANT USAGE ON SCHEMA public TO {role}")
-        conn.exec_driver_sql(f"GRANT SELECT ON feed_events TO {role}")
+            conn.exec_driver_sql(f'DROP OWNED BY "{role}"')  # left by an interrupted run
+            conn.exec_driver_sql(f'DROP ROLE "{role}"')
+        conn.exec_driver_sql(f'CREATE ROLE "{role}" LOGIN')
+        conn.exec_driver_sql(f'GRANT CONNECT ON DATABASE "{database}" TO "{role}"')
+        conn.exec_driver_sql(f'GRANT USAGE ON SCHEMA public TO "{role}"')
+        conn.exec_driver_sql(f'GRANT SELECT ON feed_events TO "{role}"')
     limited = sa.create_engine(make_url(engine.url).set(username=role, password=None))
     try:
         yield limited
     finally:
         limited.dispose()
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            conn.exec_driver_sql(f"DROP OWNED BY {role}")
-            conn.exec_driver_sql(f"DROP ROLE {role}")
+            conn.exec_driver_sql(f'DROP OWNED BY "{role}"')
+            conn.exec_driver_sql(f'DROP ROLE "{role}"')
 
 
 def test_auto_without_pg_read_all_stats_is_a_clear_error(table: sa.Table, engine: Engine) -> None:
@@ -503,6 +547,25 @@ def test_follow_checks_its_arguments(
     assert statements == []
 
 
+@pytest.mark.parametrize(
+    ("after", "error"),
+    [
+        (bytes(16), TypeError),  # 16 bytes are not a cursor (paginate says so too)
+        (uuid.UUID(int=1), TypeError),  # nor a UUID: str() of it is 36 characters
+        ("01HTQW311N1KR5G0Y75M3EF00U", ValueError),  # U is not Crockford base32
+    ],
+)
+def test_follow_checks_its_cursor_like_paginate(
+    table: sa.Table, engine: Engine, statements: list[str], after: Any, error: type[Exception]
+) -> None:
+    with pytest.raises(error) as raised:
+        next(follow(engine, ALL, feed.c.id, after=after, settle=timedelta(0)))
+    with engine.connect() as conn, pytest.raises(error) as expected:
+        paginate(conn, ALL, feed.c.id, after=after, settle=timedelta(0))
+    assert (type(raised.value), str(raised.value)) == (type(expected.value), str(expected.value))
+    assert statements == []
+
+
 def test_afollow_on_every_async_driver(backend: Backend, engine: Engine, table: sa.Table) -> None:
     # "auto" runs its horizon query through asyncpg, psycopg and asyncmy too.
     settle: Any = timedelta(0) if backend.name == "sqlite" else "auto"
@@ -646,11 +709,9 @@ def test_auto_on_a_server_without_wsrep_on(
         assert "wsrep_on_not_in_this_build" in seen[0]
         assert not any("wsrep" in statement for statement in seen[1:])
         # Any other error still reaches the caller.
-        missing = sa.Table(
-            "no_such_feed", sa.MetaData(), sa.Column("id", ULIDType(), primary_key=True)
-        )
-        with reader(fresh) as conn, pytest.raises(sa.exc.ProgrammingError, match="no_such_feed"):
-            paginate(conn, sa.select(missing.c.id), missing.c.id, settle="auto")
+        broken = sa.select(feed.c.id, sa.literal_column("no_such_column"))
+        with reader(fresh) as conn, pytest.raises(sa.exc.OperationalError, match="no_such_column"):
+            paginate(conn, broken, feed.c.id, settle="auto")
     finally:
         fresh.dispose()
 
@@ -671,3 +732,74 @@ def test_auto_on_a_server_without_wsrep_on(
         first_items, again_items, seen = asyncio.run(run(url))
         assert (first_items, again_items) == ([old], []), url
         assert len(seen) == 3 + 2, url
+def test_orm_session_on_a_fresh_engine_and_with_several_binds(
+    backend: Backend, table: sa.Table
+) -> None:
+    # A worker's first query is often the feed: the Session has not connected
+    # yet, so a mysql:// URL has not told MariaDB from MySQL (which name the
+    # isolation variable differently). And a session with binds= (or
+    # Flask-SQLAlchemy bind keys) has no single engine for the horizon's SQL.
+    assert backend.url is not None
+    settle: Any = timedelta(0) if backend.name == "sqlite" else "auto"
+    level = "AUTOCOMMIT" if backend.name == "sqlite" else "READ COMMITTED"
+    ids = sorted(ULID.from_parts(1_712_345_678_901 + n, n) for n in range(3))
+    with sa.create_engine(backend.url).begin() as conn:
+        conn.execute(feed.insert(), [{"id": i, "writer": "W"} for i in ids])
+
+    for binds in (False, True):
+        fresh = sa.create_engine(backend.url, isolation_level=level)
+        try:
+            session = Session(binds={feed: fresh}) if binds else Session(fresh)
+            with session:
+                page = paginate(session, ALL, feed.c.id, settle=settle, margin=MARGIN)
+            assert page.items == ids, binds
+        finally:
+            fresh.dispose()
+
+    async def first_async_page(url: str) -> list[Any]:
+        fresh = create_async_engine(url, isolation_level=level)
+        try:
+            async with AsyncSession(fresh) as session:
+                page = await apaginate(session, ALL, feed.c.id, settle=settle, margin=MARGIN)
+            return page.items
+        finally:
+            await fresh.dispose()
+
+    for url in backend.async_urls:
+        assert asyncio.run(first_async_page(url)) == ids, url
+
+
+@pytest.mark.parametrize("server", ["postgresql", "mysql"])
+def test_auto_refuses_a_view(backends: dict[str, Backend], server: str) -> None:
+    # PostgreSQL: writers lock the base table, never the view, so "auto"
+    # watching the view saw no writer. MariaDB: a view it materializes
+    # (TEMPTABLE) takes no row locks, so the locking read did not wait. Both
+    # skipped a slow writer's row; both are refused now.
+    found = backends[server]
+    if found.engine is None:
+        pytest.fail(f"required backend missing: {found.reason}", pytrace=False)
+    view = sa.Table(
+        "feed_events_view", sa.MetaData(), sa.Column("id", ULIDType(), primary_key=True)
+    )
+    algorithm = "ALGORITHM=TEMPTABLE " if server == "mysql" else ""
+    feed.drop(found.engine, checkfirst=True)
+    feed.create(found.engine)
+    autocommit = found.engine.execution_options(isolation_level="AUTOCOMMIT")
+    try:
+        with autocommit.connect() as conn:
+            conn.exec_driver_sql(
+                f"CREATE {algorithm}VIEW feed_events_view AS SELECT id FROM feed_events"
+            )
+            conn.execute(
+                feed.insert(), {"id": ULID.from_parts(1_712_345_678_901, 1), "writer": "W"}
+            )
+            with pytest.raises(SettleError, match=r"feed_events_view (is|to be) a .*view"):
+                paginate(conn, sa.select(view.c.id), view.c.id, settle="auto", margin=MARGIN)
+            # A fixed window needs no writers' locks; the base table pages with "auto".
+            fixed = paginate(conn, sa.select(view.c.id), view.c.id, settle=timedelta(0))
+            auto = paginate(conn, ALL, feed.c.id, settle="auto", margin=MARGIN)
+            assert len(fixed.items) == len(auto.items) == 1
+    finally:
+        with autocommit.connect() as conn:
+            conn.exec_driver_sql("DROP VIEW IF EXISTS feed_events_view")
+        feed.drop(found.engine, checkfirst=True)

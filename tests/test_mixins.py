@@ -177,6 +177,24 @@ def test_utc_datetime_round_trip_and_naive_refused(engine: Engine, tables: None)
         assert session.scalars(sa.select(Memo.text).where(Memo.text == "naive")).all() == []
 
 
+def test_naive_datetime_comparisons_are_refused_when_built(engine: Engine, tables: None) -> None:
+    naive = datetime(2024, 1, 1)
+    aware = naive.replace(tzinfo=timezone.utc)
+    for build in (
+        lambda: Memo.created_at > naive,  # the hybrid: ulid_timestamp(id) in SQL
+        lambda: Memo.created_at.between(naive, aware),
+        lambda: Memo.updated_at <= naive,  # a UTCDateTime column
+        lambda: Memo.updated_at.in_([naive]),
+    ):
+        with pytest.raises(ValueError, match="naive datetime"):
+            build()
+    with Session(engine) as session:
+        session.add(Memo(text="aware", updated_at=aware))
+        session.commit()
+        stmt = sa.select(Memo.text).where(Memo.created_at > aware, Memo.updated_at == aware)
+        assert session.scalars(stmt).all() == ["aware"]
+
+
 def test_utc_datetime_refuses_other_types() -> None:
     with pytest.raises(TypeError):
         UTCDateTime().process_bind_param("2024-01-01", None)  # type: ignore[arg-type]

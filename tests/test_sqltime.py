@@ -159,10 +159,23 @@ def test_naive_datetime_comparison_is_refused_before_sql(
 ) -> None:
     table = table_for("auto")
     statements.clear()
-    stmt = sa.select(table.c.id).where(ulid_timestamp(table.c.id) >= datetime(2024, 1, 1))
-    with pytest.raises(sa.exc.StatementError, match="naive datetime"), engine.connect() as conn:
-        conn.execute(stmt)
-    assert statements == []
+    naive = datetime(2024, 1, 1)
+    aware = naive.replace(tzinfo=timezone.utc)
+    created = ulid_timestamp(table.c.id)
+    # Refused when the comparison is built: a ValueError (an API's 400), not
+    # SQLAlchemy's StatementError when the statement runs.
+    for build in (
+        lambda: created >= naive,
+        lambda: naive <= created,
+        lambda: created.between(aware, naive),
+        lambda: created.in_([aware, naive]),
+        lambda: created != naive,
+    ):
+        with pytest.raises(ValueError, match="naive datetime"):
+            build()
+    with engine.connect() as conn:  # aware datetimes still run
+        assert conn.execute(sa.select(table.c.id).where(created.between(aware, aware))).all() == []
+    assert len(statements) == 1
 
 
 # -- time zones ---------------------------------------------------------------------

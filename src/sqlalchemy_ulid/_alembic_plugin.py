@@ -4,8 +4,9 @@ Alembic imports its plugins while ``import alembic`` itself runs. That can be
 in the middle of ``import sqlalchemy_ulid.alembic`` (whose first line imports
 Alembic), so the entry point must not name that module: Alembic would get it
 half-initialised. This module is tiny and always complete, and its
-``setup()`` leaves the registering to ``sqlalchemy_ulid.alembic`` whenever
-that import is already under way.
+``setup()`` leaves the registering to the import that is under way whenever
+one of our modules is being imported (it imports Alembic, and its op
+modules register themselves).
 """
 
 from __future__ import annotations
@@ -17,7 +18,16 @@ from typing import Any
 __all__ = ["setup"]
 
 
+def _initializing(name: str) -> bool:
+    module = sys.modules.get(name)
+    # importlib marks a module's spec while its code runs (the flag behind
+    # "partially initialized module" errors).
+    return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
+
+
 def setup(plugin: Any) -> None:
     """Register ``op.add_ulid_column`` & co. by importing ``sqlalchemy_ulid.alembic``."""
-    if "sqlalchemy_ulid.alembic" not in sys.modules:
-        importlib.import_module("sqlalchemy_ulid.alembic")
+    ours = [name for name in list(sys.modules) if name.startswith("sqlalchemy_ulid.")]
+    if any(_initializing(name) for name in ours if name != __name__):
+        return  # Alembic is being imported by one of our modules: it registers them
+    importlib.import_module("sqlalchemy_ulid.alembic")

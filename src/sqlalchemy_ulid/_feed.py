@@ -96,9 +96,11 @@ def follow(
         stop: set it (from any thread) to end the loop.
 
     Raises:
-        ValueError: bad ``settle``, ``margin``, ``limit`` or ``interval``,
-            or a malformed ``after`` (:class:`InvalidULID`), when the
-            generator starts, before any SQL.
+        ValueError: bad ``settle``, ``margin``, ``limit`` or ``interval``, or
+            a malformed ``after`` (:class:`InvalidULID`), when the generator
+            starts, before any SQL.
+        TypeError: ``after`` is of a type that never names a key (as in
+            :func:`paginate`).
 
     Example:
         >>> import sqlalchemy as sa

@@ -21,7 +21,7 @@ from __future__ import annotations
 import itertools
 import uuid
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, Union
 
@@ -462,16 +462,27 @@ def _resume(
         return done.value  # type: ignore[no-any-return]
 
 
-def _dialect_of(session: Any) -> Callable[[], Dialect]:
+def _dialect_of(session: Any, stmt: sa.Select[Any]) -> Callable[[], Dialect]:
     """A deferred lookup of the session's dialect: only settle= needs it."""
 
     def lookup() -> Dialect:
         dialect = getattr(session, "dialect", None)  # Connection, AsyncConnection
         if isinstance(dialect, Dialect):
             return dialect
-        return session.get_bind().dialect  # type: ignore[no-any-return]
+        # The statement picks the engine of a session with several binds.
+        return session.get_bind(clause=stmt).dialect  # type: ignore[no-any-return]
 
     return lookup
+
+
+def _orm_binding(stmt: sa.Select[Any]) -> dict[str, Any]:
+    """How a session finds the engine for our own statements (the horizon's text()).
+
+    A session with ``binds=`` (or Flask-SQLAlchemy's bind keys) routes an ORM
+    statement by its entities, but a ``text()`` has none: it goes where the
+    paged statement goes, inside the same transaction.
+    """
+    return {"bind_arguments": {"clause": stmt}}
 
 
 # -- the entry points -----------------------------------------------------------
@@ -614,6 +625,7 @@ def paginate(
         >>> again.items, again.next_cursor == str(ids[-1])
         ([], True)
     """
+    orm = not isinstance(session, Connection)
     plan = _plan(
         stmt,
         column,
@@ -621,18 +633,25 @@ def paginate(
         before,
         limit,
         descending,
-        not isinstance(session, Connection),
+        orm,
         max_limit=max_limit,
         settle=settle,
         margin=margin,
-        dialect=_dialect_of(session),
+        dialect=_dialect_of(session, stmt),
     )
+    binding = _orm_binding(stmt) if orm else {}
+    if plan.horizon is not None:
+        # Connect now (all checks have passed): the horizon's SQL depends on
+        # what the server turns out to be, and on whether the driver autocommits.
+        connection = session if isinstance(session, Connection) else session.connection(**binding)
+        horizon = plan.horizon.connected(connection.dialect, connection.connection.dbapi_connection)
+        plan = replace(plan, horizon=horizon)
     steps = _steps(plan)
     step: _Step | Page[Any] = next(steps)
     while not isinstance(step, Page):
         statement, read = step
         try:
-            outcome, error = read(session.execute(statement)), None
+            outcome, error = read(session.execute(statement, **binding)), None
         except sa.exc.DBAPIError as failed:  # the plan may answer with another statement
             outcome, error = None, failed
         step = _resume(steps, outcome, error)
@@ -683,6 +702,7 @@ async def apaginate(
     """
     from sqlalchemy.ext.asyncio import AsyncConnection  # only async callers need greenlet
 
+    orm = not isinstance(session, AsyncConnection)
     plan = _plan(
         stmt,
         column,
@@ -690,18 +710,27 @@ async def apaginate(
         before,
         limit,
         descending,
-        not isinstance(session, AsyncConnection),
+        orm,
         max_limit=max_limit,
         settle=settle,
         margin=margin,
-        dialect=_dialect_of(session),
+        dialect=_dialect_of(session, stmt),
     )
+    binding = _orm_binding(stmt) if orm else {}
+    if plan.horizon is not None:
+        connection = (
+            session if isinstance(session, AsyncConnection) else await session.connection(**binding)
+        )
+        raw = await connection.get_raw_connection()
+        plan = replace(
+            plan, horizon=plan.horizon.connected(connection.dialect, raw.dbapi_connection)
+        )
     steps = _steps(plan)
     step: _Step | Page[Any] = next(steps)
     while not isinstance(step, Page):
         statement, read = step
         try:
-            outcome, error = read(await session.execute(statement)), None
+            outcome, error = read(await session.execute(statement, **binding)), None
         except sa.exc.DBAPIError as failed:  # the plan may answer with another statement
             outcome, error = None, failed
         step = _resume(steps, outcome, error)

@@ -101,9 +101,22 @@ SELECT {now}, {isolation},
           FROM holders h JOIN pg_stat_activity a ON a.pid = h.pid),
        (SELECT count(*) FROM holders WHERE pid IS NULL),
        pg_has_role('pg_read_all_stats', 'USAGE'),
-       (SELECT oid IS NOT NULL FROM target),
+       (SELECT c.relkind::text FROM pg_class c, target WHERE c.oid = target.oid),
        pg_is_in_recovery()
 """
+# MariaDB/MySQL "auto": the paging table's type. A locking read through a
+# view that MariaDB materializes (ALGORITHM=TEMPTABLE, or any view with
+# GROUP BY, DISTINCT, UNION...) locks no base row, so it would not wait for
+# a slow writer: only base tables are accepted.
+_MYSQL_TABLE_TYPE = (
+    "(SELECT TABLE_TYPE FROM information_schema.TABLES "
+    "WHERE TABLE_SCHEMA = COALESCE(:schema, DATABASE()) AND TABLE_NAME = :name)"
+)
+# Writers lock the tables they write: a plain ('r') or partitioned ('p')
+# table. A view's writers lock its base tables, never the view, so watching
+# the view would see none and skip their rows.
+_PG_TABLE_KINDS = {"r": "table", "p": "partitioned table"}
+_PG_OTHER_KINDS = {"v": "view", "m": "materialized view", "f": "foreign table"}
 # A holder whose xact_start reads NULL (or whose row is gone) ended its
 # transaction between the two reads: committed, so visible to the page, or
 # rolled back. Hidden starts are ruled out up front by pg_read_all_stats. A
@@ -148,6 +161,29 @@ class Horizon:
     # the dialect to remember a server that has no such variable.
     galera_check: bool = False
     dialect: Dialect | None = dataclasses.field(default=None, compare=False, repr=False)
+    # The driver connection autocommits (each statement its own transaction,
+    # so the data query's snapshot follows the horizon whatever the level).
+    # PostgreSQL cannot tell this from SQL: a server whose
+    # default_transaction_isolation is REPEATABLE READ reports that level.
+    client_autocommit: bool = False
+    # MariaDB/MySQL "auto": (schema or None, name) of the paging column's
+    # table, checked not to be a view (see _MYSQL_TABLE_TYPE).
+    base_table: tuple[str | None, str] | None = None
+
+    def connected(self, dialect: Dialect, dbapi_connection: Any) -> Horizon:
+        """This horizon for the connection that runs it.
+
+        ``mysql://`` URLs tell MariaDB from MySQL only once connected (they
+        name the isolation variable differently), and an ORM session may not
+        have connected when the page is planned. Every PostgreSQL driver
+        SQLAlchemy supports says on ``.autocommit`` whether it autocommits.
+        """
+        autocommit = getattr(dbapi_connection, "autocommit", False)
+        return dataclasses.replace(
+            self,
+            dialect_name=_dialect_key(dialect),
+            client_autocommit=autocommit is True,
+        )
 
     def steps(self) -> Generator[Step, Any, int]:
         """Yield the horizon's statements to the caller's executor; return the bound (ms).
@@ -189,13 +225,19 @@ class Horizon:
             return sa.text(_PG_WRITERS.format(now=now, isolation=isolation)).bindparams(
                 table=self.table
             )
+        columns = [now, isolation]
         if self.galera_check:
-            return sa.text(f"SELECT {now}, {isolation}, @@global.{_WSREP_VARIABLE}")
-        return sa.text(f"SELECT {now}, {isolation}")
+            columns.append(f"@@global.{_WSREP_VARIABLE}")
+        if self.base_table is None:
+            return sa.text(f"SELECT {', '.join(columns)}")
+        schema, name = self.base_table
+        columns.append(_MYSQL_TABLE_TYPE)
+        return sa.text(f"SELECT {', '.join(columns)}").bindparams(schema=schema, name=name)
 
     def bound_ms(self, row: Sequence[Any]) -> int:
         """The horizon in Unix ms from the horizon query's row; ids below it are settled."""
-        now_ms, level, autocommit = int(row[0]), str(row[1]), bool(int(row[2]))
+        now_ms, level = int(row[0]), str(row[1])
+        autocommit = bool(int(row[2])) or self.client_autocommit
         safe = _SAFE_LEVELS.get(self.dialect_name, _READ_COMMITTED)
         if not autocommit and level.lower().replace("-", " ") not in safe:
             raise SettleError(
@@ -207,7 +249,8 @@ class Horizon:
         if self.settle != "auto":
             return now_ms - _ms(self.settle)
         oldest = now_ms
-        if self.galera_check and str(row[3]).upper() in ("1", "ON"):
+        extra = list(row[3:])  # MariaDB/MySQL: [wsrep_on] [table type], as asked
+        if self.galera_check and str(extra.pop(0)).upper() in ("1", "ON"):
             raise SettleError(
                 "settle='auto' is not sound on a Galera node (wsrep_on = ON): a "
                 "transaction open on another node is invisible here until it commits, so "
@@ -215,8 +258,18 @@ class Horizon:
                 "timedelta as settle= that covers your longest transaction plus "
                 "certification and apply lag (see docs/distributed.md)"
             )
+        if self.base_table is not None:
+            table_type = extra.pop(0)
+            if table_type != "BASE TABLE":
+                shown = "missing" if table_type is None else "a " + str(table_type).lower()
+                raise SettleError(
+                    f"settle='auto' needs the paging column's table {self.base_table[1]} to "
+                    f"be a table, not {shown}: a locking read through a view can skip the "
+                    "rows its writers hold (views MariaDB materializes take no row locks). "
+                    "Page on the base table's column, or pass a timedelta as settle="
+                )
         if self.table is not None:
-            writers_start, prepared, privileged, exists = row[3], int(row[4]), row[5], row[6]
+            writers_start, prepared, privileged, kind = row[3], int(row[4]), row[5], row[6]
             if row[7]:
                 raise SettleError(
                     "settle='auto' is not sound on a PostgreSQL hot standby "
@@ -225,8 +278,16 @@ class Horizon:
                     "settle= that covers your longest transaction plus replay lag (see "
                     "docs/distributed.md), or read from the primary"
                 )
-            if not exists:
+            if kind is None:
                 raise SettleError(f"settle='auto': no table {self.table} in this database")
+            if kind not in _PG_TABLE_KINDS:
+                other = _PG_OTHER_KINDS.get(kind, "relation of kind " + kind)
+                raise SettleError(
+                    f"settle='auto' watches the writers of the paging column's table, but "
+                    f"{self.table} is a {other}: writers lock the tables it reads, not it, "
+                    "so their rows could be skipped. Page on the base table's column, or "
+                    "pass a timedelta as settle="
+                )
             if not privileged:
                 raise SettleError(
                     "settle='auto' on PostgreSQL reads when other sessions' transactions "
@@ -277,13 +338,17 @@ def check_settle(settle: object, margin: object) -> None:
         raise ValueError(f"settle must not be negative, got {settle!r}")
 
 
+def _dialect_key(dialect: Dialect) -> str:
+    if dialect.name == "mysql" and getattr(dialect, "is_mariadb", False):
+        return "mariadb"
+    return dialect.name
+
+
 def plan_horizon(
     settle: Settle, margin: timedelta, dialect: Dialect, table: sa.Table | None
 ) -> Horizon:
     """Choose how this dialect computes the horizon (no SQL runs here)."""
-    name = dialect.name
-    if name == "mysql" and getattr(dialect, "is_mariadb", False):
-        name = "mariadb"
+    name = _dialect_key(dialect)
     if name not in _ISOLATION:
         raise SettleError(
             f"settle= is supported on PostgreSQL, MariaDB/MySQL and SQLite, not {name}"
@@ -304,6 +369,7 @@ def plan_horizon(
             table=None,
             galera_check=dialect not in _NO_WSREP,
             dialect=dialect,
+            base_table=None if table is None else (table.schema, table.name),
         )
     if table is None:
         raise SettleError(

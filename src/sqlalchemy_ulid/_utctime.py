@@ -3,16 +3,64 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Final
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Dialect
+from sqlalchemy.sql import operators
+from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from ._dialects import dialect_row
 
-__all__ = ["CreationTime", "UTCDateTime"]
+__all__ = ["AwareComparator", "CreationTime", "UTCDateTime", "refuse_naive"]
+
+# Comparisons whose literal operands are checked when the expression is built.
+_CHECKED: Final = frozenset(
+    {
+        operators.eq,
+        operators.ne,
+        operators.lt,
+        operators.le,
+        operators.gt,
+        operators.ge,
+        operators.between_op,
+        operators.not_between_op,
+        operators.is_distinct_from,
+        operators.is_not_distinct_from,
+    }
+)
+_IN_OPS: Final = frozenset({operators.in_op, operators.not_in_op})
+
+
+def refuse_naive(value: object) -> None:
+    """Raise ValueError for a naive datetime: which time zone it means is a guess."""
+    if isinstance(value, datetime) and (value.tzinfo is None or value.utcoffset() is None):
+        raise ValueError(
+            f"naive datetime {value.isoformat()} refused: pass a timezone-aware "
+            "datetime, e.g. datetime.now(timezone.utc)"
+        )
+
+
+class AwareComparator(TypeDecorator.Comparator[datetime]):
+    """Refuse naive datetime operands when the comparison is built.
+
+    ``ulid_timestamp(col) > datetime(2024, 1, 1)`` raises ``ValueError`` at
+    once, as ``created_since`` does, rather than a ``StatementError`` (not a
+    ``ValueError``) from the bind when the statement runs.
+    """
+
+    __slots__ = ()
+
+    def operate(self, op: Any, *other: Any, **kwargs: Any) -> ColumnElement[Any]:
+        if op in _CHECKED:
+            for value in other:
+                refuse_naive(value)
+        elif op in _IN_OPS and other and isinstance(other[0], (list, tuple, set, frozenset)):
+            for value in other[0]:
+                refuse_naive(value)
+        return super().operate(op, *other, **kwargs)
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -32,6 +80,7 @@ class UTCDateTime(TypeDecorator[datetime]):
 
     impl = sa.DateTime(timezone=True)
     cache_ok = True
+    comparator_factory = AwareComparator
 
     def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
         if dialect.name in ("mysql", "mariadb"):
@@ -43,11 +92,7 @@ class UTCDateTime(TypeDecorator[datetime]):
             return None
         if not isinstance(value, datetime):
             raise TypeError(f"expected an aware datetime, not {type(value).__name__}")
-        if value.tzinfo is None or value.utcoffset() is None:
-            raise ValueError(
-                f"naive datetime {value.isoformat()} refused: pass a timezone-aware "
-                "datetime, e.g. datetime.now(timezone.utc)"
-            )
+        refuse_naive(value)
         utc = value.astimezone(timezone.utc)
         # Only a zoned type (timestamptz) keeps the zone; elsewhere the
         # database holds and compares naive UTC wall times.

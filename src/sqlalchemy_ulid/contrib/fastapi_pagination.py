@@ -20,10 +20,15 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
-from fastapi import HTTPException, Query, status
-from fastapi_pagination.api import apply_items_transformer, create_page, resolve_params
-from fastapi_pagination.bases import AbstractPage, AbstractParams, CursorRawParams
-from pydantic import BaseModel, Field
+from . import _missing
+
+try:
+    from fastapi import HTTPException, Query, status
+    from fastapi_pagination.api import apply_items_transformer, create_page, resolve_params
+    from fastapi_pagination.bases import AbstractPage, AbstractParams, CursorRawParams
+    from pydantic import BaseModel, Field
+except ModuleNotFoundError as exc:
+    raise _missing("fastapi_pagination", "fastapi-pagination", exc) from exc
 
 from .. import _pagination
 from .._codec import InvalidULID

@@ -29,7 +29,13 @@ from typing import Any, Literal
 from uuid import UUID
 
 from sqlalchemy.engine import Dialect
-from ulid import ULID as PyULID  # noqa: N811 - a distinct name beside our ULID
+
+from . import _missing
+
+try:
+    from ulid import ULID as PyULID  # noqa: N811 - a distinct name beside our ULID
+except ModuleNotFoundError as exc:
+    raise _missing("python_ulid", "python-ulid", exc) from exc
 
 from .._generator import new_ulid
 from .._types import Storage, ULIDType, to_bytes

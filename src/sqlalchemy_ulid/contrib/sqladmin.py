@@ -21,10 +21,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from markupsafe import Markup
-from sqladmin.formatters import BASE_FORMATTERS
-from sqladmin.forms import ModelConverter, converts
-from wtforms import Field, Form, StringField, ValidationError
+from . import _missing
+
+try:
+    from markupsafe import Markup
+    from sqladmin.formatters import BASE_FORMATTERS
+    from sqladmin.forms import ModelConverter, converts
+    from wtforms import Field, Form, StringField, ValidationError
+except ModuleNotFoundError as exc:
+    raise _missing("sqladmin", "sqladmin", exc) from exc
 
 from .._codec import InvalidULID
 from .._ulid import ULID

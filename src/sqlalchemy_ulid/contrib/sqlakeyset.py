@@ -23,7 +23,12 @@ from __future__ import annotations
 
 import threading
 
-from sqlakeyset import BadBookmark, ConfigurationError, custom_bookmark_type
+from . import _missing
+
+try:
+    from sqlakeyset import BadBookmark, ConfigurationError, custom_bookmark_type
+except ModuleNotFoundError as exc:
+    raise _missing("sqlakeyset", "sqlakeyset", exc) from exc
 
 from .._ulid import ULID
 

@@ -171,7 +171,8 @@ def paginate(
     Args:
         session: a Session or Connection.
         stmt: a ``select()`` without ORDER BY, LIMIT or OFFSET.
-        column: the ULID column to page on.
+        column: the ULID or UUIDv7 column to page on (cursors are its own text
+            form: 26 characters, or the canonical 36-character UUID).
         params: the page parameters; by default those of the current request
             (``add_pagination(app)`` or ``Depends(ULIDCursorParams)``).
         descending: newest first.

@@ -579,11 +579,12 @@ def paginate(
 
     Raises:
         InvalidULID: a cursor is malformed (before any SQL runs).
-        PaginationError: ``stmt`` has a LIMIT/OFFSET or another ORDER BY,
-            does not select ``column``, or ``column`` is not unique (declared
-            so, or found repeated in the result) (a :class:`ValueError`).
-        SettleError: ``settle="auto"`` cannot be sound here (SQLite, a hot
-            standby, a Galera node, missing privilege), or the session's
+        PaginationError: ``stmt`` has a LIMIT/OFFSET, an ORDER BY on another
+            column or against ``descending``, does not select ``column``, or
+            ``column`` is not unique (declared so, or found repeated in the
+            result) (a :class:`ValueError`).
+        SettleError: ``settle="auto"`` cannot be sound here (SQLite, a view,
+            a hot standby, a Galera node, missing privilege), or the session's
             isolation level could skip rows (a :class:`ValueError`).
         ValueError: ``limit`` is not an int from 1 to ``max_limit``, both
             ``after`` and ``before``, or ``settle=`` with ``before=`` or

@@ -88,8 +88,9 @@ def follow(
         after: the cursor to start after (see :func:`paginate`); None starts
             at the beginning.
         settle: ``"auto"`` (PostgreSQL, MariaDB/MySQL) or a ``timedelta``
-            (needed on a hot standby or a Galera node, where ``"auto"``
-            raises :class:`SettleError` at the first poll).
+            (needed on SQLite, on a view, on a hot standby or on a Galera
+            node, where ``"auto"`` raises :class:`SettleError` at the first
+            poll).
         margin: with ``"auto"``, see :func:`paginate`.
         limit: the largest page yielded.
         interval: seconds to sleep when caught up.

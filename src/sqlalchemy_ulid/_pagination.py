@@ -1,8 +1,9 @@
 """Keyset pagination on a ULID or UUIDv7 column: after / before / paginate / Page.
 
-A page is ``WHERE <caller's filters> AND id > :cursor ORDER BY id LIMIT n + 1``:
-the extra row tells whether another page exists, so no COUNT ever runs, and the
-primary-key index finds the start of every page as fast as the first one.
+A page is ``WHERE <caller's filters> AND id >= :cursor ORDER BY id LIMIT n + 2``:
+the cursor's own row tells whether a page lies behind, the row past the page
+whether another one follows, so no COUNT ever runs, and the primary-key index
+finds the start of every page as fast as the first one.
 
 One planner serves both entry points: :func:`_steps` is a generator that
 yields each statement to run (horizon, page, probe) and receives its result
@@ -503,8 +504,10 @@ def paginate(
 ) -> Page[Any]:
     """Fetch one page of ``stmt`` in id order, after or before a cursor.
 
-    Runs ``stmt`` with its WHERE kept, plus ``column > :after`` (or
-    ``< :before``), ``ORDER BY column`` and ``LIMIT limit + 1``; no COUNT.
+    Runs ``stmt`` with its WHERE kept, plus ``column >= :after`` (or
+    ``<= :before``), ``ORDER BY column`` and ``LIMIT limit + 2`` (the
+    cursor's own row and one row past the page; without a cursor
+    ``LIMIT limit + 1``, with ``settle=`` ``column > :after``); no COUNT.
     A cursor is a position in id order, not a row number, so rows inserted
     or deleted between two calls never shift a page. Rows whose ``column``
     is NULL are never returned. ``prev_cursor`` (or ``next_cursor`` after
@@ -576,11 +579,12 @@ def paginate(
 
     Raises:
         InvalidULID: a cursor is malformed (before any SQL runs).
-        PaginationError: ``stmt`` has a LIMIT/OFFSET or another ORDER BY,
-            does not select ``column``, or ``column`` is not unique (declared
-            so, or found repeated in the result) (a :class:`ValueError`).
-        SettleError: ``settle="auto"`` cannot be sound here (SQLite, a hot
-            standby, a Galera node, missing privilege), or the session's
+        PaginationError: ``stmt`` has a LIMIT/OFFSET, an ORDER BY on another
+            column or against ``descending``, does not select ``column``, or
+            ``column`` is not unique (declared so, or found repeated in the
+            result) (a :class:`ValueError`).
+        SettleError: ``settle="auto"`` cannot be sound here (SQLite, a view,
+            a hot standby, a Galera node, missing privilege), or the session's
             isolation level could skip rows (a :class:`ValueError`).
         ValueError: ``limit`` is not an int from 1 to ``max_limit``, both
             ``after`` and ``before``, or ``settle=`` with ``before=`` or

@@ -142,9 +142,10 @@ Step = tuple[sa.Executable, Callable[[Result[Any]], Any]]
 class SettleError(ValueError):
     """The settle horizon cannot be computed soundly here.
 
-    Raised for ``settle="auto"`` on SQLite, on a PostgreSQL hot standby, on
-    a Galera node, without the privilege it needs, and for a session whose
-    isolation level could make the page skip rows.
+    Raised for ``settle="auto"`` on SQLite, on a view (PostgreSQL or
+    MariaDB/MySQL), on a PostgreSQL hot standby, on a Galera node, without
+    the privilege it needs, and for a session whose isolation level could
+    make the page skip rows.
     """
 
 

@@ -19,8 +19,9 @@ column type it compiles to on the database (``UUID``, ``BINARY(16)``,
 second autogenerate and ``alembic check`` report nothing.
 
 The import also registers these operations, for use as ``op.<name>(...)``
-in migrations (on Alembic 1.18+ our ``alembic.plugins`` entry point imports
-this module at start-up, so they work without the import):
+in migrations (on Alembic 1.18+ our ``alembic.plugins`` entry point,
+``sqlalchemy_ulid._alembic_plugin``, imports this module at start-up, so they
+work without the import):
 
 * ``op.add_ulid_column(table, column, from_column, ...)``: add a ULID column
   to a populated table, dated from a timestamp column (online only);

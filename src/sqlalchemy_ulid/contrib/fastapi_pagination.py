@@ -4,8 +4,9 @@
 its own ``CursorPage``: declare ``response_model=ULIDCursorPage[Schema]``,
 call :func:`paginate` (or :func:`apaginate` on an ``AsyncSession``) in the
 handler, and ``add_pagination(app)``. Each page is one query,
-``WHERE id > :cursor ORDER BY id LIMIT size + 1``; no COUNT and no
-sqlakeyset bookmark type needed. Install with
+``WHERE id >= :cursor ORDER BY id LIMIT size + 2`` (from the cursor's own
+row; a second, ``EXISTS``, query only when that row is gone); no COUNT and
+no sqlakeyset bookmark type needed. Install with
 ``pip install 'sqlalchemy-ulid[fastapi-pagination]'``.
 
 Cursors are ``after:<id>`` and ``before:<id>`` (a bare id means
@@ -170,7 +171,8 @@ def paginate(
     Args:
         session: a Session or Connection.
         stmt: a ``select()`` without ORDER BY, LIMIT or OFFSET.
-        column: the ULID column to page on.
+        column: the ULID or UUIDv7 column to page on (cursors are its own text
+            form: 26 characters, or the canonical 36-character UUID).
         params: the page parameters; by default those of the current request
             (``add_pagination(app)`` or ``Depends(ULIDCursorParams)``).
         descending: newest first.

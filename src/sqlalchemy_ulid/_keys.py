@@ -274,8 +274,8 @@ def check_time_order(type_: TypeEngine[Any], dialect: Dialect) -> None:
         f"the {dialect.name} {version} native uuid type does not sort UUIDv7 values in "
         "time order (SQL Server's UNIQUEIDENTIFIER never does; MariaDB's UUID does from "
         "10.11.5): cursors and time bounds on this column would select the wrong rows. "
-        "Store the keys as 16-byte binary (e.g. advanced-alchemy's GUID, or "
-        "sa.Uuid(native_uuid=False))"
+        "Store the keys in a form that sorts in time order: ULIDType() (16 bytes on "
+        "every database) or sa.Uuid(native_uuid=False) (32 hex characters)"
     )
 
 

@@ -3,35 +3,18 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any, Final
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Dialect
-from sqlalchemy.sql import operators
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from ._dialects import dialect_row
+from ._types import _COMPARISONS, _IN_OPS  # the operators whose literals are checked
 
 __all__ = ["AwareComparator", "CreationTime", "UTCDateTime", "refuse_naive"]
-
-# Comparisons whose literal operands are checked when the expression is built.
-_CHECKED: Final = frozenset(
-    {
-        operators.eq,
-        operators.ne,
-        operators.lt,
-        operators.le,
-        operators.gt,
-        operators.ge,
-        operators.between_op,
-        operators.not_between_op,
-        operators.is_distinct_from,
-        operators.is_not_distinct_from,
-    }
-)
-_IN_OPS: Final = frozenset({operators.in_op, operators.not_in_op})
 
 
 def refuse_naive(value: object) -> None:
@@ -54,7 +37,7 @@ class AwareComparator(TypeDecorator.Comparator[datetime]):
     __slots__ = ()
 
     def operate(self, op: Any, *other: Any, **kwargs: Any) -> ColumnElement[Any]:
-        if op in _CHECKED:
+        if op in _COMPARISONS:
             for value in other:
                 refuse_naive(value)
         elif op in _IN_OPS and other and isinstance(other[0], (list, tuple, set, frozenset)):

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime, timedelta, timezone
 
 from hypothesis import strategies as st
 
 from sqlalchemy_ulid import ULID
 from sqlalchemy_ulid._codec import ALPHABET
+from sqlalchemy_ulid._keys import uuid7_min_at
 
 MAX_TIMESTAMP_MS = (1 << 48) - 1
 #: The last millisecond a datetime can hold (9999-12-31T23:59:59.999Z).
@@ -76,3 +78,9 @@ def aware_datetimes(draw: st.DrawFn) -> tuple[datetime, int]:
     except OverflowError:
         # The local time would fall outside year 1..9999; keep it in UTC.
         return when, ms
+
+
+def v7(ms: int, random_bits: int) -> uuid.UUID:
+    """The UUIDv7 of ``ms`` with ``random_bits`` spread over its 74 random bits."""
+    rand_a, rand_b = random_bits >> 62, random_bits & ((1 << 62) - 1)
+    return uuid.UUID(int=uuid7_min_at(ms).int | rand_a << 64 | rand_b)

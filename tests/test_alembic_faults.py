@@ -11,7 +11,6 @@ same as interrupting before the next write.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import threading
 import time
@@ -29,7 +28,7 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection, Engine
 
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
-from conftest import Backend
+from conftest import Backend, recording
 from sqlalchemy_ulid import ULID, ULIDType, new_ulid
 from sqlalchemy_ulid._time import to_ms
 
@@ -207,20 +206,6 @@ def _kill(engine: Engine, session: int) -> None:
     time.sleep(0.05)  # let the server finish the session
 
 
-@contextlib.contextmanager
-def _recording(engine: Engine) -> Iterator[list[str]]:
-    seen: list[str] = []
-
-    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        seen.append(statement)
-
-    sa.event.listen(engine, "before_cursor_execute", record)
-    try:
-        yield seen
-    finally:
-        sa.event.remove(engine, "before_cursor_execute", record)
-
-
 def _boundaries(statements: list[str]) -> list[int]:
     """1-based positions of the statements that change something."""
     return [i + 1 for i, s in enumerate(statements) if not s.lstrip().upper().startswith(READS)]
@@ -266,7 +251,7 @@ def test_interrupted_at_every_boundary_then_rerun(
     for step in before:
         _run(server, step)
     checksum = _checksum(server)
-    with _recording(server) as statements:
+    with recording(server) as statements:
         _run(server, op)
     reference = _schema(server)
     boundaries = _boundaries(statements)

@@ -35,16 +35,11 @@ from sqlalchemy_ulid import (
     ulid_timestamp,
 )
 from sqlalchemy_ulid._keys import Keys, TimeOrderError, keys_of, uuid7_min_at
+from strategies import v7
 from test_timerange import plan
 
 T = 1_712_345_678_901  # 2024-04-05T19:34:38.901Z
 V7_RANDOM_MAX = (0xFFF << 64) | ((1 << 62) - 1)  # every bit a UUIDv7 leaves random
-
-
-def v7(ms: int, random_bits: int) -> uuid.UUID:
-    """The UUIDv7 of ``ms`` with ``random_bits`` spread over its 74 random bits."""
-    rand_a, rand_b = random_bits >> 62, random_bits & ((1 << 62) - 1)
-    return uuid.UUID(int=uuid7_min_at(ms).int | rand_a << 64 | rand_b)
 
 
 def v7_max(ms: int) -> uuid.UUID:

@@ -42,15 +42,10 @@ from sqlalchemy_ulid import (
     partition_ddl,
 )
 from sqlalchemy_ulid._keys import TimeOrderError, keys_of, uuid7_min_at
+from strategies import v7
 from test_timerange import Explain
 
 T = 1_712_345_678_901  # 2024-04-05T19:34:38.901Z
-
-
-def v7(ms: int, random_bits: int) -> uuid.UUID:
-    """The UUIDv7 of ``ms`` with ``random_bits`` spread over its 74 random bits."""
-    rand_a, rand_b = random_bits >> 62, random_bits & ((1 << 62) - 1)
-    return uuid.UUID(int=uuid7_min_at(ms).int | rand_a << 64 | rand_b)
 
 
 def now_ms() -> int:

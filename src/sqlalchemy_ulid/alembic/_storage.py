@@ -19,12 +19,12 @@ from alembic.operations import MigrateOperation, Operations
 from alembic.util import CommandError
 from sqlalchemy.engine import Connection
 
-from ._alembic_inspect import column_state, execute, foreign_keys_on, quote, run, strict_mode
-from ._codec import ALPHABET, InvalidULID
-from ._convert_sql import ConvertSQL
-from ._dialects import dialect_row, dialects_with
-from ._types import Storage, ULIDType, _check_storage
-from ._ulid import ULID
+from .._codec import ALPHABET, InvalidULID
+from .._convert_sql import ConvertSQL
+from .._dialects import dialect_row, dialects_with
+from .._types import Storage, ULIDType, _check_storage
+from .._ulid import ULID
+from ._inspect import column_state, execute, foreign_keys_on, quote, run, strict_mode
 
 __all__ = ["AlterULIDStorageOp"]
 

@@ -30,6 +30,12 @@ work without the import):
   convert between ``CHAR(26)`` text and 16-byte storage, in SQL;
 * ``op.create_ulid_function()`` / ``op.drop_ulid_function()``: the
   server-side ``gen_ulid()``.
+
+The ops live in this package's private modules: ``_add`` (``add_ulid_column``),
+``_drop``, ``_storage``, ``_function`` and ``_inspect`` (reflection and checks
+shared by them). The SQL that converts between storages is per-dialect data
+and stays in ``sqlalchemy_ulid._convert_sql``, beside the dialect table, so
+that the column layer never imports this package (which imports Alembic).
 """
 
 from __future__ import annotations
@@ -44,11 +50,11 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess
     ) from exc
 
 # Importing the op modules registers the ops on Alembic's Operations.
-from ._alembic_backfill import AddULIDColumnOp
-from ._alembic_drop import DropULIDColumnOp
-from ._alembic_function import CreateULIDFunctionOp, DropULIDFunctionOp
-from ._alembic_storage import AlterULIDStorageOp
-from ._types import ULIDType
+from .._types import ULIDType
+from ._add import AddULIDColumnOp
+from ._drop import DropULIDColumnOp
+from ._function import CreateULIDFunctionOp, DropULIDFunctionOp
+from ._storage import AlterULIDStorageOp
 
 __all__ = [
     "AddULIDColumnOp",

@@ -1,7 +1,7 @@
 """The Alembic op that adds a ULID column to a populated table.
 
 ``op.add_ulid_column`` dates each row's new ULID from a timestamp column;
-``op.drop_ulid_column`` (``_alembic_drop``) undoes it. Importing this module
+``op.drop_ulid_column`` (``_drop``) undoes it. Importing this module
 registers the op on Alembic's ``Operations``; :mod:`sqlalchemy_ulid.alembic`
 imports it, and that import (or Alembic's plugin entry point) is the user's
 opt-in.
@@ -19,8 +19,13 @@ from alembic.operations import MigrateOperation, Operations
 from alembic.util import CommandError
 from sqlalchemy.engine import Connection, Dialect
 
-from ._alembic_drop import DropULIDColumnOp
-from ._alembic_inspect import (
+from .._defaults import ulid_server_default
+from .._dialects import dialect_row
+from .._generator import MonotonicGenerator
+from .._time import check_ms, to_ms
+from .._types import Storage, ULIDType, _check_storage
+from ._drop import DropULIDColumnOp
+from ._inspect import (
     ColumnState,
     check_identifier,
     column_state,
@@ -30,11 +35,6 @@ from ._alembic_inspect import (
     unique_name,
     unique_on,
 )
-from ._defaults import ulid_server_default
-from ._dialects import dialect_row
-from ._generator import MonotonicGenerator
-from ._time import check_ms, to_ms
-from ._types import Storage, ULIDType, _check_storage
 
 __all__ = ["AddULIDColumnOp"]
 

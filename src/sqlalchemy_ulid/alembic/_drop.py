@@ -10,8 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic.operations import MigrateOperation, Operations
 
-from ._alembic_inspect import column_state, unique_name, unique_on
-from ._dialects import dialect_row
+from .._dialects import dialect_row
+from ._inspect import column_state, unique_name, unique_on
 
 __all__ = ["DropULIDColumnOp"]
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from alembic.operations import MigrateOperation, Operations
 
-from ._defaults import (
+from .._defaults import (
     drop_ulid_function,
     drop_ulid_function_ddl,
     install_ulid_function,

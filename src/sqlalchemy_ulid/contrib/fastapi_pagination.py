@@ -31,7 +31,7 @@ try:
 except ModuleNotFoundError as exc:
     raise _missing("fastapi_pagination", "fastapi-pagination", exc) from exc
 
-from .. import _pagination
+from .. import _paging
 from .._codec import InvalidULID
 from .._keys import keys_of
 from .._sealed import CursorSealer
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
     from sqlalchemy.orm import Session
 
-    from .._pagination import ULIDColumn
+    from .._paging import ULIDColumn
 
 __all__ = ["ULIDCursorPage", "ULIDCursorParams", "apaginate", "paginate"]
 
@@ -123,7 +123,7 @@ def _open(
 
 
 def _seal(
-    page: _pagination.Page[Any], descending: bool, sealer: CursorSealer | None
+    page: _paging.Page[Any], descending: bool, sealer: CursorSealer | None
 ) -> tuple[str | None, str | None]:
     if sealer is not None:
         return sealer.seal(page, descending=descending)
@@ -189,7 +189,7 @@ def paginate(
             before any SQL runs.
     """
     resolved, kwargs = _core_kwargs(params, column, descending, sealer, settle)
-    page = _pagination.paginate(session, stmt, column, **kwargs)
+    page = _paging.paginate(session, stmt, column, **kwargs)
     items = apply_items_transformer(page.items, transformer)
     return _create(items, resolved, page, descending, sealer, additional_data)
 
@@ -208,7 +208,7 @@ async def apaginate(
 ) -> Any:
     """Await one page: :func:`paginate` for AsyncSession and AsyncConnection."""
     resolved, kwargs = _core_kwargs(params, column, descending, sealer, settle)
-    page = await _pagination.apaginate(session, stmt, column, **kwargs)
+    page = await _paging.apaginate(session, stmt, column, **kwargs)
     items = await apply_items_transformer(page.items, transformer, async_=True)
     return _create(items, resolved, page, descending, sealer, additional_data)
 
@@ -216,7 +216,7 @@ async def apaginate(
 def _create(
     items: Sequence[Any],
     params: AbstractParams,
-    page: _pagination.Page[Any],
+    page: _paging.Page[Any],
     descending: bool,
     sealer: CursorSealer | None,
     additional_data: dict[str, Any] | None,

@@ -153,7 +153,8 @@ def test_walk_forward_then_back_one_query_per_page(
     assert [item["text"] for item in items] == [f"note {n}" for n in range(12)]
     assert len([s for s in seen if s.lstrip().upper().startswith("SELECT")]) == 3  # 5 + 5 + 2
     assert last["next_page"] is None
-    assert set(last) == {"items", "next_page", "previous_page"}
+    assert set(last) == {"items", "next_page", "previous_page", "total"}
+    assert last["total"] is None  # not asked for: no COUNT ran
     assert last["previous_page"] == f"before:{ids[10]}"
 
     back: list[Any] = []

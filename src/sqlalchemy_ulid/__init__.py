@@ -32,7 +32,15 @@ if TYPE_CHECKING:
     )
     from ._feed import afollow, follow
     from ._mixins import ULIDAuditBase, ULIDBase, ULIDPrimaryKey
-    from ._paging import Page, PaginationError, after, apaginate, before, paginate
+    from ._paging import (
+        InvalidCursor,
+        Page,
+        PaginationError,
+        after,
+        apaginate,
+        before,
+        paginate,
+    )
     from ._partitions import create_partitions, partition_ddl
     from ._sealed import CursorSealer, PageKwargs
     from ._settle import SettleError
@@ -44,6 +52,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ULID",
     "CursorSealer",
+    "InvalidCursor",
     "InvalidULID",
     "MonotonicGenerator",
     "Page",
@@ -82,6 +91,7 @@ __version__ = "0.1.0"
 # modules import SQLAlchemy.
 _LAZY = {
     "ULIDType": "_types",
+    "InvalidCursor": "_paging",
     "Page": "_paging",
     "PaginationError": "_paging",
     "after": "_paging",

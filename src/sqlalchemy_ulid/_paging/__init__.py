@@ -8,13 +8,14 @@ and its executors, :mod:`._page` the :class:`Page`.
 from __future__ import annotations
 
 from .._settle import SettleError
-from ._cursor import Cursor
+from ._cursor import Cursor, InvalidCursor
 from ._page import Page
 from ._run import apaginate, paginate
 from ._sort import PaginationError, ULIDColumn, after, before
 
 __all__ = [
     "Cursor",
+    "InvalidCursor",
     "Page",
     "PaginationError",
     "SettleError",

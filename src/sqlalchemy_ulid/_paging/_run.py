@@ -30,6 +30,7 @@ from sqlalchemy.engine import Connection, Dialect, Result, Row
 from sqlalchemy.orm import Session, scoped_session
 from sqlalchemy.sql.elements import ColumnElement
 
+from .._dialects import PagingSQL, dialect_row
 from .._keys import Keys, column_expression, keys_of
 from .._settle import (
     DEFAULT_MARGIN,
@@ -40,8 +41,16 @@ from .._settle import (
     plan_horizon,
 )
 from ._cursor import Cursor
-from ._page import Page
-from ._sort import PaginationError, ULIDColumn, _check_order, _is_unique, _reader, _table_column
+from ._page import Page, Total, check_total, count_step
+from ._sort import (
+    PaginationError,
+    Sort,
+    ULIDColumn,
+    _reader,
+    _table_column,
+    check_unique,
+    read_sort,
+)
 
 if TYPE_CHECKING:
     # sqlalchemy.ext.asyncio needs greenlet, which SQLAlchemy 2.1 no longer
@@ -61,15 +70,18 @@ class _Plan:
     statement: sa.Select[Any]  # ordered and limited; the horizon is added later
     column: ColumnElement[Any]
     keys: Keys
-    ulid_of: Callable[[Row[Any]], Any]
+    id_of: Callable[[Row[Any]], str]  # the paging column of a row, as text
+    position_of: Callable[[Row[Any]], str]  # the cursor of a row
     scalar: bool
     backward: bool  # paging with before=: the SQL ran against display order
     cursor: str | None  # the cursor's canonical text
+    cursor_id: str | None  # the paging column's value in the cursor, as text
     # "Any row on the other side of the cursor?", asked only when the page,
     # fetched from the cursor inclusive, does not start with the cursor's row.
     probe: sa.Select[Any] | None
     limit: int
     horizon: Horizon | None
+    count: Step | None  # total=: the COUNT or the EXPLAIN, after the page
 
 
 def _check_limit(limit: object, max_limit: object) -> int:
@@ -86,13 +98,14 @@ def _plan(
     after_cursor: Cursor | None,
     before_cursor: Cursor | None,
     limit: int,
-    descending: bool,
+    descending: bool | None,
     orm: bool,
     *,
     max_limit: int = 1000,
     settle: Settle | None = None,
     margin: timedelta = DEFAULT_MARGIN,
     dialect: Callable[[], Dialect] | None = None,
+    total: Total = None,
 ) -> _Plan:
     # Every check runs before any SQL: bad cursors and limits are the
     # caller's input and must fail without touching the database.
@@ -101,9 +114,23 @@ def _plan(
     limit = _check_limit(limit, max_limit)
     if not isinstance(stmt, sa.Select):
         raise TypeError(f"paginate() pages a select(), not {type(stmt).__name__}")
+    if descending is not None and not isinstance(descending, bool):
+        raise TypeError(f"descending must be None, True or False, not {descending!r}")
+    paging = _paging_of(dialect)
+    check_total(total, paging)
     cursor = after_cursor if before_cursor is None else before_cursor
     expr = column_expression(column)
     keys = keys_of(expr)
+    orm_descending, sort = read_sort(stmt, expr, descending, orm, paging)
+    if sort is not None:
+        if settle is not None:
+            raise ValueError(
+                "settle= follows a feed in id order: order the statement by the paging "
+                "column alone (or not at all)"
+            )
+        backward = before_cursor is not None
+        return _sorted_plan(stmt, sort, expr, keys, cursor, backward, limit, orm, total, paging)
+    descending = orm_descending
     value = None if cursor is None else keys.parse(cursor)
     if settle is not None:
         check_settle(settle, margin)
@@ -112,20 +139,16 @@ def _plan(
                 "settle= follows a feed forward: page with after= in ascending order "
                 "(no before=, no descending=True)"
             )
-    _check_order(stmt, expr, descending)
     ulid_of, scalar = _reader(stmt, expr, orm)
+    check_unique(stmt, expr, ())
     table_column = _table_column(expr)
-    if table_column is not None and not _is_unique(table_column):
-        raise PaginationError(
-            f"the paging column {table_column} is not unique, so rows sharing a value "
-            "would be skipped at a page boundary; page on the primary key or a unique column"
-        )
     horizon = None
     if settle is not None:
         assert dialect is not None
         table = None if table_column is None else table_column.table
         horizon = plan_horizon(settle, margin, dialect(), table)
 
+    count = count_step(stmt, total, paging)
     if table_column is None or table_column.nullable:
         # NULL has no place in id order: such rows are never paged.
         stmt = stmt.where(expr.is_not(None))
@@ -149,18 +172,92 @@ def _plan(
     elif value is not None:
         bound = keys.bind(expr, value)
         paged = paged.where(expr < bound if sql_descending else expr > bound)
+    text = None if value is None else keys.format(value)
+
+    def id_of(row: Row[Any]) -> str:
+        return keys.format(ulid_of(row))
+
     return _Plan(
         statement=paged.limit(fetch),
         column=expr,
         keys=keys,
-        ulid_of=ulid_of,
+        id_of=id_of,
+        position_of=id_of,
         scalar=scalar,
         backward=backward,
-        cursor=None if value is None else keys.format(value),
+        cursor=text,
+        cursor_id=text,
         probe=probe,
         limit=limit,
         horizon=horizon,
+        count=count,
     )
+
+
+def _sorted_plan(
+    stmt: sa.Select[Any],
+    sort: Sort,
+    expr: ColumnElement[Any],
+    keys: Keys,
+    cursor: Cursor | None,
+    backward: bool,
+    limit: int,
+    orm: bool,
+    total: Total,
+    paging: Callable[[], PagingSQL],
+) -> _Plan:
+    """The plan of a page sorted by several keys: the same shape, keyset cursors."""
+    values = None if cursor is None else sort.parse(cursor, keys)  # InvalidCursor, no SQL
+    ulid_of, scalar = _reader(stmt, expr, orm)
+    check_unique(stmt, expr, [key.expr for key in sort.keyset.keys[:-1]])
+    count = count_step(stmt, total, paging)
+    table_column = _table_column(expr)
+    base, paged = stmt, sort.statement
+    if table_column is None or table_column.nullable:
+        base, paged = stmt.where(expr.is_not(None)), paged.where(expr.is_not(None))
+    paged = paged.order_by(None).order_by(*sort.keyset.order_by(reverse=backward))
+    probe, fetch, text, cursor_id = None, limit + 1, None, None
+    if values is not None:
+        binds = sort.binds(values, keys)
+        paged = paged.where(sort.keyset.past(binds, reverse=backward, inclusive=True))
+        fetch += 1
+        behind = sort.keyset.past(binds, reverse=not backward, inclusive=False)
+        probe = sa.select(base.order_by(None).where(behind).exists())
+        cursor_id = keys.format(values[-1])
+        assert isinstance(cursor, str)
+        text = cursor
+
+    def id_of(row: Row[Any]) -> str:
+        return keys.format(ulid_of(row))
+
+    def position_of(row: Row[Any]) -> str:
+        return sort.cursor(row, id_of(row))
+
+    return _Plan(
+        statement=paged.limit(fetch),
+        column=expr,
+        keys=keys,
+        id_of=id_of,
+        position_of=position_of,
+        scalar=scalar,
+        backward=backward,
+        cursor=text,
+        cursor_id=cursor_id,
+        probe=probe,
+        limit=limit,
+        horizon=None,
+        count=count,
+    )
+
+
+def _paging_of(dialect: Callable[[], Dialect] | None) -> Callable[[], PagingSQL]:
+    """The dialect's paging facts, looked up only when a plan needs them."""
+
+    def lookup() -> PagingSQL:
+        assert dialect is not None
+        return dialect_row(dialect()).paging
+
+    return lookup
 
 
 def _rows(result: Result[Any]) -> Sequence[Row[Any]]:
@@ -189,7 +286,7 @@ def _steps(plan: _Plan) -> Generator[_Step, Any, Page[Any]]:
         if plan.horizon.locking_read:
             statement = statement.with_for_update(read=True)
     rows = yield statement, _rows
-    ids = [plan.ulid_of(row) for row in rows]
+    ids = [plan.id_of(row) for row in rows]
     for earlier, later in itertools.pairwise(ids):
         if earlier == later:
             raise PaginationError(
@@ -198,38 +295,46 @@ def _steps(plan: _Plan) -> Generator[_Step, Any, Page[Any]]:
             )
     behind = False
     if plan.probe is not None:  # fetched from the cursor inclusive
-        if ids and plan.keys.format(ids[0]) == plan.cursor:
+        if ids and ids[0] == plan.cursor_id:
             behind, rows = True, rows[1:]
         else:
             rows = rows[: plan.limit + 1]
             behind = bool((yield plan.probe, _scalar))
-    return _page(plan, rows, behind)
+    total = None
+    if plan.count is not None:
+        total = yield plan.count
+    return _page(plan, rows, behind, total)
 
 
-def _page(plan: _Plan, rows: Sequence[Row[Any]], behind: bool) -> Page[Any]:
+def _page(plan: _Plan, rows: Sequence[Row[Any]], behind: bool, total: int | None) -> Page[Any]:
     more = len(rows) > plan.limit
     rows = list(rows[: plan.limit])
     if plan.backward:
         rows.reverse()
     items = [row[0] for row in rows] if plan.scalar else rows
     cursor = plan.cursor
-    first = plan.keys.format(plan.ulid_of(rows[0])) if rows else cursor
-    last = plan.keys.format(plan.ulid_of(rows[-1])) if rows else cursor
+    first = plan.position_of(rows[0]) if rows else cursor
+    last = plan.position_of(rows[-1]) if rows else cursor
+
+    def positions() -> list[str]:
+        return [plan.position_of(row) for row in rows]
+
+    fields: dict[str, Any] = {"items": items, "total": total, "_positions": positions}
     if plan.horizon is not None:
         # A feed never loses its place: resume after the last delivered id.
-        return Page(items=items, next_cursor=last, prev_cursor=None, has_more=more)
+        return Page(next_cursor=last, prev_cursor=None, has_more=more, **fields)
     if plan.backward:
         return Page(
-            items=items,
             next_cursor=last if behind else None,
             prev_cursor=first if more else None,
             has_more=more,
+            **fields,
         )
     return Page(
-        items=items,
         next_cursor=last if more else None,
         prev_cursor=first if behind else None,
         has_more=more,
+        **fields,
     )
 
 
@@ -277,12 +382,13 @@ def paginate(
     after: Cursor | None = None,
     before: Cursor | None = None,
     limit: int = 50,
-    descending: bool = False,
+    descending: bool | None = None,
     max_limit: int = 1000,
     settle: Settle | None = None,
     margin: timedelta = DEFAULT_MARGIN,
+    total: Total = None,
 ) -> Page[Any]:
-    """Fetch one page of ``stmt`` in id order, after or before a cursor.
+    """Fetch one page of ``stmt`` in its ORDER BY (or id order), after or before a cursor.
 
     Runs ``stmt`` with its WHERE kept, plus ``column >= :after`` (or
     ``<= :before``), ``ORDER BY column`` and ``LIMIT limit + 2`` (the
@@ -295,6 +401,17 @@ def paginate(
     from a cursor is read from the cursor's own row, inclusive, and only
     when that row is gone does a second indexed query (``EXISTS``) look
     for a row on the other side of the cursor.
+
+    Sorting by other columns: the statement's ORDER BY is the sort, and it
+    ends with ``column``, the unique tiebreaker, e.g.
+    ``order_by(Order.total.desc(), Order.id.desc())``. Keys may be in mixed
+    directions, be NULL (placed by ``nulls_first()``/``nulls_last()``, else
+    where the database sorts NULLs), and be expressions such as
+    ``func.lower(name)``. The page then reads ``(keys) >= (cursor's keys)``
+    (a row value where the database range-scans one, else an expansion with
+    a leading range), and its cursors are opaque strings that carry the
+    key values exactly, refused with :class:`InvalidCursor` under another
+    sort. The comparison runs in SQL, under the database's collation.
 
     The column holds ULIDs (``ULIDType``) or UUIDv7s (``sa.Uuid``,
     ``postgresql.UUID``, or a type over them such as advanced-alchemy's
@@ -341,34 +458,46 @@ def paginate(
             :class:`~sqlalchemy.orm.Session`, a ``scoped_session``,
             Flask-SQLAlchemy's ``db.session``. For asyncio use
             :func:`apaginate`.
-        stmt: a ``select()`` without ORDER BY (except on ``column`` in the
-            requested direction), LIMIT or OFFSET.
-        column: the ULID or UUIDv7 column to page on: the primary key or a
-            column the table declares unique.
+        stmt: a ``select()`` without LIMIT or OFFSET; its ORDER BY, if any,
+            ends with ``column``.
+        column: the ULID or UUIDv7 column to page on: the primary key, a
+            column the table declares unique, or the last column of a
+            composite key whose other columns the WHERE fixes by equality
+            (``where(Event.tenant_id == t)``) or the ORDER BY puts first.
         after: a cursor (a ULID or its text; on a UUID column a
             :class:`uuid.UUID` or its text); the page starts after it.
         before: a cursor; the page ends before it.
         limit: the page size, from 1 to ``max_limit``.
-        descending: page newest first (display order descending).
+        descending: None (the ORDER BY decides; ascending ids without
+            one), or the direction of ``column``: page newest first with
+            True. It must agree with the ORDER BY's last key.
         max_limit: the largest ``limit`` accepted (a page size from a client
             cannot ask for the whole table).
         settle: None for browsing; a ``timedelta`` or ``"auto"`` for tailing
             (forward, ascending only).
         margin: with ``settle="auto"``, the allowance for the time from
             making an id to sending its INSERT, plus clock skew.
+        total: None (no count), ``"exact"`` (one ``COUNT(*)`` of the
+            filtered statement), ``"estimate"`` (the planner's row estimate
+            from ``EXPLAIN``; PostgreSQL and MariaDB/MySQL), or an int ``N``
+            (a count that stops at ``N`` rows). Read it as ``Page.total``.
 
     Raises:
-        InvalidULID: a cursor is malformed (before any SQL runs).
-        PaginationError: ``stmt`` has a LIMIT/OFFSET, an ORDER BY on another
-            column or against ``descending``, does not select ``column``, or
+        InvalidULID: a cursor is malformed (before any SQL runs);
+            :class:`InvalidCursor` (a subclass) for the cursor of a sort by
+            several keys that is malformed, altered or made for another sort.
+        PaginationError: ``stmt`` has a LIMIT/OFFSET, an ORDER BY that does
+            not end with ``column`` or disagrees with ``descending``, a sort
+            key the row cannot show, does not select ``column``, or
             ``column`` is not unique (declared so, or found repeated in the
             result) (a :class:`ValueError`).
         SettleError: ``settle="auto"`` cannot be sound here (SQLite, a view,
             a hot standby, a Galera node, missing privilege), or the session's
             isolation level could skip rows (a :class:`ValueError`).
         ValueError: ``limit`` is not an int from 1 to ``max_limit``, both
-            ``after`` and ``before``, or ``settle=`` with ``before=`` or
-            ``descending=True``. All before any SQL runs.
+            ``after`` and ``before``, ``settle=`` with ``before=``,
+            ``descending=True`` or a sort by several keys, or a bad
+            ``total`` (``"estimate"`` on SQLite). All before any SQL runs.
 
     Example:
         >>> import sqlalchemy as sa
@@ -422,6 +551,7 @@ def paginate(
         settle=settle,
         margin=margin,
         dialect=_dialect_of(session, stmt),
+        total=total,
     )
     binding = _orm_binding(stmt) if orm else {}
     if plan.horizon is not None:
@@ -450,10 +580,11 @@ async def apaginate(
     after: Cursor | None = None,
     before: Cursor | None = None,
     limit: int = 50,
-    descending: bool = False,
+    descending: bool | None = None,
     max_limit: int = 1000,
     settle: Settle | None = None,
     margin: timedelta = DEFAULT_MARGIN,
+    total: Total = None,
 ) -> Page[Any]:
     """Await one page: :func:`paginate` for asyncio sessions and connections.
 
@@ -499,6 +630,7 @@ async def apaginate(
         settle=settle,
         margin=margin,
         dialect=_dialect_of(session, stmt),
+        total=total,
     )
     binding = _orm_binding(stmt) if orm else {}
     if plan.horizon is not None:

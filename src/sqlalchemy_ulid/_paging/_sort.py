@@ -1,22 +1,46 @@
-"""The sort: read a statement's ORDER BY, check the paging column, build keyset clauses.
+"""The sort: read a statement's ORDER BY, check that it is unique, find its keys in the row.
 
-:func:`after` and :func:`before` are the one-column keyset conditions; the
-helpers below find the paging column in the selected row and check that the
-table declares it unique.
+The ORDER BY is the sort, and its last key is the paging column, the unique
+tiebreaker. A sort on the paging column alone (or none) keeps bare-id
+cursors; a longer one becomes a :class:`~._keyset.Keyset`, after these
+checks, all before any SQL:
+
+* each key is a column expression whose value comes back with the row: it is
+  selected (under any label), mapped by a selected entity, or added to the
+  row as an extra column (when the items are entities, which hide it);
+* the paging column is unique, on its own, or together with columns that the
+  WHERE fixes by equality or that precede it in the ORDER BY;
+* where NULLs sort is known (explicit, or the database's own order).
+
+:func:`after` and :func:`before` are the one-column keyset conditions.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Union
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime, time
+from decimal import Decimal
+from typing import Any, Literal, Union
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Row
 from sqlalchemy.orm import Mapper, QueryableAttribute
-from sqlalchemy.sql.elements import ColumnElement, Label, UnaryExpression
+from sqlalchemy.sql import operators
+from sqlalchemy.sql.elements import (
+    BinaryExpression,
+    BindParameter,
+    BooleanClauseList,
+    ColumnElement,
+    Label,
+    UnaryExpression,
+)
 
+from .._codec import InvalidULID
+from .._dialects import PagingSQL
 from .._keys import Keys, KeyValue, column_expression, keys_of
-from ._cursor import Cursor
+from ._cursor import Cursor, InvalidCursor, decode, encode, fingerprint
+from ._keyset import Keyset, SortKey
 
 __all__ = ["PaginationError", "ULIDColumn", "after", "before"]
 
@@ -98,7 +122,30 @@ def before(column: ULIDColumn, cursor: Cursor) -> ColumnElement[bool]:
     return expr < keys.bind(expr, value)
 
 
-def _check_order(stmt: sa.Select[Any], column: ColumnElement[Any], descending: bool) -> None:
+_Reader = Callable[[Row[Any]], Any]
+_DIRECTIONS = {operators.asc_op: False, operators.desc_op: True}
+_NULLS: dict[Any, Literal["first", "last"]] = {
+    operators.nulls_first_op: "first",
+    operators.nulls_last_op: "last",
+}
+# Private classes: ORDER BY a Label object (or a label's name as a string) is
+# stored wrapped in these (pinned in tests/test_private_api.py).
+_LABEL_REFERENCE = sa.sql.elements._label_reference
+_TEXT_LABEL_REFERENCE = sa.sql.elements._textual_label_reference
+# Key values checked against the type of their key when a cursor is read.
+_CHECKED = (bool, int, float, Decimal, str, bytes, datetime, date, time)
+
+
+@dataclass(frozen=True)
+class _OrderKey:
+    order: ColumnElement[Any]
+    expr: ColumnElement[Any]
+    descending: bool
+    nulls: Literal["first", "last"] | None
+
+
+def _order_keys(stmt: sa.Select[Any]) -> list[_OrderKey]:
+    """Read the ORDER BY of ``stmt`` into its keys (refusing what is not one)."""
     # Private attributes: Select has no public accessors for its ORDER BY or
     # row limits (checked against SQLAlchemy 2.0 and 2.1).
     if stmt._has_row_limiting_clause:
@@ -106,26 +153,248 @@ def _check_order(stmt: sa.Select[Any], column: ColumnElement[Any], descending: b
             "the statement already has a LIMIT, OFFSET or FETCH; paginate() adds its own "
             "LIMIT, so pass the statement without one"
         )
+    keys = []
     for clause in stmt._order_by_clauses:
-        element, is_desc = clause, False
-        if isinstance(clause, UnaryExpression) and clause.modifier in (
-            sa.sql.operators.asc_op,
-            sa.sql.operators.desc_op,
+        element: Any = clause
+        descending, nulls = False, None
+        for _ in range(4):
+            if isinstance(element, _LABEL_REFERENCE):
+                element = element.element
+            elif isinstance(element, UnaryExpression) and element.modifier in _NULLS:
+                nulls, element = _NULLS[element.modifier], element.element
+            elif isinstance(element, UnaryExpression) and element.modifier in _DIRECTIONS:
+                descending, element = _DIRECTIONS[element.modifier], element.element
+        expr = element.element if isinstance(element, Label) else element
+        if isinstance(element, _TEXT_LABEL_REFERENCE) or not isinstance(expr, ColumnElement):
+            raise PaginationError(
+                f"the statement is ordered by {clause}, which is not a column expression: "
+                "order by the column or expression itself (not its name as text)"
+            )
+        keys.append(_OrderKey(element, expr, descending, nulls))
+    return keys
+
+
+@dataclass(frozen=True)
+class Sort:
+    """A sort by several keys: its SQL, and how its cursors are read and written.
+
+    Attributes:
+        keyset: the keys (the paging column last) and their SQL.
+        statement: the caller's statement, with the keys that the row would
+            not show added as extra columns.
+        readers: how each key but the last is read from a row.
+        fingerprint: the hash of the sort that its cursors carry.
+    """
+
+    keyset: Keyset
+    statement: sa.Select[Any]
+    readers: tuple[_Reader, ...]
+    fingerprint: bytes
+
+    def cursor(self, row: Row[Any], id_text: str) -> str:
+        """The cursor of a row: its key values, the paging column's as text."""
+        try:
+            return encode(self.fingerprint, [read(row) for read in self.readers] + [id_text])
+        except TypeError as exc:
+            raise PaginationError(f"{exc}: sort by another expression") from None
+
+    def parse(self, cursor: object, keys: Keys) -> list[Any]:
+        """The key values of a cursor of this sort, typed for binding (no SQL)."""
+        values = decode(cursor, self.fingerprint, len(self.keyset.keys))
+        *head, last = values
+        for index, (key, value) in enumerate(zip(self.keyset.keys, head, strict=False)):
+            head[index] = _typed(key, value)
+        if not isinstance(last, str):
+            raise InvalidCursor("the cursor is malformed (truncated or altered)")
+        try:
+            return [*head, keys.parse(last)]
+        except InvalidULID:
+            raise InvalidCursor("the cursor is malformed (truncated or altered)") from None
+
+    def binds(self, values: Sequence[Any], keys: Keys) -> list[ColumnElement[Any] | None]:
+        """One bound parameter per key, of the key's own type (None for NULL)."""
+        *head, last = self.keyset.keys
+        binds: list[ColumnElement[Any] | None] = [
+            None if value is None else sa.bindparam(None, value, type_=key.expr.type, unique=True)
+            for key, value in zip(head, values, strict=False)
+        ]
+        return [*binds, keys.bind(last.expr, values[-1])]
+
+
+def _typed(key: SortKey, value: Any) -> Any:
+    """Check a decoded key value against its key's type (enums by name)."""
+    if value is None:
+        return None
+    type_ = key.expr.type
+    if isinstance(type_, sa.Enum) and type_.enum_class is not None:
+        if not isinstance(value, str) or value not in type_.enum_class.__members__:
+            raise InvalidCursor("the cursor is malformed (truncated or altered)")
+        return type_.enum_class[value]
+    try:
+        expected = type_.python_type
+    except NotImplementedError:
+        return value
+    numbers = (int, float, Decimal)
+    if (
+        expected in _CHECKED
+        and not isinstance(value, expected)
+        and not (expected in (float, Decimal) and isinstance(value, numbers))
+    ):
+        raise InvalidCursor("the cursor is malformed (truncated or altered)")
+    if isinstance(value, bool) and expected is not bool and expected in _CHECKED:
+        raise InvalidCursor("the cursor is malformed (truncated or altered)")
+    return value
+
+
+def read_sort(
+    stmt: sa.Select[Any],
+    column: ColumnElement[Any],
+    descending: bool | None,
+    orm: bool,
+    paging: Callable[[], PagingSQL],
+) -> tuple[bool, Sort | None]:
+    """Read the sort of ``stmt``: its direction, and its :class:`Sort`.
+
+    The Sort is None when the statement is ordered by the paging column
+    alone, or not at all: the id order, with bare-id cursors.
+
+    Raises:
+        PaginationError: the ORDER BY does not end with ``column``, disagrees
+            with ``descending``, names a key the row cannot show, or sorts
+            NULLs where this database's order is not known.
+    """
+    order = _order_keys(stmt)
+    if not order:
+        return bool(descending), None
+    last = order[-1]
+    if not last.expr.compare(column):
+        raise PaginationError(
+            f"the statement is ordered by {', '.join(str(k.order) for k in order)}, but a "
+            f"keyset sort must end with the paging column {column}, the unique tiebreaker: "
+            f"add {column} as the last ORDER BY key"
+        )
+    if descending is not None and descending != last.descending:
+        raise PaginationError(
+            f"the statement orders {column} {'DESC' if last.descending else 'ASC'} but "
+            f"descending={descending}; leave descending= out (the ORDER BY decides)"
+        )
+    if len(order) == 1:
+        return last.descending, None
+    facts = paging()
+    outer = _outer_joined(stmt)
+    keys = []
+    for item in order:
+        table_column = _table_column(item.expr)
+        nullable = item is not last and (
+            outer or table_column is None or bool(table_column.nullable)
+        )
+        if item.nulls is not None:
+            nulls_after = item.nulls == "last"
+        elif not nullable:
+            nulls_after = False
+        elif facts.nulls_largest is None:
+            raise PaginationError(
+                f"the sort key {item.expr} can be NULL, and where this database sorts NULLs "
+                "is not known here: add .nulls_first() or .nulls_last() to it"
+            )
+        else:
+            nulls_after = facts.nulls_largest != item.descending
+        keys.append(
+            SortKey(item.expr, item.order, item.descending, item.nulls, nullable, nulls_after)
+        )
+    statement, readers = _key_readers(stmt, [k.expr for k in keys[:-1]], orm)
+    parts = [key.describe() for key in keys]
+    return last.descending, Sort(Keyset(tuple(keys), facts), statement, readers, fingerprint(parts))
+
+
+def _outer_joined(stmt: sa.Select[Any]) -> bool:
+    """Whether a FROM of ``stmt`` is an outer join (NOT NULL columns can be NULL)."""
+    stack: list[Any] = list(stmt.get_final_froms())
+    while stack:
+        item = stack.pop()
+        if isinstance(item, sa.Join):
+            if item.isouter or item.full:
+                return True
+            stack += [item.left, item.right]
+    return False
+
+
+def _key_readers(
+    stmt: sa.Select[Any], exprs: Sequence[ColumnElement[Any]], orm: bool
+) -> tuple[sa.Select[Any], tuple[_Reader, ...]]:
+    """How each sort key is read from a row, adding it to the row where it is hidden.
+
+    When the items are one entity (or one column), the keys are added as
+    extra labelled columns, read from the row, and never shown: the value
+    the database sorted by, not an attribute that a loaded object may hold.
+    Otherwise each key must be selected, or mapped by a selected entity.
+    """
+    width = len(stmt.column_descriptions) if orm else len(stmt.selected_columns)
+    if width == 1:
+        extra = [expr.label(f"sqlalchemy_ulid_key_{n}") for n, expr in enumerate(exprs)]
+        readers = tuple(_column(width + n) for n in range(len(extra)))
+        return stmt.add_columns(*extra), readers
+    found = []
+    for expr in exprs:
+        reader = _find(stmt, expr, orm)
+        if reader is None:
+            raise PaginationError(
+                f"the sort key {expr} is not in the row: select it (a label is fine), or "
+                "select the entity that maps it"
+            )
+        found.append(reader)
+    return stmt, tuple(found)
+
+
+def _fixed(where: ColumnElement[Any] | None) -> set[tuple[Any, str]]:
+    """The table columns that ``where`` fixes by equality to a value."""
+    fixed: set[tuple[Any, str]] = set()
+    stack = [] if where is None else [where]
+    while stack:
+        clause = stack.pop()
+        if isinstance(clause, BooleanClauseList) and clause.operator is operators.and_:
+            stack.extend(clause.clauses)
+        elif isinstance(clause, BinaryExpression) and clause.operator is operators.eq:
+            for side, other in ((clause.left, clause.right), (clause.right, clause.left)):
+                table_column = _table_column(side)
+                if table_column is not None and isinstance(other, BindParameter):
+                    fixed.add((table_column.table, table_column.name))
+    return fixed
+
+
+def check_unique(
+    stmt: sa.Select[Any], column: ColumnElement[Any], preceding: Sequence[ColumnElement[Any]]
+) -> None:
+    """Refuse a paging column that is not unique in the result.
+
+    Unique on its own, or within a composite key (primary key, unique
+    constraint or index) whose other columns the WHERE fixes by equality, or
+    that precede it, NOT NULL, in the ORDER BY.
+    """
+    table_column = _table_column(column)
+    if table_column is None or _is_unique(table_column):
+        return
+    table = table_column.table
+    fixed = _fixed(stmt.whereclause)
+    for expr in preceding:
+        ahead = _table_column(expr)
+        if ahead is not None and not ahead.nullable:
+            fixed.add((ahead.table, ahead.name))
+    groups = [list(table.primary_key.columns)]
+    groups += [list(c.columns) for c in table.constraints if isinstance(c, sa.UniqueConstraint)]
+    groups += [list(i.columns) for i in table.indexes if i.unique]
+    for group in groups:
+        names = [c.name for c in group]
+        if table_column.name in names and all(
+            name == table_column.name or (table, name) in fixed for name in names
         ):
-            is_desc = clause.modifier is sa.sql.operators.desc_op
-            element = clause.element
-        if isinstance(element, Label):
-            element = element.element
-        if not (isinstance(element, ColumnElement) and element.compare(column)):
-            raise PaginationError(
-                f"the statement is ordered by {clause}, but keyset pages must be ordered "
-                f"by the paging column {column} alone; remove the ORDER BY"
-            )
-        if is_desc != descending:
-            raise PaginationError(
-                f"the statement orders {column} {'DESC' if is_desc else 'ASC'} but "
-                f"descending={descending}; pass descending= instead of ORDER BY"
-            )
+            return
+    raise PaginationError(
+        f"the paging column {table_column} is not unique, so rows sharing a value would be "
+        "skipped at a page boundary; page on the primary key or a unique column, or fix the "
+        "other columns of its composite key by equality in the WHERE, or put them before it "
+        "in the ORDER BY"
+    )
 
 
 def _matches(candidate: Any, column: ColumnElement[Any]) -> bool:
@@ -153,26 +422,39 @@ def _entity_key(entity: Any, column: ColumnElement[Any]) -> str | None:
     return None
 
 
-def _reader(
-    stmt: sa.Select[Any], column: ColumnElement[Any], orm: bool
-) -> tuple[Callable[[Row[Any]], Any], bool]:
-    """Return how to read the paging column from a row, and whether rows are scalars."""
+def _find(stmt: sa.Select[Any], column: ColumnElement[Any], orm: bool) -> _Reader | None:
+    """How to read ``column`` from a row of ``stmt``, if the row shows it."""
     if not orm:
         # Core execution (Connection): entities come back as plain columns.
         for index, selected in enumerate(stmt.selected_columns):
             if _matches(selected, column):
-                return (lambda row, i=index: row[i]), len(stmt.selected_columns) == 1
-    else:
-        descriptions = stmt.column_descriptions
-        scalar = len(descriptions) == 1
-        for index, description in enumerate(descriptions):
-            expr, entity = description["expr"], description.get("entity")
-            if entity is not None and expr is entity:
-                key = _entity_key(entity, column)
-                if key is not None:
-                    return (lambda row, i=index, k=key: getattr(row[i], k)), scalar
-            elif _matches(expr, column):
-                return (lambda row, i=index: row[i]), scalar
+                return _column(index)
+        return None
+    for index, description in enumerate(stmt.column_descriptions):
+        expr, entity = description["expr"], description.get("entity")
+        if entity is not None and expr is entity:
+            key = _entity_key(entity, column)
+            if key is not None:
+                return _attribute(index, key)
+        elif _matches(expr, column):
+            return _column(index)
+    return None
+
+
+def _column(index: int) -> _Reader:
+    return lambda row: row[index]
+
+
+def _attribute(index: int, key: str) -> _Reader:
+    return lambda row: getattr(row[index], key)
+
+
+def _reader(stmt: sa.Select[Any], column: ColumnElement[Any], orm: bool) -> tuple[_Reader, bool]:
+    """Return how to read the paging column from a row, and whether rows are scalars."""
+    scalar = len(stmt.column_descriptions if orm else stmt.selected_columns) == 1
+    reader = _find(stmt, column, orm)
+    if reader is not None:
+        return reader, scalar
     raise PaginationError(
         f"the paging column {column} is not selected: select it (a label is fine), or "
         "select the entity that maps it"

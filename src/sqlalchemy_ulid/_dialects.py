@@ -104,6 +104,8 @@ class PagingSQL:
     explain: str | None = None
     #: the row estimate from that first row
     estimate: Callable[[Any], int] | None = None
+    #: a native ENUM sorts in declaration order but compares as text
+    enum_compares_as_text: bool = False
 
 
 def _pg_estimate(row: Any) -> int:
@@ -451,6 +453,7 @@ _MYSQL = DialectRow(
     paging=PagingSQL(
         nulls_largest=False,
         nulls_order=False,
+        enum_compares_as_text=True,
         explain="EXPLAIN FORMAT=JSON ",
         estimate=_mysql_estimate,
     ),

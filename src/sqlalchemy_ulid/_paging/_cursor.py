@@ -35,7 +35,7 @@ from typing import Any, Union
 from .._codec import InvalidULID
 from .._ulid import ULID
 
-__all__ = ["Cursor", "InvalidCursor", "decode", "encode", "fingerprint"]
+__all__ = ["Cursor", "InvalidCursor", "decode", "encode", "fingerprint", "looks_keyset"]
 
 #: A cursor: a ULID, a uuid.UUID, or the column's text form of either, or
 #: the opaque text of a multi-key cursor.
@@ -61,6 +61,17 @@ class InvalidCursor(InvalidULID):
         >>> issubclass(InvalidCursor, ValueError)
         True
     """
+
+
+def looks_keyset(text: str) -> bool:
+    """Whether ``text`` has the form of a multi-key cursor (not whether it is valid)."""
+    if len(text) > _MAX_TEXT or not _TEXT.fullmatch(text):
+        return False
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (binascii.Error, ValueError):
+        return False
+    return len(raw) > 1 + _FINGERPRINT + _CHECK and raw[0] == VERSION
 
 
 def fingerprint(parts: Sequence[str]) -> bytes:

@@ -30,8 +30,9 @@ from sqlalchemy.engine import Connection, Dialect, Result, Row
 from sqlalchemy.orm import Session, scoped_session
 from sqlalchemy.sql.elements import ColumnElement
 
+from .._codec import InvalidULID
 from .._dialects import PagingSQL, dialect_row
-from .._keys import Keys, column_expression, keys_of
+from .._keys import Keys, KeyValue, column_expression, keys_of
 from .._settle import (
     DEFAULT_MARGIN,
     Horizon,
@@ -40,7 +41,7 @@ from .._settle import (
     check_settle,
     plan_horizon,
 )
-from ._cursor import Cursor
+from ._cursor import Cursor, InvalidCursor, looks_keyset
 from ._page import Page, Total, check_total, count_step
 from ._sort import (
     PaginationError,
@@ -131,7 +132,7 @@ def _plan(
         backward = before_cursor is not None
         return _sorted_plan(stmt, sort, expr, keys, cursor, backward, limit, orm, total, paging)
     descending = orm_descending
-    value = None if cursor is None else keys.parse(cursor)
+    value = None if cursor is None else _parse_id(keys, cursor)
     if settle is not None:
         check_settle(settle, margin)
         if before_cursor is not None or descending:
@@ -248,6 +249,19 @@ def _sorted_plan(
         horizon=None,
         count=count,
     )
+
+
+def _parse_id(keys: Keys, cursor: Cursor) -> KeyValue:
+    """A bare-id cursor, strictly; a multi-key cursor here is one of another sort."""
+    try:
+        return keys.parse(cursor)
+    except InvalidULID:
+        if isinstance(cursor, str) and looks_keyset(cursor):
+            raise InvalidCursor(
+                "the cursor was made for a sort by several keys; this statement is in "
+                "id order (ordered by the paging column alone, or not at all)"
+            ) from None
+        raise
 
 
 def _paging_of(dialect: Callable[[], Dialect] | None) -> Callable[[], PagingSQL]:

@@ -284,6 +284,13 @@ def read_sort(
     outer = _outer_joined(stmt)
     keys = []
     for item in order:
+        type_ = item.expr.type
+        if facts.enum_compares_as_text and isinstance(type_, sa.Enum) and type_.native_enum:
+            raise PaginationError(
+                f"the sort key {item.expr} is a native ENUM, which this database sorts in "
+                "declaration order but compares as text, so pages would skip rows: sort "
+                "by a text enum (sa.Enum(..., native_enum=False)) or another column"
+            )
         table_column = _table_column(item.expr)
         nullable = item is not last and (
             outer or table_column is None or bool(table_column.nullable)

@@ -57,7 +57,9 @@ class ULIDCursorParams(BaseModel, AbstractParams):
     """Query parameters of a :class:`ULIDCursorPage`: ``cursor`` and ``size``.
 
     Subclass it to change the bounds of ``size`` (then pair it with a page
-    subclass through ``__params_type__``).
+    subclass through ``__params_type__``), or to add an ``include_total``
+    field, which maps onto ``total="exact"`` (one COUNT per request: let
+    clients ask for it only where the table is small enough).
     """
 
     cursor: str | None = Query(
@@ -66,8 +68,9 @@ class ULIDCursorParams(BaseModel, AbstractParams):
     size: int = Query(50, ge=1, le=100, description="Page size")
 
     def to_raw_params(self) -> CursorRawParams:
-        """Return the parameters in fastapi-pagination's raw form (no total)."""
-        return CursorRawParams(cursor=self.cursor, size=self.size, include_total=False)
+        """Return the parameters in fastapi-pagination's raw form."""
+        include_total = bool(getattr(self, "include_total", False))
+        return CursorRawParams(cursor=self.cursor, size=self.size, include_total=include_total)
 
 
 class ULIDCursorPage(AbstractPage[_T], Generic[_T]):

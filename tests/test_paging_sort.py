@@ -567,3 +567,65 @@ def test_settle_needs_the_id_order(engine: Engine, table: sa.Table) -> None:
             table.c.id,
             settle=timedelta(seconds=1),
         )
+
+
+# -- outer joins and asyncio ----------------------------------------------------------
+
+tags = sa.Table(
+    "paging_sort_tags",
+    meta,
+    sa.Column("id", ULIDType(), primary_key=True),
+    sa.Column("item_id", ULIDType(), nullable=False),
+    sa.Column("rank", sa.Integer, nullable=False),
+)
+
+
+def test_a_not_null_key_of_an_outer_join_can_be_null(engine: Engine, table: sa.Table) -> None:
+    ids = sorted(_ids(8, seed=4))
+    _fill(engine, [{"id": i, "a": 1, "b": "x", "n": 0} for i in ids])
+    with engine.begin() as conn:
+        conn.execute(
+            tags.insert(),
+            [{"id": new_ulid(), "item_id": i, "rank": k % 2} for k, i in enumerate(ids[:4])],
+        )
+    # tags.rank is NOT NULL, but NULL for the items without a tag.
+    stmt = (
+        sa.select(table.c.id, tags.c.rank)
+        .select_from(table.outerjoin(tags, tags.c.item_id == table.c.id))
+        .order_by(tags.c.rank.desc(), table.c.id)
+    )
+    with engine.connect() as conn:
+        want = [row.id for row in conn.execute(stmt)]
+        got, _ = walk_forward(lambda **kw: paginate(conn, stmt, table.c.id, **kw), 3)
+    assert [row.id for row in got] == want
+    assert len(want) == 8
+
+
+def test_apaginate_pages_a_sort_with_a_total(
+    backend: Backend, engine: Engine, table: sa.Table
+) -> None:
+    import asyncio
+
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from sqlalchemy_ulid import apaginate
+
+    ids = sorted(_ids(7, seed=6))
+    _fill(engine, [{"id": i, "a": k % 3, "b": "x", "n": 0} for k, i in enumerate(ids)])
+    stmt = sa.select(table).order_by(table.c.a.desc(), table.c.id)
+    with engine.connect() as conn:
+        want = [row.id for row in conn.execute(stmt)]
+
+    async def main(url: str) -> list[ULID]:
+        async_engine = create_async_engine(url)
+        try:
+            async with async_engine.connect() as conn:
+                first = await apaginate(conn, stmt, table.c.id, limit=4, total="exact")
+                assert first.total == 7
+                rest = await apaginate(conn, stmt, table.c.id, after=first.next_cursor)
+                return [row.id for row in [*first.items, *rest.items]]
+        finally:
+            await async_engine.dispose()
+
+    for url in backend.async_urls:
+        assert asyncio.run(main(url)) == want

@@ -58,7 +58,12 @@ class SortKey:
     def describe(self) -> str:
         """The key as the fingerprint of the sort sees it."""
         direction = "DESC" if self.descending else "ASC"
-        return f"{self.expr}|{direction}|{self.nulls or ''}"
+        expr = self.expr
+        if isinstance(expr, sa.ColumnClause) and isinstance(expr.table, sa.Table):
+            name = f"{expr.table.fullname}.{expr.name}"  # no compile for a plain column
+        else:
+            name = str(expr)
+        return f"{name}|{direction}|{self.nulls or ''}"
 
 
 @dataclass(frozen=True)

@@ -315,8 +315,14 @@ def read_sort(
 
 
 def _outer_joined(stmt: sa.Select[Any]) -> bool:
-    """Whether a FROM of ``stmt`` is an outer join (NOT NULL columns can be NULL)."""
-    stack: list[Any] = list(stmt.get_final_froms())
+    """Whether ``stmt`` outer-joins anything (NOT NULL columns can then be NULL)."""
+    # Private attributes, read instead of get_final_froms(), which compiles
+    # (pinned in tests/test_private_api.py): the joins of .join()/.outerjoin(),
+    # and the FROMs of .select_from().
+    for *_, flags in stmt._setup_joins:
+        if flags.get("isouter") or flags.get("full"):
+            return True
+    stack: list[Any] = list(stmt._from_obj)
     while stack:
         item = stack.pop()
         if isinstance(item, sa.Join):

@@ -16,7 +16,7 @@ from datetime import timedelta
 from typing import Annotated, Any
 
 import sqlalchemy as sa
-from fastapi import Depends, FastAPI, Request
+from fastapi import Depends, FastAPI, Query, Request
 from fastapi_pagination import add_pagination
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy.engine import Engine
@@ -25,7 +25,12 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from conftest import Backend, recording
 from sqlalchemy_ulid import ULID, CursorSealer, ULIDType
-from sqlalchemy_ulid.contrib.fastapi_pagination import ULIDCursorPage, apaginate, paginate
+from sqlalchemy_ulid.contrib.fastapi_pagination import (
+    ULIDCursorPage,
+    ULIDCursorParams,
+    apaginate,
+    paginate,
+)
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -69,9 +74,24 @@ DB = Annotated[Session, Depends(db)]
 ADB = Annotated[AsyncSession, Depends(adb)]
 
 
+class CountedParams(ULIDCursorParams):
+    include_total: bool = Query(False)
+
+
+BY_TEXT = sa.select(Note).order_by(Note.text.desc(), Note.id)
+
+
 def make_app(engine: Engine, async_url: str | None = None) -> FastAPI:
     app = FastAPI()
     app.state.engine = engine
+
+    @app.get("/by-text", response_model=ULIDCursorPage[NoteOut])
+    def by_text(session: DB, params: Annotated[CountedParams, Depends()]) -> Any:
+        return paginate(session, BY_TEXT, Note.id, params)
+
+    @app.get("/by-text-sealed", response_model=ULIDCursorPage[NoteOut])
+    def by_text_sealed(session: DB) -> Any:
+        return paginate(session, BY_TEXT, Note.id, sealer=SEALER)
 
     @app.get("/notes", response_model=ULIDCursorPage[NoteOut])
     def notes(session: DB) -> Any:
@@ -153,7 +173,8 @@ def test_walk_forward_then_back_one_query_per_page(
     assert [item["text"] for item in items] == [f"note {n}" for n in range(12)]
     assert len([s for s in seen if s.lstrip().upper().startswith("SELECT")]) == 3  # 5 + 5 + 2
     assert last["next_page"] is None
-    assert set(last) == {"items", "next_page", "previous_page"}
+    assert set(last) == {"items", "next_page", "previous_page", "total"}
+    assert last["total"] is None  # not asked for: no COUNT ran
     assert last["previous_page"] == f"before:{ids[10]}"
 
     back: list[Any] = []
@@ -269,8 +290,7 @@ class ReadingOut(BaseModel):
 def test_uuidv7_column_pages_with_uuid_cursors(engine: Engine) -> None:
     # UUIDv7s of successive milliseconds (version 7, RFC 9562 variant).
     made = [
-        uuid.UUID(int=((MS + n) << 80) | (0x7 << 76) | (0b10 << 62) | (n * 7919))
-        for n in range(12)
+        uuid.UUID(int=((MS + n) << 80) | (0x7 << 76) | (0b10 << 62) | (n * 7919)) for n in range(12)
     ]
     Reading.__table__.drop(engine, checkfirst=True)  # type: ignore[attr-defined]
     Reading.__table__.create(engine)  # type: ignore[attr-defined]
@@ -307,3 +327,41 @@ def test_uuidv7_column_pages_with_uuid_cursors(engine: Engine) -> None:
             assert not [s for s in seen if "readings" in s]
     finally:
         Reading.__table__.drop(engine)  # type: ignore[attr-defined]
+
+
+# -- any ORDER BY ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/by-text", "/by-text-sealed"])
+def test_pages_by_any_order_by_with_keyset_cursors(
+    client: TestClient, engine: Engine, ids: list[ULID], path: str
+) -> None:
+    with Session(engine) as session:
+        want = [str(note.id) for note in session.scalars(BY_TEXT)]
+    got: list[str] = []
+    pages: list[dict[str, Any]] = []
+    cursor = None
+    while True:
+        body = client.get(path, params={"size": 5, **({"cursor": cursor} if cursor else {})}).json()
+        pages.append(body)
+        got += [item["id"] for item in body["items"]]
+        cursor = body["next_page"]
+        if cursor is None:
+            break
+    assert got == want
+    back = client.get(path, params={"size": 5, "cursor": pages[-1]["previous_page"]}).json()
+    assert [item["id"] for item in back["items"]] == [i["id"] for i in pages[-2]["items"]]
+    # An id cursor, or one of another sort, answers 400 before any SQL.
+    with recording(engine) as seen:
+        for bad in (f"after:{ids[0]}", pages[1]["next_page"][:-4], "before:x"):
+            response = client.get(path, params={"cursor": bad})
+            assert response.status_code == 400, bad
+            assert response.json()["detail"].startswith("cursor:")
+    assert not [s for s in seen if "contrib_fastapi_pagination_notes" in s]
+
+
+def test_include_total_maps_onto_an_exact_count(client: TestClient, ids: list[ULID]) -> None:
+    assert client.get("/by-text", params={"size": 2}).json()["total"] is None
+    body = client.get("/by-text", params={"size": 2, "include_total": True}).json()
+    assert body["total"] == len(ids)
+    assert len(body["items"]) == 2

@@ -732,6 +732,8 @@ def test_auto_on_a_server_without_wsrep_on(
         first_items, again_items, seen = asyncio.run(run(url))
         assert (first_items, again_items) == ([old], []), url
         assert len(seen) == 3 + 2, url
+
+
 def test_orm_session_on_a_fresh_engine_and_with_several_binds(
     backend: Backend, table: sa.Table
 ) -> None:

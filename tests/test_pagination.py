@@ -310,7 +310,7 @@ def test_cursor_of_wrong_type(table: sa.Table, engine: Engine, statements: list[
     [
         (KEEP.order_by(events.c.kind), {}, PaginationError),  # ORDER BY another column
         (KEEP.order_by(events.c.id, events.c.kind), {}, PaginationError),  # ... as a tiebreak
-        (KEEP.order_by(events.c.id.desc()), {}, PaginationError),  # contradicts descending
+        (KEEP.order_by(events.c.id.desc()), {"descending": False}, PaginationError),  # disagrees
         (KEEP.limit(5), {}, PaginationError),  # its own LIMIT
         (KEEP.offset(5), {}, PaginationError),  # its own OFFSET
         (sa.select(events.c.kind), {}, PaginationError),  # the paging column not selected

@@ -73,3 +73,26 @@ def test_sentinel_value_resolver_where_sqlalchemy_still_calls_it() -> None:
     u = ULIDType().process_bind_param("01HTQW311N1KR5G0Y75M3EF00H", postgresql.dialect())
     assert resolve(u) == uuid.UUID("018eafc1-8435-0cf0-5803-c72d06e78011")
     assert ULIDType()._sentinel_value_resolver(sqlite.dialect()) is None
+
+
+def test_order_by_a_label_is_wrapped_in_label_references() -> None:
+    # _paging._sort unwraps these to find the key behind ORDER BY label /
+    # ORDER BY "name" (the latter is refused).
+    label = sa.func.lower(_table.c.n).label("low")
+    by_label = sa.select(_table, label).order_by(label.desc())._order_by_clauses[0]
+    assert isinstance(by_label, sa.sql.elements._label_reference)
+    assert by_label.element.element is label
+    by_name = sa.select(_table).order_by("n")._order_by_clauses[0]
+    assert isinstance(by_name, sa.sql.elements._textual_label_reference)
+
+
+def test_select_setup_joins_and_from_obj_hold_the_joins() -> None:
+    # _paging._sort reads them to tell whether an outer join can make a NOT
+    # NULL sort key NULL, without compiling the statement.
+    other = sa.Table("pinned_other", sa.MetaData(), sa.Column("id", ULIDType(), primary_key=True))
+    joined = sa.select(_table).outerjoin(other, other.c.id == _table.c.id)
+    (*_, flags) = joined._setup_joins[0]
+    assert flags == {"isouter": True, "full": False}
+    assert sa.select(_table)._setup_joins == ()
+    froms = sa.select(_table).select_from(_table.outerjoin(other, other.c.id == _table.c.id))
+    assert froms._from_obj[0].isouter

@@ -32,7 +32,15 @@ if TYPE_CHECKING:
     )
     from ._feed import afollow, follow
     from ._mixins import ULIDAuditBase, ULIDBase, ULIDPrimaryKey
-    from ._pagination import Page, PaginationError, after, apaginate, before, paginate
+    from ._paging import (
+        InvalidCursor,
+        Page,
+        PaginationError,
+        after,
+        apaginate,
+        before,
+        paginate,
+    )
     from ._partitions import create_partitions, partition_ddl
     from ._sealed import CursorSealer, PageKwargs
     from ._settle import SettleError
@@ -44,6 +52,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ULID",
     "CursorSealer",
+    "InvalidCursor",
     "InvalidULID",
     "MonotonicGenerator",
     "Page",
@@ -82,12 +91,13 @@ __version__ = "0.1.0"
 # modules import SQLAlchemy.
 _LAZY = {
     "ULIDType": "_types",
-    "Page": "_pagination",
-    "PaginationError": "_pagination",
-    "after": "_pagination",
-    "apaginate": "_pagination",
-    "before": "_pagination",
-    "paginate": "_pagination",
+    "InvalidCursor": "_paging",
+    "Page": "_paging",
+    "PaginationError": "_paging",
+    "after": "_paging",
+    "apaginate": "_paging",
+    "before": "_paging",
+    "paginate": "_paging",
     "ULIDAuditBase": "_mixins",
     "ULIDBase": "_mixins",
     "ULIDPrimaryKey": "_mixins",

@@ -13,8 +13,9 @@ and never Alembic.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import sqlalchemy as sa
@@ -28,6 +29,7 @@ from ._convert_sql import MYSQL_CONVERT, POSTGRESQL_CONVERT, SQLITE_CONVERT, Con
 __all__ = [
     "FUNCTION_NAME",
     "DialectRow",
+    "PagingSQL",
     "ServerSQL",
     "TimeSQL",
     "dialect_row",
@@ -79,10 +81,58 @@ class DialectRow:
     unique_by_index: bool = False
     #: drops a temporary table (``{}``: its quoted name) without committing
     drop_temporary: str = "DROP TABLE IF EXISTS {}"
+    #: how keyset pages sort and compare several keys
+    paging: PagingSQL = field(default_factory=lambda: PagingSQL())
 
     def kind(self, storage: str) -> str:
         """Return the storage kind ("uuid", "binary", "text") of a storage option."""
         return self.native if storage in ("auto", "native") else storage
+
+
+@dataclass(frozen=True)
+class PagingSQL:
+    """One dialect's facts for keyset pages sorted by several keys."""
+
+    #: NULL sorts after every value in ascending order (None: not known here)
+    nulls_largest: bool | None = None
+    #: ``ORDER BY ... NULLS FIRST/LAST`` is understood (else emulated)
+    nulls_order: bool = True
+    #: a row-value comparison ``(a, b) > (:a, :b)`` is an index range scan
+    #: (else the planner gets an expanded OR with a leading range conjunct)
+    row_values: bool = False
+    #: the EXPLAIN prefix whose first row :attr:`estimate` reads (None: none)
+    explain: str | None = None
+    #: the row estimate from that first row
+    estimate: Callable[[Any], int] | None = None
+    #: a native ENUM sorts in declaration order but compares as text
+    enum_compares_as_text: bool = False
+
+
+def _pg_estimate(row: Any) -> int:
+    plan = row[0] if not isinstance(row[0], str) else json.loads(row[0])
+    return int(plan[0]["Plan"]["Plan Rows"])
+
+
+def _mysql_estimate(row: Any) -> int:
+    """Multiply rows x filtered of every table of a ``FORMAT=JSON`` plan."""
+    factors: list[float] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            table = node.get("table")
+            if isinstance(table, dict) and "rows" in table:
+                factors.append(float(table["rows"]) * float(table.get("filtered", 100)) / 100)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(json.loads(row[0]))
+    estimate = 1.0
+    for factor in factors:
+        estimate *= factor
+    return round(estimate) if factors else 0
 
 
 # -- column types and literals ------------------------------------------------
@@ -375,6 +425,12 @@ _POSTGRESQL = DialectRow(
     convert=POSTGRESQL_CONVERT,
     range_partitions=True,
     time=_PG_TIME,
+    paging=PagingSQL(
+        nulls_largest=True,
+        row_values=True,
+        explain="EXPLAIN (FORMAT JSON) ",
+        estimate=_pg_estimate,
+    ),
 )
 _MYSQL = DialectRow(
     # Never MariaDB's UUID type: it rejects a quarter of ULIDs and reorders
@@ -393,6 +449,14 @@ _MYSQL = DialectRow(
     time=_MYSQL_TIME,
     write_while_streaming=False,
     drop_temporary="DROP TEMPORARY TABLE IF EXISTS {}",
+    # MariaDB 10.11 scans the whole index for a row-value comparison.
+    paging=PagingSQL(
+        nulls_largest=False,
+        nulls_order=False,
+        enum_compares_as_text=True,
+        explain="EXPLAIN FORMAT=JSON ",
+        estimate=_mysql_estimate,
+    ),
 )
 _OTHER = DialectRow(native="binary", binary=_binary16, binary_literal=_x_literal, text=_char26)
 
@@ -417,6 +481,7 @@ _ROWS: dict[str, DialectRow] = {
         convert=SQLITE_CONVERT,
         time=_SQLITE_TIME,
         unique_by_index=True,
+        paging=PagingSQL(nulls_largest=False, row_values=True),
     ),
     # UNIQUEIDENTIFIER sorts by its last six bytes first: not ULID order.
     "mssql": DialectRow(
@@ -425,6 +490,7 @@ _ROWS: dict[str, DialectRow] = {
         binary_literal=lambda data: f"0x{data.hex()}",
         text=_char26_bin2,
         time=_MSSQL_TIME,
+        paging=PagingSQL(nulls_largest=False, nulls_order=False),
     ),
     "oracle": DialectRow(
         native="binary",
@@ -432,6 +498,7 @@ _ROWS: dict[str, DialectRow] = {
         binary_literal=lambda data: f"HEXTORAW('{data.hex()}')",
         text=_char26,
         time=_ORACLE_TIME,
+        paging=PagingSQL(nulls_largest=True),
     ),
 }
 

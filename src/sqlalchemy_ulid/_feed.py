@@ -20,7 +20,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 from ._keys import keys_of
-from ._pagination import Cursor, Page, ULIDColumn, apaginate, paginate
+from ._paging import Cursor, Page, ULIDColumn, apaginate, paginate
 from ._settle import DEFAULT_MARGIN, Settle, check_settle, is_lock_wait_timeout
 
 if TYPE_CHECKING:

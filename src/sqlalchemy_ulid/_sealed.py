@@ -5,6 +5,12 @@ A sealed cursor is ``base64url(version | tag | ciphertext)``: the payload
 drawn from HMAC-SHA256 and authenticated by an HMAC-SHA256 tag over it (a
 synthetic-IV construction: the tag is the nonce, so sealing is deterministic
 and needs no randomness per cursor). Only the standard library is used.
+
+Version 1 tokens carry a bare id (46 characters). Version 2 tokens carry the
+cursor of a sort by several keys, or any cursor of a sealer with ``max_age``:
+their payload is ``flags | issued (8 bytes, Unix seconds) | cursor``, the
+cursor being the 16 id bytes or the multi-key cursor's text, enciphered with
+a keystream as long as the payload (HMAC-SHA256 in counter mode).
 """
 
 from __future__ import annotations
@@ -15,12 +21,14 @@ import hashlib
 import hmac
 import re
 import secrets
+import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from ._codec import InvalidULID
 from ._keys import _UUID_TEXT
+from ._paging._cursor import InvalidCursor
 from ._ulid import ULID, _from_bytes
 
 if TYPE_CHECKING:
@@ -29,6 +37,10 @@ if TYPE_CHECKING:
 __all__ = ["CursorSealer", "PageKwargs"]
 
 _VERSION = 1
+_VERSION_2 = 2
+_ISSUED = 8  # bytes of the issue time (Unix seconds) in a version 2 payload
+_KEYSET = 4  # flag bit: the payload carries a multi-key cursor's text
+_TOKEN_2_TEXT = re.compile(r"[A-Za-z0-9_-]{40,6000}")
 _TAG = 16  # bytes of the HMAC-SHA256 tag kept: 128 bits
 _BEFORE = 1  # flag bits of the payload's first byte
 _DESCENDING = 2
@@ -36,13 +48,14 @@ _PAYLOAD = 17  # flags + 16 id bytes
 _TOKEN = 1 + _TAG + _PAYLOAD
 _MIN_KEY = 16
 _TOKEN_TEXT = re.compile(r"[A-Za-z0-9_-]{46}")  # 34 bytes in unpadded base64url
+_KEYSET_TEXT = re.compile(r"[A-Za-z0-9_-]{40,4096}")  # a multi-key cursor (not an id)
 
 
 class PageKwargs(TypedDict):
     """What :meth:`CursorSealer.open` returns: keyword arguments for paginate."""
 
-    after: NotRequired[ULID]
-    before: NotRequired[ULID]
+    after: NotRequired[ULID | str]
+    before: NotRequired[ULID | str]
     descending: bool
 
 
@@ -56,11 +69,17 @@ class _Key:
         self.mac = hmac.new(key, b"sqlalchemy-ulid/cursor/mac\0" + context, hashlib.sha256).digest()
         self.enc = hmac.new(key, b"sqlalchemy-ulid/cursor/enc\0" + context, hashlib.sha256).digest()
 
-    def tag(self, payload: bytes) -> bytes:
-        return hmac.new(self.mac, bytes([_VERSION]) + payload, hashlib.sha256).digest()[:_TAG]
+    def tag(self, payload: bytes, version: int = _VERSION) -> bytes:
+        return hmac.new(self.mac, bytes([version]) + payload, hashlib.sha256).digest()[:_TAG]
 
     def xor(self, tag: bytes, data: bytes) -> bytes:
         stream = hmac.new(self.enc, tag, hashlib.sha256).digest()
+        if len(data) > len(stream):  # version 2: counter mode for long payloads
+            blocks = (len(data) + 31) // 32
+            stream = b"".join(
+                hmac.new(self.enc, tag + n.to_bytes(4, "big"), hashlib.sha256).digest()
+                for n in range(blocks)
+            )
         return bytes(a ^ b for a, b in zip(data, stream, strict=False))
 
 
@@ -70,9 +89,13 @@ class CursorSealer:
     A sealed token hides the id (and so its creation time), and says which
     way to page (``after`` or ``before``) and in which order
     (``descending``); a token that was changed, truncated, made with another
-    key or for another ``context`` raises :class:`InvalidULID`, before any
-    SQL runs. Tokens are URL-safe text of 46 characters. Sealing is
-    deterministic: the same cursor always gives the same token.
+    key or for another ``context``, or is older than ``max_age``, raises
+    :class:`InvalidCursor` (an :class:`InvalidULID`), before any SQL runs.
+    Tokens of bare ids are URL-safe text of 46 characters, and sealing them
+    is deterministic: the same cursor always gives the same token. The
+    cursors of a sort by several keys are sealed too (longer tokens), and
+    so is every cursor of a sealer with ``max_age``, which also records
+    when the token was made.
 
     Key rotation: pass several keys, newest first. Tokens are sealed with
     the first and opened with any, so deploy ``[new, old]``, wait until the
@@ -85,6 +108,9 @@ class CursorSealer:
             :meth:`generate_key`) or several, newest first.
         context: binds tokens to a purpose, e.g. the endpoint, so a token
             from ``/orders`` cannot be replayed on ``/invoices``.
+        max_age: refuse tokens older than this (a ``timedelta`` or seconds);
+            None keeps them valid for as long as the key is.
+        clock: the time in Unix seconds (a parameter for tests).
 
     Example:
         >>> from sqlalchemy_ulid import CursorSealer, Page
@@ -99,20 +125,38 @@ class CursorSealer:
         >>> sealer.open(next_token[:-2] + "AA")
         Traceback (most recent call last):
         ...
-        sqlalchemy_ulid.InvalidULID: the cursor is not valid (tampered with, ...
+        sqlalchemy_ulid.InvalidCursor: the cursor is not valid (tampered with, ...
     """
 
-    def __init__(self, keys: bytes | Iterable[bytes], *, context: str = "") -> None:
+    def __init__(
+        self,
+        keys: bytes | Iterable[bytes],
+        *,
+        context: str = "",
+        max_age: timedelta | float | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         key_list = [keys] if isinstance(keys, bytes) else list(keys)
         if not key_list:
             raise ValueError("CursorSealer needs at least one key")
+        if isinstance(max_age, timedelta):
+            max_age = max_age.total_seconds()
+        if max_age is not None and (
+            isinstance(max_age, bool) or not isinstance(max_age, (int, float)) or max_age <= 0
+        ):
+            raise ValueError(f"max_age must be a timedelta or seconds > 0, got {max_age!r}")
         raw_context = context.encode()
         self._keys = [_Key(key, raw_context) for key in key_list]
         self.context = context
+        self.max_age = max_age
+        self.clock = clock
 
     def __repr__(self) -> str:
         # Never show key material.
-        return f"CursorSealer(<{len(self._keys)} key(s)>, context={self.context!r})"
+        return (
+            f"CursorSealer(<{len(self._keys)} key(s)>, context={self.context!r}, "
+            f"max_age={self.max_age!r})"
+        )
 
     @staticmethod
     def generate_key() -> bytes:
@@ -133,16 +177,24 @@ class CursorSealer:
         text) is sealed as the same 16 bytes; it opens as the equal
         :class:`ULID`, which ``paginate`` binds as that UUID again.
 
+        The cursor of a sort by several keys (an opaque string from a
+        :class:`Page`) is sealed whole; it opens as that string.
+
         Raises:
-            InvalidULID: ``cursor`` is not a ULID or a UUID.
+            InvalidULID: ``cursor`` is not a ULID, a UUID or a page cursor.
         """
         flags = (_BEFORE if before else 0) | (_DESCENDING if descending else 0)
-        ulid = _as_ulid(cursor)
-        payload = bytes([flags]) + ulid.bytes
+        keyset = isinstance(cursor, str) and _KEYSET_TEXT.fullmatch(cursor) is not None
+        data = cursor.encode() if keyset else _as_ulid(cursor).bytes  # type: ignore[union-attr]
         key = self._keys[0]
-        tag = key.tag(payload)
-        token = bytes([_VERSION]) + tag + key.xor(tag, payload)
-        return _encode(token)
+        if not keyset and self.max_age is None:
+            payload = bytes([flags]) + data
+            tag = key.tag(payload)
+            return _encode(bytes([_VERSION]) + tag + key.xor(tag, payload))
+        issued = int(self.clock()).to_bytes(_ISSUED, "big")
+        payload = bytes([flags | (_KEYSET if keyset else 0)]) + issued + data
+        tag = key.tag(payload, _VERSION_2)
+        return _encode(bytes([_VERSION_2]) + tag + key.xor(tag, payload))
 
     def seal(self, page: Any, *, descending: bool = False) -> tuple[str | None, str | None]:
         """Seal a page's ``next_cursor`` and ``prev_cursor``.
@@ -177,41 +229,62 @@ class CursorSealer:
             to pass as ``paginate(..., **kwargs)``.
 
         Raises:
-            InvalidULID: the token is malformed, was altered, or was sealed
-                with another key, another context or the other order.
+            InvalidCursor: (an :class:`InvalidULID`) the token is malformed,
+                was altered, was sealed with another key, another context or
+                the other order, or is older than ``max_age``.
         """
-        payload = self._unseal(token)
+        version, payload = self._unseal(token)
         flags = payload[0]
-        if flags & ~(_BEFORE | _DESCENDING):
+        if flags & ~(_BEFORE | _DESCENDING | (_KEYSET if version == _VERSION_2 else 0)):
             raise _invalid()
         token_descending = bool(flags & _DESCENDING)
         if descending is not None and descending != token_descending:
-            raise InvalidULID(
+            raise InvalidCursor(
                 "the cursor was issued for the "
                 f"{'descending' if token_descending else 'ascending'} order"
             )
-        ulid = _from_bytes(payload[1:])
+        data = payload[1:]
+        if version == _VERSION_2:
+            issued, data = int.from_bytes(data[:_ISSUED], "big"), data[_ISSUED:]
+            if self.max_age is not None and self.clock() - issued > self.max_age:
+                raise InvalidCursor("the cursor has expired: start again from the first page")
+        elif self.max_age is not None:
+            raise InvalidCursor("the cursor has no issue time, so it may have expired")
+        cursor: ULID | str
+        if flags & _KEYSET:
+            cursor = data.decode("ascii", "replace")
+            if _KEYSET_TEXT.fullmatch(cursor) is None:
+                raise _invalid()
+        elif len(data) == 16:
+            cursor = _from_bytes(data)
+        else:
+            raise _invalid()
         if flags & _BEFORE:
-            return {"before": ulid, "descending": token_descending}
-        return {"after": ulid, "descending": token_descending}
+            return {"before": cursor, "descending": token_descending}
+        return {"after": cursor, "descending": token_descending}
 
-    def _unseal(self, token: str) -> bytes:
+    def _unseal(self, token: str) -> tuple[int, bytes]:
         # Strict alphabet and length first: b64decode would skip stray
         # characters, letting many strings stand for one token.
-        if not isinstance(token, str) or _TOKEN_TEXT.fullmatch(token) is None:
+        if not isinstance(token, str) or (
+            _TOKEN_TEXT.fullmatch(token) is None and _TOKEN_2_TEXT.fullmatch(token) is None
+        ):
             raise _invalid()
         try:
-            raw = base64.urlsafe_b64decode(token + "==")
+            raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
         except (binascii.Error, ValueError):
             raise _invalid() from None
-        # The last character carries 4 unused bits: only the canonical one.
-        if raw[0] != _VERSION or _encode(raw) != token:
+        # The last character carries unused bits: only the canonical one.
+        version = raw[0] if raw else 0
+        if version not in (_VERSION, _VERSION_2) or _encode(raw) != token:
+            raise _invalid()
+        if (version == _VERSION) != (len(raw) == _TOKEN) or len(raw) < 2 + _TAG + _ISSUED:
             raise _invalid()
         tag, sealed = raw[1 : 1 + _TAG], raw[1 + _TAG :]
         for key in self._keys:
             payload = key.xor(tag, sealed)
-            if hmac.compare_digest(key.tag(payload), tag):
-                return payload
+            if hmac.compare_digest(key.tag(payload, version), tag):
+                return version, payload
         raise _invalid()
 
 
@@ -231,7 +304,7 @@ def _as_ulid(value: object) -> ULID:
     raise TypeError(f"a cursor is a ULID, a UUID or the text of either, not {type(value).__name__}")
 
 
-def _invalid() -> InvalidULID:
-    return InvalidULID(
+def _invalid() -> InvalidCursor:
+    return InvalidCursor(
         "the cursor is not valid (tampered with, truncated, or sealed with another key)"
     )

@@ -1,4 +1,4 @@
-"""Keyset pagination on a ULID or UUIDv7 column: after / before / paginate / Page.
+"""Paging a statement: the one planner, and its sync and async executors.
 
 A page is ``WHERE <caller's filters> AND id >= :cursor ORDER BY id LIMIT n + 2``:
 the cursor's own row tells whether a page lies behind, the row past the page
@@ -20,151 +20,45 @@ uuid storage that the database does not keep in time order).
 from __future__ import annotations
 
 import itertools
-import uuid
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, Union
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Dialect, Result, Row
-from sqlalchemy.orm import Mapper, QueryableAttribute, Session, scoped_session
-from sqlalchemy.sql.elements import ColumnElement, Label, UnaryExpression
+from sqlalchemy.orm import Session, scoped_session
+from sqlalchemy.sql.elements import ColumnElement
 
-from ._keys import Keys, KeyValue, column_expression, keys_of
-from ._settle import (
+from .._codec import InvalidULID
+from .._dialects import PagingSQL, dialect_row
+from .._keys import Keys, KeyValue, column_expression, keys_of
+from .._settle import (
     DEFAULT_MARGIN,
     Horizon,
     Settle,
-    SettleError,
     Step,
     check_settle,
     plan_horizon,
 )
-from ._ulid import ULID
+from ._cursor import Cursor, InvalidCursor, looks_keyset
+from ._page import Page, Total, check_total, count_step
+from ._sort import (
+    PaginationError,
+    Sort,
+    ULIDColumn,
+    _reader,
+    _table_column,
+    check_unique,
+    read_sort,
+)
 
 if TYPE_CHECKING:
     # sqlalchemy.ext.asyncio needs greenlet, which SQLAlchemy 2.1 no longer
     # installs: the sync path must import without it.
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_scoped_session
 
-__all__ = ["Page", "PaginationError", "SettleError", "after", "apaginate", "before", "paginate"]
-
-_T = TypeVar("_T")
-
-#: A ULID or UUID column: a Core column (or other column expression) or an ORM attribute.
-# (Union, not "|": these aliases are evaluated at run time on Python 3.10.)
-ULIDColumn = Union[ColumnElement[Any], QueryableAttribute[Any]]  # noqa: UP007
-#: A cursor: a ULID, a uuid.UUID, or the column's text form of either.
-Cursor = Union[ULID, uuid.UUID, str]  # noqa: UP007
-
-
-class PaginationError(ValueError):
-    """The statement cannot be paged without skipping or repeating rows.
-
-    It has its own ORDER BY, LIMIT or OFFSET, does not select the paging
-    column, or pages on a column that is not unique in its result. A
-    :class:`ValueError`, so code that catches bad input catches this too.
-    """
-
-
-# -- cursor clauses -----------------------------------------------------------
-
-
-def _parsed(column: ULIDColumn, cursor: Cursor) -> tuple[ColumnElement[Any], Keys, KeyValue]:
-    """The column's expression, its keys, and the cursor parsed strictly (no SQL)."""
-    expr = column_expression(column)
-    keys = keys_of(expr)
-    return expr, keys, keys.parse(cursor)  # InvalidULID for bad text, "" included
-
-
-def after(column: ULIDColumn, cursor: Cursor) -> ColumnElement[bool]:
-    """Return ``column > :cursor``: the rows after a cursor in id order.
-
-    Args:
-        column: the ULID or UUIDv7 column (Core column or ORM attribute):
-            ``ULIDType``, ``sa.Uuid``, ``postgresql.UUID`` or a type over
-            them, such as advanced-alchemy's ``GUID``.
-        cursor: a :class:`ULID` or its 26-character text on a ULID column; a
-            :class:`uuid.UUID` (or a ULID) or its canonical 36-character text
-            on a UUID column.
-
-    Raises:
-        InvalidULID: the cursor is malformed (the empty string too). Raised
-            here, before any SQL exists, so a web handler can answer 400.
-        TimeOrderError: (a ValueError, when the statement is compiled) the
-            database's native uuid type does not sort UUIDv7s in time order.
-
-    Example:
-        >>> import sqlalchemy as sa
-        >>> from sqlalchemy_ulid import ULIDType, after
-        >>> t = sa.table("events", sa.column("id", ULIDType()))
-        >>> print(after(t.c.id, "01HTQW311N1KR5G0Y75M3EF00H"))
-        events.id > :param_1
-        >>> after(t.c.id, "' OR 1=1 --")
-        Traceback (most recent call last):
-        ...
-        sqlalchemy_ulid.InvalidULID: ...
-        >>> u = sa.table("orders", sa.column("id", sa.Uuid()))
-        >>> after(u.c.id, "018EAFC1-8435-7000-8000-000000000000").right.value
-        UUID('018eafc1-8435-7000-8000-000000000000')
-    """
-    expr, keys, value = _parsed(column, cursor)
-    return expr > keys.bind(expr, value)
-
-
-def before(column: ULIDColumn, cursor: Cursor) -> ColumnElement[bool]:
-    """Return ``column < :cursor``: the rows before a cursor in id order.
-
-    Takes the same columns and cursors as :func:`after`.
-
-    Raises:
-        InvalidULID: the cursor is malformed, before any SQL is built.
-
-    Example:
-        >>> import sqlalchemy as sa
-        >>> from sqlalchemy_ulid import ULIDType, before
-        >>> t = sa.table("events", sa.column("id", ULIDType()))
-        >>> print(before(t.c.id, "01HTQW311N1KR5G0Y75M3EF00H"))
-        events.id < :param_1
-    """
-    expr, keys, value = _parsed(column, cursor)
-    return expr < keys.bind(expr, value)
-
-
-# -- the page -----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Page(Generic[_T]):
-    """One page of rows in display order, with the cursors of its neighbours.
-
-    Attributes:
-        items: the rows, in display order (ascending ids, or descending with
-            ``descending=True``), whichever direction was paged.
-        next_cursor: where the next page starts: pass it as ``after=``. The
-            last item's id when rows follow the page in display order; on an
-            empty page reached with ``before=``, that cursor when rows follow
-            it; else None. With ``settle=`` it is never lost: the last item's
-            id, or the cursor passed in when nothing was delivered.
-        prev_cursor: where the previous page ends: pass it as ``before=``.
-            The first item's id when rows precede the page; on an empty page
-            reached with ``after=``, that cursor when rows precede it; else
-            None (the first page). Always None with ``settle=``.
-        has_more: more rows lie beyond this page in the direction of travel
-            (for ``settle=``: more settled rows, so poll again at once).
-
-    Example:
-        >>> page = Page(items=["a"], next_cursor=None, prev_cursor=None, has_more=False)
-        >>> page.items
-        ['a']
-    """
-
-    items: Sequence[_T]
-    next_cursor: str | None
-    prev_cursor: str | None
-    has_more: bool
-
+__all__ = ["apaginate", "paginate"]
 
 # -- planning a page ----------------------------------------------------------
 
@@ -177,119 +71,18 @@ class _Plan:
     statement: sa.Select[Any]  # ordered and limited; the horizon is added later
     column: ColumnElement[Any]
     keys: Keys
-    ulid_of: Callable[[Row[Any]], Any]
+    id_of: Callable[[Row[Any]], str]  # the paging column of a row, as text
+    position_of: Callable[[Row[Any]], str]  # the cursor of a row
     scalar: bool
     backward: bool  # paging with before=: the SQL ran against display order
     cursor: str | None  # the cursor's canonical text
+    cursor_id: str | None  # the paging column's value in the cursor, as text
     # "Any row on the other side of the cursor?", asked only when the page,
     # fetched from the cursor inclusive, does not start with the cursor's row.
     probe: sa.Select[Any] | None
     limit: int
     horizon: Horizon | None
-
-
-def _check_order(stmt: sa.Select[Any], column: ColumnElement[Any], descending: bool) -> None:
-    # Private attributes: Select has no public accessors for its ORDER BY or
-    # row limits (checked against SQLAlchemy 2.0 and 2.1).
-    if stmt._has_row_limiting_clause:
-        raise PaginationError(
-            "the statement already has a LIMIT, OFFSET or FETCH; paginate() adds its own "
-            "LIMIT, so pass the statement without one"
-        )
-    for clause in stmt._order_by_clauses:
-        element, is_desc = clause, False
-        if isinstance(clause, UnaryExpression) and clause.modifier in (
-            sa.sql.operators.asc_op,
-            sa.sql.operators.desc_op,
-        ):
-            is_desc = clause.modifier is sa.sql.operators.desc_op
-            element = clause.element
-        if isinstance(element, Label):
-            element = element.element
-        if not (isinstance(element, ColumnElement) and element.compare(column)):
-            raise PaginationError(
-                f"the statement is ordered by {clause}, but keyset pages must be ordered "
-                f"by the paging column {column} alone; remove the ORDER BY"
-            )
-        if is_desc != descending:
-            raise PaginationError(
-                f"the statement orders {column} {'DESC' if is_desc else 'ASC'} but "
-                f"descending={descending}; pass descending= instead of ORDER BY"
-            )
-
-
-def _matches(candidate: Any, column: ColumnElement[Any]) -> bool:
-    if hasattr(candidate, "__clause_element__"):
-        candidate = candidate.__clause_element__()
-    if isinstance(candidate, Label):
-        candidate = candidate.element
-    return isinstance(candidate, ColumnElement) and bool(candidate.compare(column))
-
-
-def _entity_key(entity: Any, column: ColumnElement[Any]) -> str | None:
-    """Return the attribute of a mapped entity that maps ``column``, if any."""
-    info = sa.inspect(entity, raiseerr=False)
-    mapper: Mapper[Any] | None = getattr(info, "mapper", None)
-    if mapper is None:
-        return None
-    for prop in mapper.column_attrs:
-        if any(_matches(c, column) for c in prop.columns):
-            return prop.key
-    # An aliased entity's attribute compares equal to the alias's column,
-    # not to the table's, so try the entity's own attributes too.
-    for prop in mapper.column_attrs:
-        if _matches(getattr(entity, prop.key), column):
-            return prop.key
-    return None
-
-
-def _reader(
-    stmt: sa.Select[Any], column: ColumnElement[Any], orm: bool
-) -> tuple[Callable[[Row[Any]], Any], bool]:
-    """Return how to read the paging column from a row, and whether rows are scalars."""
-    if not orm:
-        # Core execution (Connection): entities come back as plain columns.
-        for index, selected in enumerate(stmt.selected_columns):
-            if _matches(selected, column):
-                return (lambda row, i=index: row[i]), len(stmt.selected_columns) == 1
-    else:
-        descriptions = stmt.column_descriptions
-        scalar = len(descriptions) == 1
-        for index, description in enumerate(descriptions):
-            expr, entity = description["expr"], description.get("entity")
-            if entity is not None and expr is entity:
-                key = _entity_key(entity, column)
-                if key is not None:
-                    return (lambda row, i=index, k=key: getattr(row[i], k)), scalar
-            elif _matches(expr, column):
-                return (lambda row, i=index: row[i]), scalar
-    raise PaginationError(
-        f"the paging column {column} is not selected: select it (a label is fine), or "
-        "select the entity that maps it"
-    )
-
-
-def _table_column(column: ColumnElement[Any]) -> sa.Column[Any] | None:
-    """The table column behind ``column`` (through ORM annotations and aliases)."""
-    for candidate in column.proxy_set:
-        if isinstance(candidate, sa.Column) and isinstance(candidate.table, sa.Table):
-            return candidate
-    return None
-
-
-def _is_unique(column: sa.Column[Any]) -> bool:
-    """Whether the table declares ``column`` unique on its own."""
-    table = column.table
-    if column.unique or [c.name for c in table.primary_key.columns] == [column.name]:
-        return True
-    for constraint in table.constraints:
-        if isinstance(constraint, sa.UniqueConstraint) and [c.name for c in constraint.columns] == [
-            column.name
-        ]:
-            return True
-    return any(
-        index.unique and [c.name for c in index.columns] == [column.name] for index in table.indexes
-    )
+    count: Step | None  # total=: the COUNT or the EXPLAIN, after the page
 
 
 def _check_limit(limit: object, max_limit: object) -> int:
@@ -306,13 +99,14 @@ def _plan(
     after_cursor: Cursor | None,
     before_cursor: Cursor | None,
     limit: int,
-    descending: bool,
+    descending: bool | None,
     orm: bool,
     *,
     max_limit: int = 1000,
     settle: Settle | None = None,
     margin: timedelta = DEFAULT_MARGIN,
     dialect: Callable[[], Dialect] | None = None,
+    total: Total = None,
 ) -> _Plan:
     # Every check runs before any SQL: bad cursors and limits are the
     # caller's input and must fail without touching the database.
@@ -321,10 +115,24 @@ def _plan(
     limit = _check_limit(limit, max_limit)
     if not isinstance(stmt, sa.Select):
         raise TypeError(f"paginate() pages a select(), not {type(stmt).__name__}")
+    if descending is not None and not isinstance(descending, bool):
+        raise TypeError(f"descending must be None, True or False, not {descending!r}")
+    paging = _paging_of(dialect)
+    check_total(total, paging)
     cursor = after_cursor if before_cursor is None else before_cursor
     expr = column_expression(column)
     keys = keys_of(expr)
-    value = None if cursor is None else keys.parse(cursor)
+    orm_descending, sort = read_sort(stmt, expr, descending, orm, paging)
+    if sort is not None:
+        if settle is not None:
+            raise ValueError(
+                "settle= follows a feed in id order: order the statement by the paging "
+                "column alone (or not at all)"
+            )
+        backward = before_cursor is not None
+        return _sorted_plan(stmt, sort, expr, keys, cursor, backward, limit, orm, total, paging)
+    descending = orm_descending
+    value = None if cursor is None else _parse_id(keys, cursor)
     if settle is not None:
         check_settle(settle, margin)
         if before_cursor is not None or descending:
@@ -332,20 +140,16 @@ def _plan(
                 "settle= follows a feed forward: page with after= in ascending order "
                 "(no before=, no descending=True)"
             )
-    _check_order(stmt, expr, descending)
     ulid_of, scalar = _reader(stmt, expr, orm)
+    check_unique(stmt, expr, ())
     table_column = _table_column(expr)
-    if table_column is not None and not _is_unique(table_column):
-        raise PaginationError(
-            f"the paging column {table_column} is not unique, so rows sharing a value "
-            "would be skipped at a page boundary; page on the primary key or a unique column"
-        )
     horizon = None
     if settle is not None:
         assert dialect is not None
         table = None if table_column is None else table_column.table
         horizon = plan_horizon(settle, margin, dialect(), table)
 
+    count = count_step(stmt, total, paging)
     if table_column is None or table_column.nullable:
         # NULL has no place in id order: such rows are never paged.
         stmt = stmt.where(expr.is_not(None))
@@ -369,18 +173,105 @@ def _plan(
     elif value is not None:
         bound = keys.bind(expr, value)
         paged = paged.where(expr < bound if sql_descending else expr > bound)
+    text = None if value is None else keys.format(value)
+
+    def id_of(row: Row[Any]) -> str:
+        return keys.format(ulid_of(row))
+
     return _Plan(
         statement=paged.limit(fetch),
         column=expr,
         keys=keys,
-        ulid_of=ulid_of,
+        id_of=id_of,
+        position_of=id_of,
         scalar=scalar,
         backward=backward,
-        cursor=None if value is None else keys.format(value),
+        cursor=text,
+        cursor_id=text,
         probe=probe,
         limit=limit,
         horizon=horizon,
+        count=count,
     )
+
+
+def _sorted_plan(
+    stmt: sa.Select[Any],
+    sort: Sort,
+    expr: ColumnElement[Any],
+    keys: Keys,
+    cursor: Cursor | None,
+    backward: bool,
+    limit: int,
+    orm: bool,
+    total: Total,
+    paging: Callable[[], PagingSQL],
+) -> _Plan:
+    """The plan of a page sorted by several keys: the same shape, keyset cursors."""
+    values = None if cursor is None else sort.parse(cursor, keys)  # InvalidCursor, no SQL
+    ulid_of, scalar = _reader(stmt, expr, orm)
+    check_unique(stmt, expr, [key.expr for key in sort.keyset.keys[:-1]])
+    count = count_step(stmt, total, paging)
+    table_column = _table_column(expr)
+    base, paged = stmt, sort.statement
+    if table_column is None or table_column.nullable:
+        base, paged = stmt.where(expr.is_not(None)), paged.where(expr.is_not(None))
+    paged = paged.order_by(None).order_by(*sort.keyset.order_by(reverse=backward))
+    probe, fetch, text, cursor_id = None, limit + 1, None, None
+    if values is not None:
+        binds = sort.binds(values, keys)
+        paged = paged.where(sort.keyset.past(binds, reverse=backward, inclusive=True))
+        fetch += 1
+        behind = sort.keyset.past(binds, reverse=not backward, inclusive=False)
+        probe = sa.select(base.order_by(None).where(behind).exists())
+        cursor_id = keys.format(values[-1])
+        assert isinstance(cursor, str)
+        text = cursor
+
+    def id_of(row: Row[Any]) -> str:
+        return keys.format(ulid_of(row))
+
+    def position_of(row: Row[Any]) -> str:
+        return sort.cursor(row, id_of(row))
+
+    return _Plan(
+        statement=paged.limit(fetch),
+        column=expr,
+        keys=keys,
+        id_of=id_of,
+        position_of=position_of,
+        scalar=scalar,
+        backward=backward,
+        cursor=text,
+        cursor_id=cursor_id,
+        probe=probe,
+        limit=limit,
+        horizon=None,
+        count=count,
+    )
+
+
+def _parse_id(keys: Keys, cursor: Cursor) -> KeyValue:
+    """A bare-id cursor, strictly; a multi-key cursor here is one of another sort."""
+    try:
+        return keys.parse(cursor)
+    except InvalidULID:
+        if isinstance(cursor, str) and looks_keyset(cursor):
+            raise InvalidCursor(
+                "the cursor was made for a sort by several keys; this statement is in "
+                "id order (ordered by the paging column alone, or not at all)"
+            ) from None
+        raise
+
+
+def _paging_of(dialect: Callable[[], Dialect] | None) -> Callable[[], PagingSQL]:
+    """The dialect's paging facts, looked up only when a plan needs them."""
+
+    def lookup() -> PagingSQL:
+        assert dialect is not None
+        return dialect_row(dialect()).paging
+
+    return lookup
 
 
 def _rows(result: Result[Any]) -> Sequence[Row[Any]]:
@@ -409,7 +300,7 @@ def _steps(plan: _Plan) -> Generator[_Step, Any, Page[Any]]:
         if plan.horizon.locking_read:
             statement = statement.with_for_update(read=True)
     rows = yield statement, _rows
-    ids = [plan.ulid_of(row) for row in rows]
+    ids = [plan.id_of(row) for row in rows]
     for earlier, later in itertools.pairwise(ids):
         if earlier == later:
             raise PaginationError(
@@ -418,38 +309,46 @@ def _steps(plan: _Plan) -> Generator[_Step, Any, Page[Any]]:
             )
     behind = False
     if plan.probe is not None:  # fetched from the cursor inclusive
-        if ids and plan.keys.format(ids[0]) == plan.cursor:
+        if ids and ids[0] == plan.cursor_id:
             behind, rows = True, rows[1:]
         else:
             rows = rows[: plan.limit + 1]
             behind = bool((yield plan.probe, _scalar))
-    return _page(plan, rows, behind)
+    total = None
+    if plan.count is not None:
+        total = yield plan.count
+    return _page(plan, rows, behind, total)
 
 
-def _page(plan: _Plan, rows: Sequence[Row[Any]], behind: bool) -> Page[Any]:
+def _page(plan: _Plan, rows: Sequence[Row[Any]], behind: bool, total: int | None) -> Page[Any]:
     more = len(rows) > plan.limit
     rows = list(rows[: plan.limit])
     if plan.backward:
         rows.reverse()
     items = [row[0] for row in rows] if plan.scalar else rows
     cursor = plan.cursor
-    first = plan.keys.format(plan.ulid_of(rows[0])) if rows else cursor
-    last = plan.keys.format(plan.ulid_of(rows[-1])) if rows else cursor
+    first = plan.position_of(rows[0]) if rows else cursor
+    last = plan.position_of(rows[-1]) if rows else cursor
+
+    def positions() -> list[str]:
+        return [plan.position_of(row) for row in rows]
+
+    fields: dict[str, Any] = {"items": items, "total": total, "_positions": positions}
     if plan.horizon is not None:
         # A feed never loses its place: resume after the last delivered id.
-        return Page(items=items, next_cursor=last, prev_cursor=None, has_more=more)
+        return Page(next_cursor=last, prev_cursor=None, has_more=more, **fields)
     if plan.backward:
         return Page(
-            items=items,
             next_cursor=last if behind else None,
             prev_cursor=first if more else None,
             has_more=more,
+            **fields,
         )
     return Page(
-        items=items,
         next_cursor=last if more else None,
         prev_cursor=first if behind else None,
         has_more=more,
+        **fields,
     )
 
 
@@ -497,12 +396,13 @@ def paginate(
     after: Cursor | None = None,
     before: Cursor | None = None,
     limit: int = 50,
-    descending: bool = False,
+    descending: bool | None = None,
     max_limit: int = 1000,
     settle: Settle | None = None,
     margin: timedelta = DEFAULT_MARGIN,
+    total: Total = None,
 ) -> Page[Any]:
-    """Fetch one page of ``stmt`` in id order, after or before a cursor.
+    """Fetch one page of ``stmt`` in its ORDER BY (or id order), after or before a cursor.
 
     Runs ``stmt`` with its WHERE kept, plus ``column >= :after`` (or
     ``<= :before``), ``ORDER BY column`` and ``LIMIT limit + 2`` (the
@@ -515,6 +415,17 @@ def paginate(
     from a cursor is read from the cursor's own row, inclusive, and only
     when that row is gone does a second indexed query (``EXISTS``) look
     for a row on the other side of the cursor.
+
+    Sorting by other columns: the statement's ORDER BY is the sort, and it
+    ends with ``column``, the unique tiebreaker, e.g.
+    ``order_by(Order.total.desc(), Order.id.desc())``. Keys may be in mixed
+    directions, be NULL (placed by ``nulls_first()``/``nulls_last()``, else
+    where the database sorts NULLs), and be expressions such as
+    ``func.lower(name)``. The page then reads ``(keys) >= (cursor's keys)``
+    (a row value where the database range-scans one, else an expansion with
+    a leading range), and its cursors are opaque strings that carry the
+    key values exactly, refused with :class:`InvalidCursor` under another
+    sort. The comparison runs in SQL, under the database's collation.
 
     The column holds ULIDs (``ULIDType``) or UUIDv7s (``sa.Uuid``,
     ``postgresql.UUID``, or a type over them such as advanced-alchemy's
@@ -561,34 +472,46 @@ def paginate(
             :class:`~sqlalchemy.orm.Session`, a ``scoped_session``,
             Flask-SQLAlchemy's ``db.session``. For asyncio use
             :func:`apaginate`.
-        stmt: a ``select()`` without ORDER BY (except on ``column`` in the
-            requested direction), LIMIT or OFFSET.
-        column: the ULID or UUIDv7 column to page on: the primary key or a
-            column the table declares unique.
+        stmt: a ``select()`` without LIMIT or OFFSET; its ORDER BY, if any,
+            ends with ``column``.
+        column: the ULID or UUIDv7 column to page on: the primary key, a
+            column the table declares unique, or the last column of a
+            composite key whose other columns the WHERE fixes by equality
+            (``where(Event.tenant_id == t)``) or the ORDER BY puts first.
         after: a cursor (a ULID or its text; on a UUID column a
             :class:`uuid.UUID` or its text); the page starts after it.
         before: a cursor; the page ends before it.
         limit: the page size, from 1 to ``max_limit``.
-        descending: page newest first (display order descending).
+        descending: None (the ORDER BY decides; ascending ids without
+            one), or the direction of ``column``: page newest first with
+            True. It must agree with the ORDER BY's last key.
         max_limit: the largest ``limit`` accepted (a page size from a client
             cannot ask for the whole table).
         settle: None for browsing; a ``timedelta`` or ``"auto"`` for tailing
             (forward, ascending only).
         margin: with ``settle="auto"``, the allowance for the time from
             making an id to sending its INSERT, plus clock skew.
+        total: None (no count), ``"exact"`` (one ``COUNT(*)`` of the
+            filtered statement), ``"estimate"`` (the planner's row estimate
+            from ``EXPLAIN``; PostgreSQL and MariaDB/MySQL), or an int ``N``
+            (a count that stops at ``N`` rows). Read it as ``Page.total``.
 
     Raises:
-        InvalidULID: a cursor is malformed (before any SQL runs).
-        PaginationError: ``stmt`` has a LIMIT/OFFSET, an ORDER BY on another
-            column or against ``descending``, does not select ``column``, or
+        InvalidULID: a cursor is malformed (before any SQL runs);
+            :class:`InvalidCursor` (a subclass) for the cursor of a sort by
+            several keys that is malformed, altered or made for another sort.
+        PaginationError: ``stmt`` has a LIMIT/OFFSET, an ORDER BY that does
+            not end with ``column`` or disagrees with ``descending``, a sort
+            key the row cannot show, does not select ``column``, or
             ``column`` is not unique (declared so, or found repeated in the
             result) (a :class:`ValueError`).
         SettleError: ``settle="auto"`` cannot be sound here (SQLite, a view,
             a hot standby, a Galera node, missing privilege), or the session's
             isolation level could skip rows (a :class:`ValueError`).
         ValueError: ``limit`` is not an int from 1 to ``max_limit``, both
-            ``after`` and ``before``, or ``settle=`` with ``before=`` or
-            ``descending=True``. All before any SQL runs.
+            ``after`` and ``before``, ``settle=`` with ``before=``,
+            ``descending=True`` or a sort by several keys, or a bad
+            ``total`` (``"estimate"`` on SQLite). All before any SQL runs.
 
     Example:
         >>> import sqlalchemy as sa
@@ -642,6 +565,7 @@ def paginate(
         settle=settle,
         margin=margin,
         dialect=_dialect_of(session, stmt),
+        total=total,
     )
     binding = _orm_binding(stmt) if orm else {}
     if plan.horizon is not None:
@@ -670,10 +594,11 @@ async def apaginate(
     after: Cursor | None = None,
     before: Cursor | None = None,
     limit: int = 50,
-    descending: bool = False,
+    descending: bool | None = None,
     max_limit: int = 1000,
     settle: Settle | None = None,
     margin: timedelta = DEFAULT_MARGIN,
+    total: Total = None,
 ) -> Page[Any]:
     """Await one page: :func:`paginate` for asyncio sessions and connections.
 
@@ -719,6 +644,7 @@ async def apaginate(
         settle=settle,
         margin=margin,
         dialect=_dialect_of(session, stmt),
+        total=total,
     )
     binding = _orm_binding(stmt) if orm else {}
     if plan.horizon is not None:

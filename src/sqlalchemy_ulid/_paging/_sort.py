@@ -1,0 +1,497 @@
+"""The sort: read a statement's ORDER BY, check that it is unique, find its keys in the row.
+
+The ORDER BY is the sort, and its last key is the paging column, the unique
+tiebreaker. A sort on the paging column alone (or none) keeps bare-id
+cursors; a longer one becomes a :class:`~._keyset.Keyset`, after these
+checks, all before any SQL:
+
+* each key is a column expression whose value comes back with the row: it is
+  selected (under any label), mapped by a selected entity, or added to the
+  row as an extra column (when the items are entities, which hide it);
+* the paging column is unique, on its own, or together with columns that the
+  WHERE fixes by equality or that precede it in the ORDER BY;
+* where NULLs sort is known (explicit, or the database's own order).
+
+:func:`after` and :func:`before` are the one-column keyset conditions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime, time
+from decimal import Decimal
+from typing import Any, Literal, Union
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Row
+from sqlalchemy.orm import Mapper, QueryableAttribute
+from sqlalchemy.sql import operators
+from sqlalchemy.sql.elements import (
+    BinaryExpression,
+    BindParameter,
+    BooleanClauseList,
+    ColumnElement,
+    Label,
+    UnaryExpression,
+)
+
+from .._codec import InvalidULID
+from .._dialects import PagingSQL
+from .._keys import Keys, KeyValue, column_expression, keys_of
+from ._cursor import Cursor, InvalidCursor, decode, encode, fingerprint
+from ._keyset import Keyset, SortKey
+
+__all__ = ["PaginationError", "ULIDColumn", "after", "before"]
+
+#: A ULID or UUID column: a Core column (or other column expression) or an ORM attribute.
+# (Union, not "|": these aliases are evaluated at run time on Python 3.10.)
+ULIDColumn = Union[ColumnElement[Any], QueryableAttribute[Any]]  # noqa: UP007
+
+
+class PaginationError(ValueError):
+    """The statement cannot be paged without skipping or repeating rows.
+
+    It has its own ORDER BY, LIMIT or OFFSET, does not select the paging
+    column, or pages on a column that is not unique in its result. A
+    :class:`ValueError`, so code that catches bad input catches this too.
+    """
+
+
+# -- cursor clauses -----------------------------------------------------------
+
+
+def _parsed(column: ULIDColumn, cursor: Cursor) -> tuple[ColumnElement[Any], Keys, KeyValue]:
+    """The column's expression, its keys, and the cursor parsed strictly (no SQL)."""
+    expr = column_expression(column)
+    keys = keys_of(expr)
+    return expr, keys, keys.parse(cursor)  # InvalidULID for bad text, "" included
+
+
+def after(column: ULIDColumn, cursor: Cursor) -> ColumnElement[bool]:
+    """Return ``column > :cursor``: the rows after a cursor in id order.
+
+    Args:
+        column: the ULID or UUIDv7 column (Core column or ORM attribute):
+            ``ULIDType``, ``sa.Uuid``, ``postgresql.UUID`` or a type over
+            them, such as advanced-alchemy's ``GUID``.
+        cursor: a :class:`ULID` or its 26-character text on a ULID column; a
+            :class:`uuid.UUID` (or a ULID) or its canonical 36-character text
+            on a UUID column.
+
+    Raises:
+        InvalidULID: the cursor is malformed (the empty string too). Raised
+            here, before any SQL exists, so a web handler can answer 400.
+        TimeOrderError: (a ValueError, when the statement is compiled) the
+            database's native uuid type does not sort UUIDv7s in time order.
+
+    Example:
+        >>> import sqlalchemy as sa
+        >>> from sqlalchemy_ulid import ULIDType, after
+        >>> t = sa.table("events", sa.column("id", ULIDType()))
+        >>> print(after(t.c.id, "01HTQW311N1KR5G0Y75M3EF00H"))
+        events.id > :param_1
+        >>> after(t.c.id, "' OR 1=1 --")
+        Traceback (most recent call last):
+        ...
+        sqlalchemy_ulid.InvalidULID: ...
+        >>> u = sa.table("orders", sa.column("id", sa.Uuid()))
+        >>> after(u.c.id, "018EAFC1-8435-7000-8000-000000000000").right.value
+        UUID('018eafc1-8435-7000-8000-000000000000')
+    """
+    expr, keys, value = _parsed(column, cursor)
+    return expr > keys.bind(expr, value)
+
+
+def before(column: ULIDColumn, cursor: Cursor) -> ColumnElement[bool]:
+    """Return ``column < :cursor``: the rows before a cursor in id order.
+
+    Takes the same columns and cursors as :func:`after`.
+
+    Raises:
+        InvalidULID: the cursor is malformed, before any SQL is built.
+
+    Example:
+        >>> import sqlalchemy as sa
+        >>> from sqlalchemy_ulid import ULIDType, before
+        >>> t = sa.table("events", sa.column("id", ULIDType()))
+        >>> print(before(t.c.id, "01HTQW311N1KR5G0Y75M3EF00H"))
+        events.id < :param_1
+    """
+    expr, keys, value = _parsed(column, cursor)
+    return expr < keys.bind(expr, value)
+
+
+_Reader = Callable[[Row[Any]], Any]
+_DIRECTIONS = {operators.asc_op: False, operators.desc_op: True}
+_NULLS: dict[Any, Literal["first", "last"]] = {
+    operators.nulls_first_op: "first",
+    operators.nulls_last_op: "last",
+}
+# Private classes: ORDER BY a Label object (or a label's name as a string) is
+# stored wrapped in these (pinned in tests/test_private_api.py).
+_LABEL_REFERENCE = sa.sql.elements._label_reference
+_TEXT_LABEL_REFERENCE = sa.sql.elements._textual_label_reference
+# Key values checked against the type of their key when a cursor is read.
+_CHECKED = (bool, int, float, Decimal, str, bytes, datetime, date, time)
+
+
+@dataclass(frozen=True)
+class _OrderKey:
+    order: ColumnElement[Any]
+    expr: ColumnElement[Any]
+    descending: bool
+    nulls: Literal["first", "last"] | None
+
+
+def _order_keys(stmt: sa.Select[Any]) -> list[_OrderKey]:
+    """Read the ORDER BY of ``stmt`` into its keys (refusing what is not one)."""
+    # Private attributes: Select has no public accessors for its ORDER BY or
+    # row limits (checked against SQLAlchemy 2.0 and 2.1).
+    if stmt._has_row_limiting_clause:
+        raise PaginationError(
+            "the statement already has a LIMIT, OFFSET or FETCH; paginate() adds its own "
+            "LIMIT, so pass the statement without one"
+        )
+    keys = []
+    for clause in stmt._order_by_clauses:
+        element: Any = clause
+        descending, nulls = False, None
+        for _ in range(4):
+            if isinstance(element, _LABEL_REFERENCE):
+                element = element.element
+            elif isinstance(element, UnaryExpression) and element.modifier in _NULLS:
+                nulls, element = _NULLS[element.modifier], element.element
+            elif isinstance(element, UnaryExpression) and element.modifier in _DIRECTIONS:
+                descending, element = _DIRECTIONS[element.modifier], element.element
+        expr = element.element if isinstance(element, Label) else element
+        if isinstance(element, _TEXT_LABEL_REFERENCE) or not isinstance(expr, ColumnElement):
+            raise PaginationError(
+                f"the statement is ordered by {clause}, which is not a column expression: "
+                "order by the column or expression itself (not its name as text)"
+            )
+        keys.append(_OrderKey(element, expr, descending, nulls))
+    return keys
+
+
+@dataclass(frozen=True)
+class Sort:
+    """A sort by several keys: its SQL, and how its cursors are read and written.
+
+    Attributes:
+        keyset: the keys (the paging column last) and their SQL.
+        statement: the caller's statement, with the keys that the row would
+            not show added as extra columns.
+        readers: how each key but the last is read from a row.
+        fingerprint: the hash of the sort that its cursors carry.
+    """
+
+    keyset: Keyset
+    statement: sa.Select[Any]
+    readers: tuple[_Reader, ...]
+    fingerprint: bytes
+
+    def cursor(self, row: Row[Any], id_text: str) -> str:
+        """The cursor of a row: its key values, the paging column's as text."""
+        try:
+            return encode(self.fingerprint, [read(row) for read in self.readers] + [id_text])
+        except TypeError as exc:
+            raise PaginationError(f"{exc}: sort by another expression") from None
+
+    def parse(self, cursor: object, keys: Keys) -> list[Any]:
+        """The key values of a cursor of this sort, typed for binding (no SQL)."""
+        values = decode(cursor, self.fingerprint, len(self.keyset.keys))
+        *head, last = values
+        for index, (key, value) in enumerate(zip(self.keyset.keys, head, strict=False)):
+            head[index] = _typed(key, value)
+        if not isinstance(last, str):
+            raise InvalidCursor("the cursor is malformed (truncated or altered)")
+        try:
+            return [*head, keys.parse(last)]
+        except InvalidULID:
+            raise InvalidCursor("the cursor is malformed (truncated or altered)") from None
+
+    def binds(self, values: Sequence[Any], keys: Keys) -> list[ColumnElement[Any] | None]:
+        """One bound parameter per key, of the key's own type (None for NULL)."""
+        *head, last = self.keyset.keys
+        binds: list[ColumnElement[Any] | None] = [
+            None if value is None else sa.bindparam(None, value, type_=key.expr.type, unique=True)
+            for key, value in zip(head, values, strict=False)
+        ]
+        return [*binds, keys.bind(last.expr, values[-1])]
+
+
+def _typed(key: SortKey, value: Any) -> Any:
+    """Check a decoded key value against its key's type (enums by name)."""
+    if value is None:
+        return None
+    type_ = key.expr.type
+    if isinstance(type_, sa.Enum) and type_.enum_class is not None:
+        if not isinstance(value, str) or value not in type_.enum_class.__members__:
+            raise InvalidCursor("the cursor is malformed (truncated or altered)")
+        return type_.enum_class[value]
+    try:
+        expected = type_.python_type
+    except NotImplementedError:
+        return value
+    numbers = (int, float, Decimal)
+    if (
+        expected in _CHECKED
+        and not isinstance(value, expected)
+        and not (expected in (float, Decimal) and isinstance(value, numbers))
+    ):
+        raise InvalidCursor("the cursor is malformed (truncated or altered)")
+    if isinstance(value, bool) and expected is not bool and expected in _CHECKED:
+        raise InvalidCursor("the cursor is malformed (truncated or altered)")
+    return value
+
+
+def read_sort(
+    stmt: sa.Select[Any],
+    column: ColumnElement[Any],
+    descending: bool | None,
+    orm: bool,
+    paging: Callable[[], PagingSQL],
+) -> tuple[bool, Sort | None]:
+    """Read the sort of ``stmt``: its direction, and its :class:`Sort`.
+
+    The Sort is None when the statement is ordered by the paging column
+    alone, or not at all: the id order, with bare-id cursors.
+
+    Raises:
+        PaginationError: the ORDER BY does not end with ``column``, disagrees
+            with ``descending``, names a key the row cannot show, or sorts
+            NULLs where this database's order is not known.
+    """
+    order = _order_keys(stmt)
+    if not order:
+        return bool(descending), None
+    last = order[-1]
+    if not last.expr.compare(column):
+        raise PaginationError(
+            f"the statement is ordered by {', '.join(str(k.order) for k in order)}, but a "
+            f"keyset sort must end with the paging column {column}, the unique tiebreaker: "
+            f"add {column} as the last ORDER BY key"
+        )
+    if descending is not None and descending != last.descending:
+        raise PaginationError(
+            f"the statement orders {column} {'DESC' if last.descending else 'ASC'} but "
+            f"descending={descending}; leave descending= out (the ORDER BY decides)"
+        )
+    if len(order) == 1:
+        return last.descending, None
+    facts = paging()
+    outer = _outer_joined(stmt)
+    keys = []
+    for item in order:
+        type_ = item.expr.type
+        if facts.enum_compares_as_text and isinstance(type_, sa.Enum) and type_.native_enum:
+            raise PaginationError(
+                f"the sort key {item.expr} is a native ENUM, which this database sorts in "
+                "declaration order but compares as text, so pages would skip rows: sort "
+                "by a text enum (sa.Enum(..., native_enum=False)) or another column"
+            )
+        table_column = _table_column(item.expr)
+        nullable = item is not last and (
+            outer or table_column is None or bool(table_column.nullable)
+        )
+        if item.nulls is not None:
+            nulls_after = item.nulls == "last"
+        elif not nullable:
+            nulls_after = False
+        elif facts.nulls_largest is None:
+            raise PaginationError(
+                f"the sort key {item.expr} can be NULL, and where this database sorts NULLs "
+                "is not known here: add .nulls_first() or .nulls_last() to it"
+            )
+        else:
+            nulls_after = facts.nulls_largest != item.descending
+        keys.append(
+            SortKey(item.expr, item.order, item.descending, item.nulls, nullable, nulls_after)
+        )
+    statement, readers = _key_readers(stmt, [k.expr for k in keys[:-1]], orm)
+    parts = [key.describe() for key in keys]
+    return last.descending, Sort(Keyset(tuple(keys), facts), statement, readers, fingerprint(parts))
+
+
+def _outer_joined(stmt: sa.Select[Any]) -> bool:
+    """Whether ``stmt`` outer-joins anything (NOT NULL columns can then be NULL)."""
+    # Private attributes, read instead of get_final_froms(), which compiles
+    # (pinned in tests/test_private_api.py): the joins of .join()/.outerjoin(),
+    # and the FROMs of .select_from().
+    for *_, flags in stmt._setup_joins:
+        if flags.get("isouter") or flags.get("full"):
+            return True
+    stack: list[Any] = list(stmt._from_obj)
+    while stack:
+        item = stack.pop()
+        if isinstance(item, sa.Join):
+            if item.isouter or item.full:
+                return True
+            stack += [item.left, item.right]
+    return False
+
+
+def _key_readers(
+    stmt: sa.Select[Any], exprs: Sequence[ColumnElement[Any]], orm: bool
+) -> tuple[sa.Select[Any], tuple[_Reader, ...]]:
+    """How each sort key is read from a row, adding it to the row where it is hidden.
+
+    When the items are one entity (or one column), the keys are added as
+    extra labelled columns, read from the row, and never shown: the value
+    the database sorted by, not an attribute that a loaded object may hold.
+    Otherwise each key must be selected, or mapped by a selected entity.
+    """
+    width = len(stmt.column_descriptions) if orm else len(stmt.selected_columns)
+    if width == 1:
+        extra = [expr.label(f"sqlalchemy_ulid_key_{n}") for n, expr in enumerate(exprs)]
+        readers = tuple(_column(width + n) for n in range(len(extra)))
+        return stmt.add_columns(*extra), readers
+    found = []
+    for expr in exprs:
+        reader = _find(stmt, expr, orm)
+        if reader is None:
+            raise PaginationError(
+                f"the sort key {expr} is not in the row: select it (a label is fine), or "
+                "select the entity that maps it"
+            )
+        found.append(reader)
+    return stmt, tuple(found)
+
+
+def _fixed(where: ColumnElement[Any] | None) -> set[tuple[Any, str]]:
+    """The table columns that ``where`` fixes by equality to a value."""
+    fixed: set[tuple[Any, str]] = set()
+    stack = [] if where is None else [where]
+    while stack:
+        clause = stack.pop()
+        if isinstance(clause, BooleanClauseList) and clause.operator is operators.and_:
+            stack.extend(clause.clauses)
+        elif isinstance(clause, BinaryExpression) and clause.operator is operators.eq:
+            for side, other in ((clause.left, clause.right), (clause.right, clause.left)):
+                table_column = _table_column(side)
+                if table_column is not None and isinstance(other, BindParameter):
+                    fixed.add((table_column.table, table_column.name))
+    return fixed
+
+
+def check_unique(
+    stmt: sa.Select[Any], column: ColumnElement[Any], preceding: Sequence[ColumnElement[Any]]
+) -> None:
+    """Refuse a paging column that is not unique in the result.
+
+    Unique on its own, or within a composite key (primary key, unique
+    constraint or index) whose other columns the WHERE fixes by equality, or
+    that precede it, NOT NULL, in the ORDER BY.
+    """
+    table_column = _table_column(column)
+    if table_column is None or _is_unique(table_column):
+        return
+    table = table_column.table
+    fixed = _fixed(stmt.whereclause)
+    for expr in preceding:
+        ahead = _table_column(expr)
+        if ahead is not None and not ahead.nullable:
+            fixed.add((ahead.table, ahead.name))
+    groups = [list(table.primary_key.columns)]
+    groups += [list(c.columns) for c in table.constraints if isinstance(c, sa.UniqueConstraint)]
+    groups += [list(i.columns) for i in table.indexes if i.unique]
+    for group in groups:
+        names = [c.name for c in group]
+        if table_column.name in names and all(
+            name == table_column.name or (table, name) in fixed for name in names
+        ):
+            return
+    raise PaginationError(
+        f"the paging column {table_column} is not unique, so rows sharing a value would be "
+        "skipped at a page boundary; page on the primary key or a unique column, or fix the "
+        "other columns of its composite key by equality in the WHERE, or put them before it "
+        "in the ORDER BY"
+    )
+
+
+def _matches(candidate: Any, column: ColumnElement[Any]) -> bool:
+    if hasattr(candidate, "__clause_element__"):
+        candidate = candidate.__clause_element__()
+    if isinstance(candidate, Label):
+        candidate = candidate.element
+    return isinstance(candidate, ColumnElement) and bool(candidate.compare(column))
+
+
+def _entity_key(entity: Any, column: ColumnElement[Any]) -> str | None:
+    """Return the attribute of a mapped entity that maps ``column``, if any."""
+    info = sa.inspect(entity, raiseerr=False)
+    mapper: Mapper[Any] | None = getattr(info, "mapper", None)
+    if mapper is None:
+        return None
+    for prop in mapper.column_attrs:
+        if any(_matches(c, column) for c in prop.columns):
+            return prop.key
+    # An aliased entity's attribute compares equal to the alias's column,
+    # not to the table's, so try the entity's own attributes too.
+    for prop in mapper.column_attrs:
+        if _matches(getattr(entity, prop.key), column):
+            return prop.key
+    return None
+
+
+def _find(stmt: sa.Select[Any], column: ColumnElement[Any], orm: bool) -> _Reader | None:
+    """How to read ``column`` from a row of ``stmt``, if the row shows it."""
+    if not orm:
+        # Core execution (Connection): entities come back as plain columns.
+        for index, selected in enumerate(stmt.selected_columns):
+            if _matches(selected, column):
+                return _column(index)
+        return None
+    for index, description in enumerate(stmt.column_descriptions):
+        expr, entity = description["expr"], description.get("entity")
+        if entity is not None and expr is entity:
+            key = _entity_key(entity, column)
+            if key is not None:
+                return _attribute(index, key)
+        elif _matches(expr, column):
+            return _column(index)
+    return None
+
+
+def _column(index: int) -> _Reader:
+    return lambda row: row[index]
+
+
+def _attribute(index: int, key: str) -> _Reader:
+    return lambda row: getattr(row[index], key)
+
+
+def _reader(stmt: sa.Select[Any], column: ColumnElement[Any], orm: bool) -> tuple[_Reader, bool]:
+    """Return how to read the paging column from a row, and whether rows are scalars."""
+    scalar = len(stmt.column_descriptions if orm else stmt.selected_columns) == 1
+    reader = _find(stmt, column, orm)
+    if reader is not None:
+        return reader, scalar
+    raise PaginationError(
+        f"the paging column {column} is not selected: select it (a label is fine), or "
+        "select the entity that maps it"
+    )
+
+
+def _table_column(column: ColumnElement[Any]) -> sa.Column[Any] | None:
+    """The table column behind ``column`` (through ORM annotations and aliases)."""
+    for candidate in column.proxy_set:
+        if isinstance(candidate, sa.Column) and isinstance(candidate.table, sa.Table):
+            return candidate
+    return None
+
+
+def _is_unique(column: sa.Column[Any]) -> bool:
+    """Whether the table declares ``column`` unique on its own."""
+    table = column.table
+    if column.unique or [c.name for c in table.primary_key.columns] == [column.name]:
+        return True
+    for constraint in table.constraints:
+        if isinstance(constraint, sa.UniqueConstraint) and [c.name for c in constraint.columns] == [
+            column.name
+        ]:
+            return True
+    return any(
+        index.unique and [c.name for c in index.columns] == [column.name] for index in table.indexes
+    )

@@ -343,8 +343,7 @@ def _plan(
     horizon = None
     if settle is not None:
         assert dialect is not None
-        table = None if table_column is None else table_column.table
-        horizon = plan_horizon(settle, margin, dialect(), table)
+        horizon = plan_horizon(settle, margin, dialect(), expr)
 
     if table_column is None or table_column.nullable:
         # NULL has no place in id order: such rows are never paged.
@@ -406,8 +405,7 @@ def _steps(plan: _Plan) -> Generator[_Step, Any, Page[Any]]:
         # its zero-random bound (a ULID's, or a UUIDv7's on a UUID column).
         settled = plan.keys.min_at(max(horizon_ms, 0))
         statement = statement.where(plan.column < plan.keys.bind(plan.column, settled))
-        if plan.horizon.locking_read:
-            statement = statement.with_for_update(read=True)
+        statement = plan.horizon.restrict(statement)
     rows = yield statement, _rows
     ids = [plan.ulid_of(row) for row in rows]
     for earlier, later in itertools.pairwise(ids):
@@ -545,7 +543,9 @@ def paginate(
 
     Both need READ COMMITTED or autocommit (the data query must see what
     committed before the horizon was taken); REPEATABLE READ raises
-    :class:`SettleError`. See the "Tailing a feed" docs for the proof.
+    :class:`SettleError`, except on MariaDB in a transaction that has not
+    read yet (a fresh Connection or Session). See the "Tailing a feed" docs
+    for the proof.
 
     Items: when ``stmt`` selects one thing (an entity, as in
     ``select(Event)``, or one column) the items are those objects, as with

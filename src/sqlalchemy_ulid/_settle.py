@@ -227,8 +227,10 @@ class SettleError(ValueError):
 
     Raised for ``settle="auto"`` on SQLite, on a view (PostgreSQL or
     MariaDB/MySQL), on a PostgreSQL hot standby, on a Galera node, without
-    the privilege it needs, and for a session whose isolation level could
-    make the page skip rows.
+    the privilege it needs, on MariaDB/MySQL for a paging column outside the
+    table's primary key (or read through a subquery), and for a session
+    whose isolation level could make the page skip rows (REPEATABLE READ on
+    PostgreSQL; on MariaDB, once the transaction has read).
     """
 
 

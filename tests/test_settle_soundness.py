@@ -104,8 +104,28 @@ class Waiter:
             self.error = error
 
     def start(self) -> None:
+        """Start the INSERT; return once the server shows it waiting for a lock."""
+        mysql = self.conn.dialect.name == "mysql"
+        me = self.conn.exec_driver_sql(
+            "SELECT CONNECTION_ID()" if mysql else "SELECT pg_backend_pid()"
+        ).scalar()
+        self.conn.commit()
+        waiting = sa.text(
+            "SELECT count(*) FROM information_schema.PROCESSLIST "
+            "WHERE ID = :me AND INFO LIKE 'INSERT%'"
+            if mysql
+            else "SELECT count(*) FROM pg_stat_activity "
+            "WHERE pid = :me AND wait_event_type = 'Lock'"
+        )
         self.thread.start()
-        time.sleep(0.3)  # the INSERT reaches the server and waits on the lock
+        deadline = time.monotonic() + WAIT
+        with self.conn.engine.connect() as watcher:
+            while not watcher.execute(waiting, {"me": me}).scalar():
+                assert time.monotonic() < deadline, "the INSERT never reached the server"
+                assert self.thread.is_alive(), f"the INSERT did not wait: {self.error}"
+                watcher.rollback()  # a fresh look each time
+                time.sleep(0.02)
+        time.sleep(0.05)  # in the lock wait by now (MariaDB shows the query a bit earlier)
         assert self.thread.is_alive(), f"the INSERT did not wait: {self.error}"
 
     def join(self) -> None:

@@ -584,7 +584,8 @@ def paginate(
             ``column`` is not unique (declared so, or found repeated in the
             result) (a :class:`ValueError`).
         SettleError: ``settle="auto"`` cannot be sound here (SQLite, a view,
-            a hot standby, a Galera node, missing privilege), or the session's
+            a hot standby, a Galera node, missing privilege, on MariaDB/MySQL
+            a paging column outside the primary key), or the session's
             isolation level could skip rows (a :class:`ValueError`).
         ValueError: ``limit`` is not an int from 1 to ``max_limit``, both
             ``after`` and ``before``, or ``settle=`` with ``before=`` or

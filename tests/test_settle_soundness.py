@@ -13,6 +13,7 @@ holds, and released only after the poll that must not move past it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import threading
 import time
@@ -23,9 +24,11 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.orm import DeclarativeBase, Session, aliased
 
-from sqlalchemy_ulid import ULID, Page, SettleError, ULIDType, new_ulid, paginate
+from conftest import Backend, recording
+from sqlalchemy_ulid import ULID, Page, SettleError, ULIDType, apaginate, new_ulid, paginate
 
 MARGIN = timedelta(milliseconds=100)
 WAIT = 10  # seconds: innodb_lock_wait_timeout and lock_timeout of every session here
@@ -345,3 +348,28 @@ def test_an_untracked_writer_holds_the_horizon_back(
             conn, stmt, msgs.c.id, after=first.next_cursor, settle="auto", margin=MARGIN
         )
     assert [*first.items, *rest.items] == [a_id, b_id]
+
+
+def test_the_async_page_reads_through_the_primary_key(backend: Backend, tables: None) -> None:
+    # apaginate() runs the same plan: the same hint and locking read.
+    stmt = sa.select(msgs.c.id).where(msgs.c.tenant == 1)
+
+    async def page_sql(url: str) -> list[str]:
+        engine = create_async_engine(url)
+        try:
+            with recording(engine.sync_engine) as seen:
+                async with engine.connect() as conn:
+                    page = await apaginate(conn, stmt, msgs.c.id, settle="auto", margin=MARGIN)
+            assert page.items == []
+            return seen
+        finally:
+            await engine.dispose()
+
+    assert backend.async_urls
+    for url in backend.async_urls:
+        if backend.name == "sqlite":
+            with pytest.raises(SettleError, match="SQLite"):
+                asyncio.run(page_sql(url))
+            continue
+        last = asyncio.run(page_sql(url))[-1]
+        assert ("FORCE INDEX (PRIMARY)" in last) == (backend.name == "mysql"), (url, last)

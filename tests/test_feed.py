@@ -201,8 +201,13 @@ def test_repeatable_read_is_refused(table: sa.Table, engine: Engine) -> None:
         return
     rr = engine.execution_options(isolation_level="REPEATABLE READ")
     for settle in (timedelta(seconds=1), "auto"):
-        with rr.connect() as conn, pytest.raises(SettleError, match=r"(?i)repeatable.read"):
-            paginate(conn, ALL, feed.c.id, settle=settle)
+        with rr.connect() as conn:
+            if engine.dialect.name == "mysql":
+                # MariaDB: accepted in a transaction that has not read yet
+                # (tests/test_settle_isolation.py), refused once it has.
+                conn.execute(ALL)
+            with pytest.raises(SettleError, match=r"(?i)repeatable.read"):
+                paginate(conn, ALL, feed.c.id, settle=settle)
     # InnoDB's READ UNCOMMITTED would deliver rows that may still roll back;
     # PostgreSQL runs it as READ COMMITTED.
     ru = engine.execution_options(isolation_level="READ UNCOMMITTED")

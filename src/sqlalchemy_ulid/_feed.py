@@ -80,9 +80,9 @@ def follow(
         source: an :class:`~sqlalchemy.engine.Engine` (each poll runs on a
             new autocommit connection; items are Rows or scalars), or a
             callable returning a Session context manager, such as a
-            ``sessionmaker`` (items are ORM objects; its engine must not run
-            at REPEATABLE READ, MariaDB's default: bind it to
-            ``engine.execution_options(isolation_level="READ COMMITTED")``).
+            ``sessionmaker`` (items are ORM objects; each poll runs in a new
+            session, so MariaDB's default REPEATABLE READ is accepted; on
+            PostgreSQL use READ COMMITTED, its default).
         stmt: the ``select()`` to follow (its WHERE is kept).
         column: the ULID or UUIDv7 column, usually the primary key.
         after: the cursor to start after (see :func:`paginate`); None starts

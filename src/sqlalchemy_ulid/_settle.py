@@ -15,20 +15,79 @@ statement of its own, before the data query:
   so after ``xact_start - margin``) or has not sent its INSERT yet (so its
   ids are newer than ``now - margin``). PostgreSQL makes a commit visible
   before it releases the locks, so a transaction that holds no lock when we
-  look has either committed, visibly, or written nothing yet.
+  look has either committed, visibly, or written nothing yet. A holder
+  whose ``xact_start`` reads NULL has not necessarily ended: a session with
+  ``track_activities = off`` (state ``disabled``), or one that turned it on
+  mid-transaction, shows NULL while it holds its lock. Only state ``idle``
+  (or no row: the backend exited) means ended; any other holder counts from
+  ``backend_start``, which precedes every transaction of its backend, so the
+  horizon is held back until it releases the lock (see _PG_WRITERS).
 * ``settle="auto"`` on MariaDB/MySQL: ``horizon = server now - margin`` and
-  the data query is a locking read (``LOCK IN SHARE MODE`` / ``FOR SHARE``).
-  A locking read waits for every uncommitted row it meets in the range, then
-  reads it if it committed; a row not yet inserted when the horizon was taken
-  has an id newer than ``now - margin``. ``INFORMATION_SCHEMA.INNODB_TRX`` is
-  not used: its ``trx_started`` has whole-second precision and MariaDB serves
-  it from a cache that is not refreshed while it is read more often than
-  every 100 ms, so a poller can miss a transaction that just started.
+  the data query is a locking read (``LOCK IN SHARE MODE`` / ``FOR SHARE``)
+  through the clustered index, ``FORCE INDEX (PRIMARY)``. A locking read
+  waits for every uncommitted row it meets in the range, then reads it if it
+  committed; a row not yet inserted when the horizon was taken has an id
+  newer than ``now - margin``. *Which index it scans matters*: InnoDB writes
+  a row's primary-key (clustered) entry first and its secondary-index
+  entries one by one after it, checking each foreign key just before the
+  entry of that key's index. An INSERT waiting on a foreign-key check (a
+  parent row locked by someone else) has its clustered entry in place, but
+  maybe not yet the entry of the index a filter would use (``INDEX(tenant)``
+  for ``WHERE tenant = 1``); a scan of that index passes the row without
+  waiting, the cursor moves past it, and it is lost. The clustered index is
+  the one index every row is in before the INSERT can wait on anything
+  after it. So the paging column must be in the primary key
+  (:class:`SettleError` otherwise, before any SQL):
+
+  - ``id`` is the primary key: the page is a range scan of it.
+  - ``PRIMARY KEY (tenant, id)`` with the tenant fixed by ``=`` in the
+    WHERE: a range scan of that tenant's part of it. Without the tenant
+    fixed it is still sound, but a full scan that locks every row.
+  - ``id`` only a unique secondary key: refused. Through its own index it
+    is unsound (the INSERT may wait before that entry is written); through
+    the primary key, the ``id`` range is no index range, so every poll would
+    scan and lock the whole table and wait for every writer in flight.
+
+  What the margin must cover is therefore the time from making an id to
+  the INSERT's clustered entry: a wait that comes before it (a table lock,
+  a foreign key on a prefix of the primary key, a gap lock) counts too.
+  The hint is checked in the rendered SQL (an ORM statement renders its
+  table into a subquery for joined eager loads; the hint goes with it).
+  ``INFORMATION_SCHEMA.INNODB_TRX`` is not used: its ``trx_started`` has
+  whole-second precision and MariaDB serves it from a cache that is not
+  refreshed while it is read more often than every 100 ms, so a poller can
+  miss a transaction that just started.
 
 Both modes need the data query to read a snapshot taken after the horizon
-statement: READ COMMITTED (or autocommit). REPEATABLE READ is refused: its
-snapshot can predate the horizon, and then a row committed in between is
-behind the horizon and invisible, which is the very skip this prevents.
+statement: READ COMMITTED (or autocommit); at REPEATABLE READ a row
+committed between an older snapshot and the horizon would be behind the
+horizon and invisible, the very skip this prevents.
+
+* MariaDB at REPEATABLE READ (its default) is accepted in a transaction
+  that has not touched InnoDB yet, which ``@@in_transaction = 0`` reports in
+  the horizon statement itself (a plain ``BEGIN`` or ``START TRANSACTION
+  WITH CONSISTENT SNAPSHOT`` sets it, as does any read or write of an InnoDB
+  table). InnoDB creates a transaction's read view at its first consistent
+  read of an InnoDB table, and the horizon statement reads none (NOW(),
+  variables, ``information_schema``: checked on MariaDB 10.11, where a row
+  committed right after the horizon statement is in the page, see
+  tests/test_settle_isolation.py). So the page's own read creates the view,
+  after the horizon, as READ COMMITTED would. With ``"auto"`` the page is a
+  locking read, which reads the newest committed version whatever the
+  view; its subqueries (a filter reading another table) read the view made
+  at the page, also after the horizon. One difference remains: at
+  REPEATABLE READ the locking read also takes gap locks, held until the
+  transaction ends, which make writers' INSERTs into the scanned range (and
+  past its end) wait. A poll should end its transaction at once, as
+  ``follow()`` does. MySQL has no ``@@in_transaction``: REPEATABLE READ is
+  refused there as before.
+* PostgreSQL at REPEATABLE READ is refused even in a new transaction: its
+  snapshot is taken at the transaction's first statement, which is the
+  horizon statement (or its ``pg_stat_clear_snapshot()`` prelude), before
+  that statement reads ``pg_locks``. A writer committing in between holds
+  no lock when the horizon looks, and is not in the page's snapshot: its
+  rows are behind the horizon and never seen. Sound alternatives would need
+  the horizon read outside the reader's transaction (a second connection).
 
 ``settle="auto"`` is refused where the server it reads cannot see every
 writer's open transaction, checked in the horizon statement itself (no extra
@@ -74,7 +133,7 @@ _NOW_MS = {
 # snapshot could predate the horizon is refused instead of silently skipping.
 _ISOLATION = {
     "postgresql": "current_setting('transaction_isolation'), 0",
-    "mariadb": "@@tx_isolation, @@autocommit",
+    "mariadb": "@@tx_isolation, @@autocommit, @@in_transaction",
     "mysql": "@@transaction_isolation, @@autocommit",
     "sqlite": "'serializable', 1",
 }
@@ -82,6 +141,9 @@ _ISOLATION = {
 # rows that may still roll back.
 _SAFE_LEVELS = {"postgresql": {"read committed", "read uncommitted"}}
 _READ_COMMITTED = {"read committed"}
+# MariaDB: also REPEATABLE READ, while @@in_transaction says this transaction
+# has not touched InnoDB yet (so it has no read view; see the module docstring).
+_SAFE_WHEN_FRESH = {"mariadb": {"repeatable read"}}
 
 # Transactions holding a lock that INSERT, UPDATE, DELETE, COPY or LOCK TABLE
 # take on the table or one of its partitions (not VACUUM's, not readers').
@@ -95,10 +157,15 @@ holders AS (
       AND (l.relation = target.oid
            OR l.relation IN (SELECT relid FROM pg_partition_tree(target.oid)))
       AND l.pid IS DISTINCT FROM pg_backend_pid()
+),
+starts AS (
+    SELECT CASE WHEN a.xact_start IS NOT NULL THEN a.xact_start
+                WHEN a.state = 'idle' THEN NULL
+                ELSE coalesce(a.backend_start, 'epoch') END AS start
+    FROM holders h JOIN pg_stat_activity a ON a.pid = h.pid
 )
 SELECT {now}, {isolation},
-       (SELECT floor(extract(epoch from min(a.xact_start)) * 1000)::bigint
-          FROM holders h JOIN pg_stat_activity a ON a.pid = h.pid),
+       (SELECT floor(extract(epoch from min(start)) * 1000)::bigint FROM starts),
        (SELECT count(*) FROM holders WHERE pid IS NULL),
        pg_has_role('pg_read_all_stats', 'USAGE'),
        (SELECT c.relkind::text FROM pg_class c, target WHERE c.oid = target.oid),
@@ -117,10 +184,21 @@ _MYSQL_TABLE_TYPE = (
 # the view would see none and skip their rows.
 _PG_TABLE_KINDS = {"r": "table", "p": "partitioned table"}
 _PG_OTHER_KINDS = {"v": "view", "m": "materialized view", "f": "foreign table"}
-# A holder whose xact_start reads NULL (or whose row is gone) ended its
-# transaction between the two reads: committed, so visible to the page, or
-# rolled back. Hidden starts are ruled out up front by pg_read_all_stats. A
-# holder without a pid is a prepared transaction, whose start is unknown.
+# When a lock holder's transaction started (the statement reads pg_locks and
+# the pg_stat_activity snapshot at two instants, in either order):
+# * xact_start known: that.
+# * no pg_stat_activity row, or state 'idle' with no xact_start: the backend
+#   ended its transaction (exited, or went idle) after its lock was read, so
+#   the commit is visible to the page; or, if the snapshot came first, it
+#   began after the snapshot, so after statement_timestamp() (now bounds it).
+# * any other state with no xact_start: unknown, not ended. A session with
+#   track_activities = off shows 'disabled' (and its lock); one that turned
+#   tracking on mid-transaction shows 'idle in transaction' with NULL. Its
+#   transaction began after its backend did: backend_start bounds it, and
+#   holds the horizon back until the lock is released (with no
+#   backend_start either, to the epoch: nothing is delivered meanwhile).
+# Hidden starts are ruled out up front by pg_read_all_stats. A holder
+# without a pid is a prepared transaction, whose start is unknown.
 
 # Galera, read by "auto" on MariaDB/MySQL. The global value, not the
 # session's: a session that SET wsrep_on = OFF (so its own writes do not
@@ -129,6 +207,11 @@ _PG_OTHER_KINDS = {"v": "view", "m": "materialized view", "f": "foreign table"}
 _WSREP_VARIABLE = "wsrep_on"
 _UNKNOWN_SYSTEM_VARIABLE = 1193  # ER_UNKNOWN_SYSTEM_VARIABLE, MariaDB and MySQL
 _LOCK_WAIT_TIMEOUT = 1205
+
+# MariaDB/MySQL "auto": the page reads the clustered index (see the module
+# docstring). SQLAlchemy names the dialect "mariadb" for mariadb:// URLs.
+_PRIMARY_HINT = "FORCE INDEX (PRIMARY)"
+_HINT_DIALECTS = ("mysql", "mariadb")
 
 # Dialects (one per engine) whose server has no wsrep_on variable (a build
 # without wsrep: Oracle MySQL, MariaDB built WITH_WSREP=OFF). Weak, so a
@@ -144,8 +227,10 @@ class SettleError(ValueError):
 
     Raised for ``settle="auto"`` on SQLite, on a view (PostgreSQL or
     MariaDB/MySQL), on a PostgreSQL hot standby, on a Galera node, without
-    the privilege it needs, and for a session whose isolation level could
-    make the page skip rows.
+    the privilege it needs, on MariaDB/MySQL for a paging column outside the
+    table's primary key (or read through a subquery), and for a session
+    whose isolation level could make the page skip rows (REPEATABLE READ on
+    PostgreSQL; on MariaDB, once the transaction has read).
     """
 
 
@@ -170,6 +255,9 @@ class Horizon:
     # MariaDB/MySQL "auto": (schema or None, name) of the paging column's
     # table, checked not to be a view (see _MYSQL_TABLE_TYPE).
     base_table: tuple[str | None, str] | None = None
+    # MariaDB/MySQL "auto": the FROM element (the table, or an alias of it)
+    # that the page reads through its primary key.
+    clustered: sa.FromClause | None = dataclasses.field(default=None, compare=False)
 
     def connected(self, dialect: Dialect, dbapi_connection: Any) -> Horizon:
         """This horizon for the connection that runs it.
@@ -235,22 +323,36 @@ class Horizon:
         columns.append(_MYSQL_TABLE_TYPE)
         return sa.text(f"SELECT {', '.join(columns)}").bindparams(schema=schema, name=name)
 
+    def restrict(self, statement: sa.Select[Any]) -> sa.Select[Any]:
+        """The page's statement, read the way this horizon's argument needs.
+
+        MariaDB/MySQL ``"auto"``: a locking read through the clustered index
+        (``FORCE INDEX (PRIMARY)``, see the module docstring), checked to be
+        in the SQL the dialect renders. Otherwise the statement unchanged.
+        """
+        if not self.locking_read:
+            return statement
+        assert self.clustered is not None
+        for name in _HINT_DIALECTS:
+            statement = statement.with_hint(self.clustered, _PRIMARY_HINT, dialect_name=name)
+        statement = statement.with_for_update(read=True)
+        if self.dialect is not None:
+            rendered = str(statement.compile(dialect=self.dialect))
+            if _PRIMARY_HINT not in rendered:
+                raise SettleError(
+                    "settle='auto' on MariaDB/MySQL reads the page through the primary "
+                    f"key of {self.clustered}, but that table is not in the statement's "
+                    "FROM as rendered; select from it directly, or pass a timedelta"
+                )
+        return statement
+
     def bound_ms(self, row: Sequence[Any]) -> int:
         """The horizon in Unix ms from the horizon query's row; ids below it are settled."""
-        now_ms, level = int(row[0]), str(row[1])
-        autocommit = bool(int(row[2])) or self.client_autocommit
-        safe = _SAFE_LEVELS.get(self.dialect_name, _READ_COMMITTED)
-        if not autocommit and level.lower().replace("-", " ") not in safe:
-            raise SettleError(
-                f"settle= needs each query to see the rows committed before it, but this "
-                f"session runs at {level}: its snapshot may predate the horizon and skip "
-                "rows. Page with isolation_level='READ COMMITTED' (or 'AUTOCOMMIT'), e.g. "
-                "engine.execution_options(isolation_level='READ COMMITTED')"
-            )
+        now_ms = int(row[0])
+        extra = list(row[self._check_isolation(row) :])
         if self.settle != "auto":
             return now_ms - _ms(self.settle)
-        oldest = now_ms
-        extra = list(row[3:])  # MariaDB/MySQL: [wsrep_on] [table type], as asked
+        oldest = now_ms  # MariaDB/MySQL: extra is [wsrep_on] [table type], as asked
         if self.galera_check and str(extra.pop(0)).upper() in ("1", "ON"):
             raise SettleError(
                 "settle='auto' is not sound on a Galera node (wsrep_on = ON): a "
@@ -306,6 +408,38 @@ class Horizon:
                 oldest = min(oldest, int(writers_start))
         return oldest - _ms(self.margin)
 
+    def _check_isolation(self, row: Sequence[Any]) -> int:
+        """Refuse a session whose page could read a snapshot older than the horizon.
+
+        Returns the index of the horizon row's first column after the isolation ones.
+        """
+        level, autocommit = str(row[1]), bool(int(row[2])) or self.client_autocommit
+        key = level.lower().replace("-", " ")
+        mariadb = self.dialect_name == "mariadb"
+        fresh = mariadb and not int(row[3])  # @@in_transaction: InnoDB not touched yet
+        if autocommit or key in _SAFE_LEVELS.get(self.dialect_name, _READ_COMMITTED):
+            return 4 if mariadb else 3
+        if fresh and key in _SAFE_WHEN_FRESH.get(self.dialect_name, ()):
+            return 4
+        if mariadb and key in _SAFE_WHEN_FRESH["mariadb"]:
+            raise SettleError(
+                f"settle= at {level} needs a transaction that has not read yet, but this "
+                "one already has (@@in_transaction = 1): its snapshot may predate the "
+                "horizon and skip rows. Poll first in a new transaction (commit, or a "
+                "new Session/Connection), or page with isolation_level='READ COMMITTED' "
+                "or 'AUTOCOMMIT'"
+            )
+        why = "its snapshot may predate the horizon and skip rows"
+        if self.dialect_name == "postgresql" and key == "repeatable read":
+            why = "its snapshot is taken by the horizon statement itself, before it reads "
+            why += "which writers hold the table, so a writer committing in between is lost"
+        raise SettleError(
+            f"settle= needs each query to see the rows committed before it, but this "
+            f"session runs at {level}: {why}. Page with isolation_level='READ COMMITTED' "
+            "(or 'AUTOCOMMIT'), e.g. "
+            "engine.execution_options(isolation_level='READ COMMITTED')"
+        )
+
 
 def _ms(delta: timedelta) -> int:
     return delta // timedelta(milliseconds=1)
@@ -345,8 +479,41 @@ def _dialect_key(dialect: Dialect) -> str:
     return dialect.name
 
 
+def _base_column(column: sa.ColumnElement[Any]) -> sa.Column[Any] | None:
+    """The table column behind ``column`` (through ORM annotations and aliases)."""
+    for candidate in column.proxy_set:
+        if isinstance(candidate, sa.Column) and isinstance(candidate.table, sa.Table):
+            return candidate
+    return None
+
+
+def _clustered_from(column: sa.ColumnElement[Any], base: sa.Column[Any]) -> sa.FromClause:
+    """The FROM element to read through the primary key, or SettleError (no SQL)."""
+    table = base.table
+    if base.name not in [c.name for c in table.primary_key.columns]:
+        raise SettleError(
+            f"settle='auto' on MariaDB/MySQL needs the paging column {base} in the "
+            f"primary key of {table.name}: the page is a locking read through the "
+            "primary key, the only index a slow INSERT is sure to be in (through the "
+            "column's own index it skipped such rows; through the primary key without "
+            "the column it would lock the whole table each poll). Page on the primary "
+            "key, or pass a timedelta as settle="
+        )
+    source = getattr(column, "table", None)
+    if isinstance(source, sa.Table) or (
+        isinstance(source, sa.Alias) and isinstance(source.element, sa.Table)
+    ):
+        return source
+    raise SettleError(
+        f"settle='auto' on MariaDB/MySQL reads the paging column's table {table.name} "
+        "through its primary key, and a locking read through a subquery or a derived "
+        "table may lock nothing; page on the table's (or an alias's) own column, or "
+        "pass a timedelta as settle="
+    )
+
+
 def plan_horizon(
-    settle: Settle, margin: timedelta, dialect: Dialect, table: sa.Table | None
+    settle: Settle, margin: timedelta, dialect: Dialect, column: sa.ColumnElement[Any]
 ) -> Horizon:
     """Choose how this dialect computes the horizon (no SQL runs here)."""
     name = _dialect_key(dialect)
@@ -361,6 +528,13 @@ def plan_horizon(
             "settle='auto' has nothing to read on SQLite (no view of other connections' "
             "transactions); pass a timedelta longer than your slowest write transaction"
         )
+    base = _base_column(column)
+    if base is None:
+        raise SettleError(
+            "settle='auto' watches the paging column's table for writers; page on a "
+            "column of a table (or an ORM attribute mapped to one)"
+        )
+    table = base.table
     if name != "postgresql":
         return Horizon(
             settle,
@@ -370,12 +544,8 @@ def plan_horizon(
             table=None,
             galera_check=dialect not in _NO_WSREP,
             dialect=dialect,
-            base_table=None if table is None else (table.schema, table.name),
-        )
-    if table is None:
-        raise SettleError(
-            "settle='auto' on PostgreSQL watches the paging column's table for writers; "
-            "page on a column of a table (or an ORM attribute mapped to one)"
+            base_table=(table.schema, table.name),
+            clustered=_clustered_from(column, base),
         )
     quoted = dialect.identifier_preparer.format_table(table)
     return Horizon(settle, margin, name, locking_read=False, table=quoted)

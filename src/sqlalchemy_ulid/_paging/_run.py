@@ -146,8 +146,7 @@ def _plan(
     horizon = None
     if settle is not None:
         assert dialect is not None
-        table = None if table_column is None else table_column.table
-        horizon = plan_horizon(settle, margin, dialect(), table)
+        horizon = plan_horizon(settle, margin, dialect(), expr)
 
     count = count_step(stmt, total, paging)
     if table_column is None or table_column.nullable:
@@ -297,8 +296,7 @@ def _steps(plan: _Plan) -> Generator[_Step, Any, Page[Any]]:
         # its zero-random bound (a ULID's, or a UUIDv7's on a UUID column).
         settled = plan.keys.min_at(max(horizon_ms, 0))
         statement = statement.where(plan.column < plan.keys.bind(plan.column, settled))
-        if plan.horizon.locking_read:
-            statement = statement.with_for_update(read=True)
+        statement = plan.horizon.restrict(statement)
     rows = yield statement, _rows
     ids = [plan.id_of(row) for row in rows]
     for earlier, later in itertools.pairwise(ids):
@@ -456,7 +454,9 @@ def paginate(
 
     Both need READ COMMITTED or autocommit (the data query must see what
     committed before the horizon was taken); REPEATABLE READ raises
-    :class:`SettleError`. See the "Tailing a feed" docs for the proof.
+    :class:`SettleError`, except on MariaDB in a transaction that has not
+    read yet (a fresh Connection or Session). See the "Tailing a feed" docs
+    for the proof.
 
     Items: when ``stmt`` selects one thing (an entity, as in
     ``select(Event)``, or one column) the items are those objects, as with
@@ -506,7 +506,8 @@ def paginate(
             ``column`` is not unique (declared so, or found repeated in the
             result) (a :class:`ValueError`).
         SettleError: ``settle="auto"`` cannot be sound here (SQLite, a view,
-            a hot standby, a Galera node, missing privilege), or the session's
+            a hot standby, a Galera node, missing privilege, on MariaDB/MySQL
+            a paging column outside the primary key), or the session's
             isolation level could skip rows (a :class:`ValueError`).
         ValueError: ``limit`` is not an int from 1 to ``max_limit``, both
             ``after`` and ``before``, ``settle=`` with ``before=``,

@@ -22,6 +22,7 @@ from ._generator import MonotonicGenerator, new_ulid
 from ._ulid import ULID
 
 if TYPE_CHECKING:
+    from ._clock import ClockSkew, ClockSkewError, check_clock_skew
     from ._defaults import (
         drop_ulid_function,
         drop_ulid_function_ddl,
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from ._mixins import ULIDAuditBase, ULIDBase, ULIDPrimaryKey
     from ._pagination import Page, PaginationError, after, apaginate, before, paginate
     from ._partitions import create_partitions, partition_ddl
+    from ._retry import Retry
     from ._sealed import CursorSealer, PageKwargs
     from ._settle import SettleError
     from ._sqltime import ulid_timestamp
@@ -43,12 +45,15 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ULID",
+    "ClockSkew",
+    "ClockSkewError",
     "CursorSealer",
     "InvalidULID",
     "MonotonicGenerator",
     "Page",
     "PageKwargs",
     "PaginationError",
+    "Retry",
     "SettleError",
     "ULIDAuditBase",
     "ULIDBase",
@@ -59,6 +64,7 @@ __all__ = [
     "after",
     "apaginate",
     "before",
+    "check_clock_skew",
     "create_partitions",
     "created_before",
     "created_between",
@@ -97,6 +103,10 @@ _LAZY = {
     "SettleError": "_settle",
     "follow": "_feed",
     "afollow": "_feed",
+    "Retry": "_retry",
+    "ClockSkew": "_clock",
+    "ClockSkewError": "_clock",
+    "check_clock_skew": "_clock",
     "create_partitions": "_partitions",
     "partition_ddl": "_partitions",
     "created_before": "_timerange",

@@ -293,11 +293,9 @@ def _is_unique(column: sa.Column[Any]) -> bool:
 
 
 def _check_limit(limit: object, max_limit: object) -> int:
-    if isinstance(max_limit, bool) or not isinstance(max_limit, int) or max_limit < 1:
-        raise ValueError(f"max_limit must be an int >= 1, got {max_limit!r}")
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= max_limit:
-        raise ValueError(f"limit must be an int from 1 to max_limit={max_limit}, got {limit!r}")
-    return limit
+    from ._checks import check_limit  # the rule follow() shares (a cap of 2**31 - 1)
+
+    return check_limit(limit, max_limit)
 
 
 def _plan(

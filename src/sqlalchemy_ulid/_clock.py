@@ -131,7 +131,8 @@ def check_clock_skew(
     round_trip / 2``. Run it where the ids are made: in each writer process
     at start-up (it checks the clock of the process that calls it).
     :func:`follow` runs it on its first poll with ``settle="auto"``, which
-    checks the consumer's clock.
+    checks the consumer's clock. With asyncio, run it on an
+    ``AsyncConnection``: ``await conn.run_sync(check_clock_skew, margin)``.
 
     Args:
         bind: an Engine (a connection is taken for the check) or a Connection.

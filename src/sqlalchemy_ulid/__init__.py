@@ -22,6 +22,7 @@ from ._generator import MonotonicGenerator, new_ulid
 from ._ulid import ULID
 
 if TYPE_CHECKING:
+    from ._clock import ClockSkew, ClockSkewError, check_clock_skew
     from ._defaults import (
         drop_ulid_function,
         drop_ulid_function_ddl,
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
         paginate,
     )
     from ._partitions import create_partitions, partition_ddl
+    from ._retry import Retry
     from ._sealed import CursorSealer, PageKwargs
     from ._settle import SettleError
     from ._sqltime import ulid_timestamp
@@ -51,6 +53,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ULID",
+    "ClockSkew",
+    "ClockSkewError",
     "CursorSealer",
     "InvalidCursor",
     "InvalidULID",
@@ -58,6 +62,7 @@ __all__ = [
     "Page",
     "PageKwargs",
     "PaginationError",
+    "Retry",
     "SettleError",
     "ULIDAuditBase",
     "ULIDBase",
@@ -68,6 +73,7 @@ __all__ = [
     "after",
     "apaginate",
     "before",
+    "check_clock_skew",
     "create_partitions",
     "created_before",
     "created_between",
@@ -107,6 +113,10 @@ _LAZY = {
     "SettleError": "_settle",
     "follow": "_feed",
     "afollow": "_feed",
+    "Retry": "_retry",
+    "ClockSkew": "_clock",
+    "ClockSkewError": "_clock",
+    "check_clock_skew": "_clock",
     "create_partitions": "_partitions",
     "partition_ddl": "_partitions",
     "created_before": "_timerange",

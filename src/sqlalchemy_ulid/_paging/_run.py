@@ -30,6 +30,7 @@ from sqlalchemy.engine import Connection, Dialect, Result, Row
 from sqlalchemy.orm import Session, scoped_session
 from sqlalchemy.sql.elements import ColumnElement
 
+from .._checks import check_limit
 from .._codec import InvalidULID
 from .._dialects import PagingSQL, dialect_row
 from .._keys import Keys, KeyValue, column_expression, keys_of
@@ -85,14 +86,6 @@ class _Plan:
     count: Step | None  # total=: the COUNT or the EXPLAIN, after the page
 
 
-def _check_limit(limit: object, max_limit: object) -> int:
-    if isinstance(max_limit, bool) or not isinstance(max_limit, int) or max_limit < 1:
-        raise ValueError(f"max_limit must be an int >= 1, got {max_limit!r}")
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= max_limit:
-        raise ValueError(f"limit must be an int from 1 to max_limit={max_limit}, got {limit!r}")
-    return limit
-
-
 def _plan(
     stmt: sa.Select[Any],
     column: ULIDColumn,
@@ -112,7 +105,7 @@ def _plan(
     # caller's input and must fail without touching the database.
     if after_cursor is not None and before_cursor is not None:
         raise ValueError("pass after= or before=, not both")
-    limit = _check_limit(limit, max_limit)
+    limit = check_limit(limit, max_limit)  # the rule follow() shares (a cap of 2**31 - 1)
     if not isinstance(stmt, sa.Select):
         raise TypeError(f"paginate() pages a select(), not {type(stmt).__name__}")
     if descending is not None and not isinstance(descending, bool):

@@ -636,8 +636,11 @@ def test_auto_polls_inside_one_long_transaction(engine: Engine, table: sa.Table)
         isolation_level="AUTOCOMMIT" if engine.dialect.name == "sqlite" else "READ COMMITTED"
     )
     old = ULID.from_parts(int(time.time() * 1000) - 60_000, 1)
+    # A's id must stay newer than the horizon while B commits and the poll
+    # starts, however loaded the machine: a margin of 0.5 s, not 0.1 s.
+    margin = timedelta(milliseconds=500)
     with Session(read_committed) as session:
-        assert paginate(session, ALL, feed.c.id, settle=settle, margin=MARGIN).items == []
+        assert paginate(session, ALL, feed.c.id, settle=settle, margin=margin).items == []
         with engine.connect() as writer:  # connects after the first poll
             if engine.dialect.name != "sqlite":
                 writer.execute(feed.insert(), {"id": new_ulid(), "writer": "A"})
@@ -647,12 +650,12 @@ def test_auto_polls_inside_one_long_transaction(engine: Engine, table: sa.Table)
             # horizon (A's), so A commits from another thread meanwhile.
             timer = threading.Timer(0.3, writer.commit)
             timer.start()
-            page = paginate(session, ALL, feed.c.id, settle=settle, margin=MARGIN)
+            page = paginate(session, ALL, feed.c.id, settle=settle, margin=margin)
             timer.join()
             assert page.items == [old]
-        time.sleep(MARGIN.total_seconds() * 3)
+        time.sleep(margin.total_seconds() * 3)
         rest = paginate(
-            session, ALL, feed.c.id, after=page.next_cursor, settle=settle, margin=MARGIN
+            session, ALL, feed.c.id, after=page.next_cursor, settle=settle, margin=margin
         )
         expected = 0 if engine.dialect.name == "sqlite" else 1
         assert len(rest.items) == expected

@@ -346,11 +346,12 @@ def run_with_kills(
     got: list[Any] = []
     stop = threading.Event()
     writing = threading.Event()
+    killed = threading.Event()
     failures: list[BaseException] = []
 
     def write() -> None:
         deadline = time.monotonic() + 1.5
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline or not killed.is_set():
             row = new_ulid()
             with writer_engine.begin() as conn:
                 conn.execute(feed.insert(), {"id": row})
@@ -367,6 +368,8 @@ def run_with_kills(
                 killer.wait_for_reconnect(killer.kill_newest())
         except BaseException as error:  # reported by the main thread
             failures.append(error)
+        finally:
+            killed.set()  # the writer goes on until the last kill (each wait is bounded)
 
     threads = [threading.Thread(target=write), threading.Thread(target=kill)]
 
@@ -674,3 +677,54 @@ def test_follow_under_an_updater(live: Backend, caplog: pytest.LogCaptureFixture
     assert not problems, problems
     assert len(written) > 10  # on MariaDB the updater's gap locks hold the writer back too
     assert got == sorted(written), "every row once, in id order"
+
+
+@pytest.mark.parametrize("source", ["engine", "sessionmaker"])
+def test_a_connection_killed_before_it_is_checked_in(
+    live: Backend, source: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The session dies after the page was read, before the connection goes
+    # back to the pool, where its isolation level is reset (a round trip on
+    # MariaDB). The poll is retried (its page was never yielded), any error
+    # is SQLAlchemy's, and no connection stays checked out.
+    assert live.url is not None
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    old = ULID.from_parts(1_712_345_678_901, 1)
+    assert live.engine is not None
+    with live.engine.begin() as conn:
+        conn.execute(feed.insert(), {"id": old})
+    consumer = sa.create_engine(live.url)
+    killer = Killer(live, consumer)
+    armed = {"kills": 0}
+
+    def kill_after_the_page(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if armed["kills"] and "FROM feed_faults" in statement:
+            armed["kills"] -= 1
+            killer.kill_newest()
+            time.sleep(0.1)  # the server has closed the socket
+
+    sa.event.listen(consumer, "after_cursor_execute", kill_after_the_page)
+    polled: Any = consumer
+    if source == "sessionmaker":
+        polled = sessionmaker(consumer.execution_options(isolation_level="READ COMMITTED"))
+    try:
+        armed["kills"] = 1
+        failed: sa.exc.DBAPIError | None = None
+        try:  # anything but a DBAPIError (a raw driver error) fails the test
+            page = next(follow(polled, ALL, feed.c.id, margin=MARGIN, retry=None))
+        except sa.exc.DBAPIError as error:
+            failed = error
+        else:  # psycopg resets autocommit without a round trip: nothing failed
+            assert page.items == [old]
+        if live.name == "mysql":
+            assert failed is not None
+            assert failed.connection_invalidated, failed
+        assert consumer.pool.checkedout() == 0
+        armed["kills"] = 1
+        gen = follow(polled, ALL, feed.c.id, margin=MARGIN, retry=FAST, interval=0.01)
+        assert next(gen).items == [old]  # once: the killed poll's page was never yielded
+        gen.close()
+        assert retries(caplog, "disconnect") or failed is None
+        assert consumer.pool.checkedout() == 0
+    finally:
+        consumer.dispose()

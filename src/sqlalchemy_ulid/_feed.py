@@ -150,11 +150,11 @@ def _as_dbapi_error(error: Exception, bind: Engine | Connection | None) -> Excep
     connection's isolation level (``execution_options(isolation_level=...)``,
     or an engine's option, when a connection starts) and while it resets it
     (when the connection is checked in): on a connection the server closed,
-    PyMySQL's ``autocommit()`` raises its own ``OperationalError``. A
-    connection whose reset fails at check-in is never given back to its
-    pool, so a fresh pool replaces the one it is stranded in
-    (``dispose(close=False)``: connections in use are left alone), as
-    SQLAlchemy itself recycles every pooled connection after a disconnect.
+    PyMySQL's ``autocommit()`` raises its own ``OperationalError``.
+    SQLAlchemy did not see that error, so it neither invalidated the
+    connection nor recycled the pool, as it does after a disconnect it sees;
+    a fresh pool replaces the old one (``dispose(close=False)``: connections
+    in use are left alone), so no dead connection is handed out again.
     """
     if bind is None:
         return None

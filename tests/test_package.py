@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import re
 import subprocess
 import sys
@@ -58,21 +59,18 @@ print(",".join(loaded))
 
 def test_every_public_name_imports_without_greenlet_in_its_own_process() -> None:
     # One fresh process per name: in one process a failed import leaves a
-    # half-imported module behind, and the next lookup "succeeds".
-    processes = {
-        name: subprocess.Popen(
-            [sys.executable, "-c", _RESOLVE_WITHOUT_GREENLET, name],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for name in sqlalchemy_ulid.__all__
-    }
+    # half-imported module behind, and the next lookup "succeeds". Four at a
+    # time: CI runs three suites at once on two cores, and sixty interpreters
+    # started together each take longer than the timeout.
+    def resolve(name: str) -> tuple[str, subprocess.CompletedProcess[str]]:
+        command = [sys.executable, "-c", _RESOLVE_WITHOUT_GREENLET, name]
+        return name, subprocess.run(command, capture_output=True, text=True, timeout=120)
+
     failures = {}
-    for name, process in processes.items():
-        stdout, stderr = process.communicate(timeout=60)
-        if process.returncode != 0 or stdout.strip():
-            failures[name] = stderr.strip().splitlines()[-1:] or stdout.strip()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+        for name, process in pool.map(resolve, sqlalchemy_ulid.__all__):
+            if process.returncode != 0 or process.stdout.strip():
+                failures[name] = process.stderr.strip().splitlines()[-1:] or process.stdout.strip()
     assert failures == {}
 
 
@@ -95,7 +93,7 @@ with engine.begin() as conn:
 print(len(page.items), page.has_more, len(recent))
 """
     result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["2", "True", "5"]
@@ -153,7 +151,7 @@ async def main():
 asyncio.run(main())
 """
     result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
     )
     assert result.returncode != 0
     assert "greenlet" in result.stderr.splitlines()[-1]

@@ -51,7 +51,7 @@ _LOAD = {
     # Any 128-bit value is a ULID; the totals repeat (100,000 distinct values).
     "postgresql": (
         "INSERT INTO bench_sort_paging (id, total, payload) "
-        "SELECT md5(g::text)::uuid, mod(g * 7919, 100000), 'order ' || g "
+        "SELECT md5(g::text)::uuid, mod(g::bigint * 7919, 100000), 'order ' || g "
         "FROM generate_series(1, {n}) AS g"
     ),
     "mysql": (
@@ -138,11 +138,14 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--keep", action="store_true", help="keep the table for a faster rerun")
+    parser.add_argument("--only", choices=sorted(URLS), help="measure one server only")
     args = parser.parse_args()
     sqlakeyset.custom_bookmark_type(ULID, "ulid", deserializer=ULID, serializer=str)
     started = time.perf_counter()
     out = []
     for name, url in URLS.items():
+        if args.only is not None and name != args.only:
+            continue
         engine = sa.create_engine(url)
         load(engine, args.rows)
         with Session(engine) as session:

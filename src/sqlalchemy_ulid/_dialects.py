@@ -106,6 +106,8 @@ class PagingSQL:
     estimate: Callable[[Any], int] | None = None
     #: a native ENUM sorts in declaration order but compares as text
     enum_compares_as_text: bool = False
+    #: a single-precision FLOAT comes back rounded, so it cannot be compared again
+    float_rounded: bool = False
 
 
 def _pg_estimate(row: Any) -> int:
@@ -454,6 +456,7 @@ _MYSQL = DialectRow(
         nulls_largest=False,
         nulls_order=False,
         enum_compares_as_text=True,
+        float_rounded=True,
         explain="EXPLAIN FORMAT=JSON ",
         estimate=_mysql_estimate,
     ),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Any, Generic, Literal, TypeVar, Union
 
 import sqlalchemy as sa
@@ -26,10 +26,12 @@ class Page(Generic[_T]):
     """One page of rows in display order, with the cursors of its neighbours.
 
     Attributes:
-        items: the rows, in display order (ascending ids, or descending with
-            ``descending=True``), whichever direction was paged.
+        items: the rows, in display order (the statement's ORDER BY; without
+            one ascending ids, or descending with ``descending=True``),
+            whichever direction was paged.
         next_cursor: where the next page starts: pass it as ``after=``. The
-            last item's id when rows follow the page in display order; on an
+            last item's cursor (its id; for a sort by several keys an opaque
+            string) when rows follow the page in display order; on an
             empty page reached with ``before=``, that cursor when rows follow
             it; else None. With ``settle=`` it is never lost: the last item's
             id, or the cursor passed in when nothing was delivered.
@@ -68,6 +70,27 @@ class Page(Generic[_T]):
                 return []
             raise TypeError("this Page was not made by paginate(): its items have no cursors")
         return self._positions()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickle (a page cache) with the cursors computed: the lazy function
+        # holds the rows and the sort, which do not pickle.
+        cursors = None if self._positions is None else tuple(self.cursors)
+        fields = (self.items, self.next_cursor, self.prev_cursor, self.has_more, self.total)
+        return _rebuild, (*fields, cursors)
+
+
+def _rebuild(
+    items: Sequence[Any],
+    next_cursor: str | None,
+    prev_cursor: str | None,
+    has_more: bool,
+    total: int | None,
+    cursors: tuple[str, ...] | None,
+) -> Page[Any]:
+    positions: Callable[[], list[str]] | None = None
+    if cursors is not None:
+        positions = partial(list, cursors)
+    return Page(items, next_cursor, prev_cursor, has_more, total, positions)
 
 
 # -- totals ---------------------------------------------------------------------

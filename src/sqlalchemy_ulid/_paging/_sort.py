@@ -291,6 +291,12 @@ def read_sort(
                 "declaration order but compares as text, so pages would skip rows: sort "
                 "by a text enum (sa.Enum(..., native_enum=False)) or another column"
             )
+        if facts.float_rounded and _single_float(type_):
+            raise PaginationError(
+                f"the sort key {item.expr} is a single-precision FLOAT, which this database "
+                "returns rounded, so a cursor could not find its row again: sort by a "
+                "DOUBLE (sa.Double) or DECIMAL column"
+            )
         table_column = _table_column(item.expr)
         nullable = item is not last and (
             outer or table_column is None or bool(table_column.nullable)
@@ -312,6 +318,13 @@ def read_sort(
     statement, readers = _key_readers(stmt, [k.expr for k in keys[:-1]], orm)
     parts = [key.describe() for key in keys]
     return last.descending, Sort(Keyset(tuple(keys), facts), statement, readers, fingerprint(parts))
+
+
+def _single_float(type_: Any) -> bool:
+    """A FLOAT of at most 24 bits of precision (DOUBLE and REAL are exact)."""
+    if not isinstance(type_, sa.Float) or isinstance(type_, (sa.Double, sa.REAL)):
+        return False
+    return type_.precision is None or type_.precision <= 24
 
 
 def _outer_joined(stmt: sa.Select[Any]) -> bool:

@@ -79,6 +79,10 @@ class DialectRow:
     unique_by_index: bool = False
     #: drops a temporary table (``{}``: its quoted name) without committing
     drop_temporary: str = "DROP TABLE IF EXISTS {}"
+    #: Reads a native uuid column (``{}``: its SQL) as its 16 bytes in a
+    #: SELECT list or RETURNING, so the driver returns ``bytes``, not a
+    #: ``uuid.UUID`` to convert again (None: read the uuid as it is).
+    uuid_as_bytes: str | None = None
 
     def kind(self, storage: str) -> str:
         """Return the storage kind ("uuid", "binary", "text") of a storage option."""
@@ -375,6 +379,9 @@ _POSTGRESQL = DialectRow(
     convert=POSTGRESQL_CONVERT,
     range_partitions=True,
     time=_PG_TIME,
+    # Drivers build a uuid.UUID per value (psycopg in C, asyncpg a subclass);
+    # bytes cost them next to nothing, and a ULID is made from bytes directly.
+    uuid_as_bytes="uuid_send({})",
 )
 _MYSQL = DialectRow(
     # Never MariaDB's UUID type: it rejects a quarter of ULIDs and reorders
@@ -402,7 +409,7 @@ _ROWS: dict[str, DialectRow] = {
     "postgresql": _POSTGRESQL,
     # PostgreSQL's storage, but neither gen_ulid() nor the conversion SQL
     # has been tried there.
-    "cockroachdb": replace(_POSTGRESQL, server=None, convert=None, time=None),
+    "cockroachdb": replace(_POSTGRESQL, server=None, convert=None, time=None, uuid_as_bytes=None),
     "mysql": _MYSQL,
     "mariadb": _MYSQL,
     "sqlite": DialectRow(

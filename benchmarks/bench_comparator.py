@@ -9,7 +9,8 @@ with each accepted operand form, and ``col.in_(100 values)``, next to
 SQLAlchemy's ``Uuid`` with ``uuid.UUID`` values and ``LargeBinary`` with
 ``bytes`` (no conversion at build time), which is what a project would use
 instead. Figures are minimums over interleaved rounds, in microseconds per
-expression.
+expression, of this process's CPU time (``time.process_time``), so other
+jobs on a shared machine move them less than wall time.
 
 It also times one ``conn.execute(select ... where id == :id)`` on in-memory
 SQLite with and without the ``before_execute`` listener that lets bulk
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import platform
 import statistics
+import time
 import timeit
 
 import sqlalchemy as sa
@@ -88,7 +90,7 @@ def main() -> None:
     for round_number in range(args.rounds):
         shift = round_number % len(names)
         for name in names[shift:] + names[:shift]:
-            seconds = timeit.Timer(CASES[name]).timeit(args.number)
+            seconds = timeit.Timer(CASES[name], timer=time.process_time).timeit(args.number)
             times[name].append(seconds / args.number * 1e6)
     print(
         f"Python {platform.python_version()}, SQLAlchemy {sa.__version__}; "

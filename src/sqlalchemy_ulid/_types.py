@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import uuid
+from collections import deque
 from collections.abc import Callable
+from itertools import repeat
 from typing import Any, Final, Literal
 from uuid import UUID as _UUID
 
@@ -22,7 +24,7 @@ from sqlalchemy.sql.elements import ClauseElement, ColumnElement
 from sqlalchemy.sql.visitors import InternalTraversal
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
-from ._codec import InvalidULID, decode_int, encode, encode_int, parse_hex
+from ._codec import InvalidULID, decode_int, decode_ints, encode, encode_int, parse_hex
 from ._codec import decode as decode_text
 from ._dialects import dialect_row
 from ._in_list import ARRAY_THRESHOLD, InArray
@@ -163,6 +165,27 @@ def _operand(column_type: ULIDType, value: Any) -> Any:
     return encode(data) if column_type.as_str else _from_bytes(data)
 
 
+def _operands(column_type: ULIDType, values: Any) -> list[Any]:
+    """``_operand`` of every value of an ``in_`` list, whole lists at once where they can be.
+
+    A list of ``ULID`` objects is kept as it is; a list of str is decoded in
+    one pass (:func:`decode_ints`); mixed lists go value by value.
+    """
+    items = list(values)
+    kinds = set(map(type, items))
+    if kinds == {str}:
+        numbers = decode_ints(items)
+        if column_type.as_str:
+            return list(map(encode_int, numbers))
+        # Every step a C call over the whole list: no Python frame per id.
+        ulids = list(map(_new, repeat(ULID, len(numbers))))
+        deque(map(_set_int, ulids, numbers), maxlen=0)
+        return ulids
+    if kinds == {ULID}:
+        return list(map(encode_int, (u._int for u in items))) if column_type.as_str else items
+    return [_operand(column_type, value) for value in items]
+
+
 class _Comparator(TypeDecorator.Comparator[Any]):
     """Convert literal operands to ULIDs when the expression is built.
 
@@ -187,7 +210,7 @@ class _Comparator(TypeDecorator.Comparator[Any]):
             # in_("01H...") is a mistake SQLAlchemy itself reports
             and not isinstance(other[0], (str, bytes))
         ):
-            values = [_operand(column_type, value) for value in other[0]]
+            values = _operands(column_type, other[0])
             if len(values) > ARRAY_THRESHOLD:
                 return InArray(self.expr, values, negate=op is operators.not_in_op)
             other = (values, *other[1:])

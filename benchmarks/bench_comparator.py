@@ -42,6 +42,7 @@ RAW = U.bytes
 UUIDS = [u.to_uuid() for u in IDS]
 TEXTS = [str(u) for u in IDS]
 RAWS = [u.bytes for u in IDS]
+MIXED = [IDS[0], *TEXTS[1:]]
 
 CASES = {
     "ULIDType == ULID": lambda: ULID_COL == U,
@@ -51,6 +52,8 @@ CASES = {
     "LargeBinary == bytes": lambda: RAW_COL == RAW,
     "ULIDType.in_(100 ULIDs)": lambda: ULID_COL.in_(IDS),
     "ULIDType.in_(100 str)": lambda: ULID_COL.in_(TEXTS),
+    # a mixed list converts value by value: the path every str list took before
+    "ULIDType.in_(1 ULID + 99 str)": lambda: ULID_COL.in_(MIXED),
     "Uuid.in_(100 uuid.UUID)": lambda: UUID_COL.in_(UUIDS),
     "LargeBinary.in_(100 bytes)": lambda: RAW_COL.in_(RAWS),
 }

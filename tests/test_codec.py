@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
 from sqlalchemy_ulid import ULID, InvalidULID
-from sqlalchemy_ulid._codec import ALPHABET, decode, encode, parse_hex
+from sqlalchemy_ulid._codec import ALPHABET, decode, decode_int, decode_ints, encode, parse_hex
 from strategies import ulid_bytes, ulid_ints, ulid_texts
 
 VALID = "01HTQW311N1KR5G0Y75M3EF00H"
@@ -106,6 +107,24 @@ def test_rejected_text(text: str, message: str) -> None:
         ULID(text)
     with pytest.raises(InvalidULID, match=re.escape(message)):
         decode(text)
+
+
+@pytest.mark.parametrize(("text", "message"), BAD_TEXT)
+def test_decode_ints_rejects_a_bad_text_anywhere_in_the_list(text: str, message: str) -> None:
+    for texts in ([text], [VALID, text], [text, VALID.lower()], [VALID, VALID, text, VALID]):
+        with pytest.raises(InvalidULID, match=re.escape(message)):
+            decode_ints(texts)
+
+
+@given(st.lists(ulid_texts(), max_size=30))
+def test_decode_ints_is_decode_int_of_each(texts: list[str]) -> None:
+    assert decode_ints(texts) == [decode_int(text) for text in texts]
+
+
+def test_decode_ints_extremes_and_non_str() -> None:
+    assert decode_ints(["0" * 26, "7" + "z" * 25, VALID]) == [0, (1 << 128) - 1, ULID(VALID).int]
+    with pytest.raises(TypeError, match="ULID text must be str"):
+        decode_ints([VALID, VALID.encode()])  # type: ignore[list-item]
 
 
 def test_rejection_is_a_value_error_with_a_hint() -> None:

@@ -73,6 +73,9 @@ def test_malformed_operands_raise_when_the_expression_is_built(
             lambda: sa.select(Note).where(Note.id == value),
             lambda: sa.select(Note).where(Note.id > value),
             lambda: sa.select(Note).where(Note.id.in_([new_ulid(), value])),
+            # an all-str list takes the one-pass decode: same errors
+            lambda: sa.select(Note).where(Note.id.in_([str(new_ulid()), value])),
+            lambda: sa.select(Note).where(Note.id.not_in([value, str(new_ulid()).lower()])),
             lambda: sa.update(Note).where(Note.id != value).values(n=1),
             lambda: sa.delete(Note).where(Note.id.between(value, new_ulid())),
         ):
@@ -84,6 +87,26 @@ def test_malformed_operands_raise_when_the_expression_is_built(
 def test_datetime_operand_names_the_way_out() -> None:
     with pytest.raises(TypeError, match=r"ULID\.min_at"):
         _ = Note.id >= datetime(2024, 1, 1, tzinfo=timezone.utc)
+
+
+def test_in_lists_of_one_kind_convert_as_a_whole(session: Session) -> None:
+    notes = _notes(session, 3)
+    ids = [note.id for note in notes]
+    for values in ([str(u).lower() for u in ids], [str(u) for u in ids], ids, tuple(ids)):
+        expression = Note.id.in_(values)
+        bound = expression.right.value  # type: ignore[attr-defined]
+        assert bound == ids
+        assert all(type(u) is ULID for u in bound)
+        assert session.scalars(sa.select(Note.n).where(expression).order_by(Note.n)).all() == [
+            0,
+            1,
+            2,
+        ]
+    # from a generator (read once), and on an as_str column: canonical text
+    assert Note.id.in_(str(u) for u in ids).right.value == ids  # type: ignore[attr-defined]
+    texts = Tag.public_id.in_([str(u).lower() for u in ids]).right.value  # type: ignore[attr-defined]
+    assert texts == [str(u) for u in ids]
+    assert Tag.public_id.in_(ids).right.value == [str(u) for u in ids]  # type: ignore[attr-defined]
 
 
 def test_every_id_form_becomes_a_ulid_in_the_expression(session: Session) -> None:

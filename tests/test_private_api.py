@@ -71,7 +71,8 @@ def test_sentinel_value_resolver_where_sqlalchemy_still_calls_it() -> None:
     resolve = ULIDType()._sentinel_value_resolver(postgresql.dialect())
     assert resolve is not None
     u = ULIDType().process_bind_param("01HTQW311N1KR5G0Y75M3EF00H", postgresql.dialect())
-    assert resolve(u) == uuid.UUID("018eafc1-8435-0cf0-5803-c72d06e78011")
+    # RETURNING reads the uuid as its 16 bytes (uuid_send): so does the match
+    assert resolve(u) == uuid.UUID("018eafc1-8435-0cf0-5803-c72d06e78011").bytes
     assert ULIDType()._sentinel_value_resolver(sqlite.dialect()) is None
 
 
@@ -96,3 +97,18 @@ def test_select_setup_joins_and_from_obj_hold_the_joins() -> None:
     assert sa.select(_table)._setup_joins == ()
     froms = sa.select(_table).select_from(_table.outerjoin(other, other.c.id == _table.c.id))
     assert froms._from_obj[0].isouter
+
+
+def test_select_attributes_that_decide_how_a_uuid_is_read() -> None:
+    # SELECT DISTINCT ... ORDER BY keeps the uuid in the SELECT list: _types
+    # reads these attributes of the SELECT on the compiler's stack.
+    from sqlalchemy.dialects import postgresql
+
+    table = sa.Table("read_pin", sa.MetaData(), sa.Column("id", ULIDType()))
+    stmt = sa.select(table.c.id).distinct().order_by(table.c.id)
+    assert stmt._distinct is True
+    assert stmt._distinct_on == ()
+    assert len(stmt._order_by_clauses) == 1
+    assert "uuid_send" not in str(stmt.compile(dialect=postgresql.dialect()))
+    ordered = sa.select(table.c.id).order_by(table.c.id)
+    assert "uuid_send(read_pin.id)" in str(ordered.compile(dialect=postgresql.dialect()))

@@ -6,19 +6,24 @@ import random
 import uuid
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
+from decimal import Decimal
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from sqlalchemy.dialects import mssql, mysql, oracle, postgresql, sqlite
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import CompileError
 from sqlalchemy.ext.hybrid import hybrid_property
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, column_property, mapped_column
 
+import strategies
 from conftest import Backend
 from sqlalchemy_ulid import ULID, ULIDType, ulid_timestamp
-from sqlalchemy_ulid._keys import uuid7_min_at
+from sqlalchemy_ulid._dialects import dialect_row
+from sqlalchemy_ulid._keys import storage_kind, uuid7_min_at
 
 MAX_MS = (1 << 48) - 1
 MAX_DATETIME_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
@@ -348,7 +353,9 @@ def test_mariadb_refuses_a_stored_generated_column(backends: dict[str, Backend])
         (oracle.dialect(), "auto", "RAWTOHEX(UTL_RAW.SUBSTR(t.id, 1, 6))"),
         (oracle.dialect(), "text", "INSTR('0123456789ABCDEFGHJKMNPQRSTVWXYZ', SUBSTR(t.id, 1, 1))"),
         (oracle.dialect(), "uuid", "UPPER(SUBSTR(REPLACE(t.id, '-', ''), 1, 12))"),
-        (postgresql.dialect(), "uuid", "uuid_send(t.id)"),
+        (postgresql.dialect(), "uuid", "get_byte(uuid_send(t.id), 5)"),
+        (postgresql.dialect(), "binary", "get_byte(t.id, 0) << 16"),
+        (postgresql.dialect(), "text", "CAST(strpos('0123456789ABCDEFGHJKMNPQRSTVWXYZ'"),
         (mysql.dialect(), "uuid", "LEFT(REPLACE(t.id, '-', ''), 12)"),
         (sqlite.dialect(), "binary", "hex(substr(t.id, 1, 6))"),
     ],
@@ -360,7 +367,7 @@ def test_compiles_per_dialect(dialect: Any, storage: str, expected: str) -> None
     timestamp = {
         "mssql": "DATEADD(day, ",
         "oracle": "NUMTODSINTERVAL(",
-        "postgresql": "timezone('UTC', TIMESTAMP '1970-01-01 00:00:00' + ((",
+        "postgresql": "timezone(INTERVAL '0', TIMESTAMP '1970-01-01 00:00:00' + ",
         "mysql": "TIMESTAMPADD(MICROSECOND, ",
         "sqlite": "strftime('%Y-%m-%d %H:%M:%f', ",
     }[dialect.name]
@@ -368,7 +375,8 @@ def test_compiles_per_dialect(dialect: Any, storage: str, expected: str) -> None
 
 
 def test_percent_signs_are_escaped_for_pyformat_drivers() -> None:
-    t = sa.table("t", sa.column("id", ULIDType()))
+    # text storage reads the millisecond, then splits it with "%"
+    t = sa.table("t", sa.column("id", ULIDType("text")))
     sql = str(sa.select(ulid_timestamp(t.c.id)).compile(dialect=postgresql.psycopg.dialect()))
     assert "%% 86400000" in sql
     assert "% 86400000" not in sql.replace("%% 86400000", "")
@@ -385,3 +393,36 @@ def test_unknown_dialect_and_unknown_storage_raise() -> None:
         sa.select(ulid_timestamp(t.c.n)).compile(dialect=sqlite.dialect())
     with pytest.raises(TypeError, match="expected a ULID or UUID column"):
         ulid_timestamp("id")
+
+
+# -- the integer reads themselves, over the whole 48 bits ----------------------------
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(values=st.lists(strategies.timestamps, min_size=1, max_size=40))
+@pytest.mark.parametrize("storage", ["auto", "binary", "text"])
+def test_millisecond_sql_is_exact_over_48_bits(
+    engine: Engine, storage: str, values: list[int]
+) -> None:
+    # The millisecond each storage's SQL reads, as an integer, for any 48
+    # bits (past the year 9999, where no datetime can check it), 0 and
+    # 2**48 - 1 always among them. On PostgreSQL the timestamp itself is
+    # checked too, through extract(epoch ...), which is exact (numeric).
+    column_type = ULIDType(storage)  # type: ignore[arg-type]
+    dialect = engine.dialect
+    kind = storage_kind(column_type, dialect)
+    time = dialect_row(dialect).time
+    assert time is not None
+    literal = column_type.literal_processor(dialect)
+    ids = [ULID.from_parts(ms, ms % 997) for ms in [0, MAX_MS, *values]]
+    columns = [time.millis[kind](literal(u)) for u in ids]
+    if dialect.name == "postgresql":
+        read = time.direct.get(kind, lambda col: time.timestamp(time.millis[kind](col)))
+        columns += [f"extract(epoch FROM {read(literal(u))}) * 1000" for u in ids]
+    with engine.connect() as conn:
+        row = conn.execute(sa.text(f"SELECT {', '.join(columns)}")).one()
+    expected = [u.timestamp_ms for u in ids]
+    # compared exactly: a microsecond off (a float on the way) fails
+    assert [Decimal(v) for v in row] == expected * (len(columns) // len(ids))

@@ -18,6 +18,7 @@ __all__ = [
     "InvalidULID",
     "decode",
     "decode_int",
+    "decode_ints",
     "encode",
     "encode_int",
     "parse_hex",
@@ -38,6 +39,7 @@ _TRIPLES = [a + pair for a in ALPHABET for pair in _PAIRS]  # 15 bits -> 3 chara
 _M15 = 0x7FFF
 _MAX = (1 << 128) - 1
 _HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+_FIRST_MAX = ord("7")  # the largest first digit (in int()'s digits: the same)
 
 
 class InvalidULID(ValueError):
@@ -98,6 +100,31 @@ def decode_int(text: str) -> int:
     if n > _MAX:
         raise InvalidULID(_explain(text))
     return n
+
+
+def decode_ints(texts: list[str]) -> list[int]:
+    """Return the integers of many ULID texts, or raise for the first bad one.
+
+    The texts are joined, each behind six ``0`` digits so that it fills 20
+    whole bytes, and read as one number: one ``translate`` checks every
+    character, one ``int()`` and one ``to_bytes`` convert them all, and only
+    a slice and ``int.from_bytes`` run per text (``int(text, 32)`` per text
+    costs more). Any malformed text sends the whole list
+    through :func:`decode_int`, for its error message.
+    """
+    count = len(texts)
+    if count and set(map(len, texts)) == {26}:
+        try:
+            data = ("000000" + "000000".join(texts)).encode("ascii").translate(_DECODE_TABLE)
+        except (TypeError, UnicodeEncodeError):
+            pass
+        else:
+            # every character a digit, every first one 0-7 (at most 128 bits)
+            if b"!" not in data and max(data[6::32]) <= _FIRST_MAX:
+                raw = int(data, 32).to_bytes(20 * count, "big")
+                from_bytes = int.from_bytes
+                return [from_bytes(raw[i : i + 16], "big") for i in range(4, 20 * count, 20)]
+    return [decode_int(text) for text in texts]
 
 
 def parse_hex(text: str) -> bytes:

@@ -83,6 +83,10 @@ class DialectRow:
     drop_temporary: str = "DROP TABLE IF EXISTS {}"
     #: how keyset pages sort and compare several keys
     paging: PagingSQL = field(default_factory=lambda: PagingSQL())
+    #: Reads a native uuid column (``{}``: its SQL) as its 16 bytes in a
+    #: SELECT list or RETURNING, so the driver returns ``bytes``, not a
+    #: ``uuid.UUID`` to convert again (None: read the uuid as it is).
+    uuid_as_bytes: str | None = None
 
     def kind(self, storage: str) -> str:
         """Return the storage kind ("uuid", "binary", "text") of a storage option."""
@@ -227,6 +231,9 @@ class TimeSQL:
 
     millis: dict[str, _Sql]
     timestamp: _Sql
+    #: kind -> the timestamp straight from the column, where that beats
+    #: ``timestamp(millis(col))`` (which reads the millisecond twice)
+    direct: dict[str, _Sql] = field(default_factory=dict)
     #: the timestamp type keeps the zone (timestamptz): bind aware datetimes
     #: (else bind the naive UTC wall time)
     zoned: bool = False
@@ -262,10 +269,34 @@ def _base32_millis(substr: str, position: Callable[[str, str], str]) -> _Sql:
 
 
 # PostgreSQL: every function here is IMMUTABLE (timestamp + interval and
-# timezone(text, timestamp) are; timestamptz + interval is only STABLE), so
-# the expression may define a stored generated column. Whole days plus the
-# milliseconds of the day keep the arithmetic exact up to 2**48 - 1.
+# timezone(interval, timestamp) are; timestamptz + interval is only STABLE),
+# so the expression may define a stored generated column or an index.
+# timezone(INTERVAL '0', ...) is UTC without looking a zone up by name.
+_PG_EPOCH = "TIMESTAMP '1970-01-01 00:00:00'"
 _PG_HEX12 = "('x' || {hex12})::bit(48)::bigint"
+
+
+def _pg_bytes_timestamp(data: str) -> str:
+    """The timestamp of the leading 48 bits of ``data`` (a bytea), all integer reads.
+
+    The millisecond as two 24-bit halves, three ``get_byte`` each, so each
+    byte is read once (no hex text). Both products are exact in the double
+    that ``float8 * interval`` multiplies in: ``hi * 16777.216 s`` is
+    ``hi * 125 * 2**27`` microseconds (31 significant bits at most) and
+    ``lo * 1 ms`` stays below 2**34 microseconds. (One product of the whole
+    millisecond would not be: it is off by microseconds past the year 4253.)
+    """
+
+    def half(first: int) -> str:
+        b = [f"get_byte({data}, {first + i})" for i in range(3)]
+        return f"(({b[0]} << 16) | ({b[1]} << 8) | {b[2]})"
+
+    return (
+        f"timezone(INTERVAL '0', {_PG_EPOCH} + {half(0)} * INTERVAL '16777.216 seconds'"
+        f" + {half(3)} * INTERVAL '1 millisecond')"
+    )
+
+
 _PG_TIME = TimeSQL(
     millis={
         "uuid": lambda col: _PG_HEX12.format(
@@ -279,13 +310,19 @@ _PG_TIME = TimeSQL(
             "substr", lambda chars, char: f"CAST(strpos({chars}, {char}) AS bigint)"
         ),
     },
-    # (interval * float8 is exact here: at most 3.3 million days, and under
-    # 86.4 million milliseconds; about twice as fast as make_interval().)
+    # Whole days plus the milliseconds of the day keep this exact up to
+    # 2**48 - 1 (interval * float8 is exact here: at most 3.3 million days,
+    # and under 86.4 million milliseconds; about twice as fast as
+    # make_interval()).
     timestamp=lambda ms: (
-        f"timezone('UTC', TIMESTAMP '1970-01-01 00:00:00'"
+        f"timezone(INTERVAL '0', {_PG_EPOCH}"
         f" + (({ms}) / 86400000) * INTERVAL '1 day'"
         f" + (({ms}) % 86400000) * INTERVAL '1 millisecond')"
     ),
+    direct={
+        "uuid": lambda col: _pg_bytes_timestamp(f"uuid_send({col})"),
+        "binary": _pg_bytes_timestamp,
+    },
     zoned=True,
     native_uuid=lambda dialect: True,
 )
@@ -433,6 +470,9 @@ _POSTGRESQL = DialectRow(
         explain="EXPLAIN (FORMAT JSON) ",
         estimate=_pg_estimate,
     ),
+    # Drivers build a uuid.UUID per value (psycopg in C, asyncpg a subclass);
+    # bytes cost them next to nothing, and a ULID is made from bytes directly.
+    uuid_as_bytes="uuid_send({})",
 )
 _MYSQL = DialectRow(
     # Never MariaDB's UUID type: it rejects a quarter of ULIDs and reorders
@@ -469,7 +509,7 @@ _ROWS: dict[str, DialectRow] = {
     "postgresql": _POSTGRESQL,
     # PostgreSQL's storage, but neither gen_ulid() nor the conversion SQL
     # has been tried there.
-    "cockroachdb": replace(_POSTGRESQL, server=None, convert=None, time=None),
+    "cockroachdb": replace(_POSTGRESQL, server=None, convert=None, time=None, uuid_as_bytes=None),
     "mysql": _MYSQL,
     "mariadb": _MYSQL,
     "sqlite": DialectRow(

@@ -49,15 +49,18 @@ def _compile(element: _CreationTime, compiler: SQLCompiler, **kw: Any) -> str:
             f"{dialects_with(lambda row: row.time)}"
         )
     kind = storage_kind(column.type, dialect)
+    direct = time.direct.get(kind)
     millis = time.millis.get(kind)
-    if millis is None:
+    if direct is not None:
+        sql = direct(_MARKER)
+    elif millis is not None:
+        sql = time.timestamp(millis(_MARKER))
+    else:
         raise CompileError(f"ulid_timestamp() cannot read {kind} storage on {dialect.name}")
     # The template's own "%" must be doubled where the driver's paramstyle
     # uses it, the column's compiled SQL must not be touched: the template is
     # escaped around a marker, then the column goes in.
-    template: str = compiler.post_process_text(  # type: ignore[no-untyped-call]
-        time.timestamp(millis(_MARKER))
-    )
+    template: str = compiler.post_process_text(sql)  # type: ignore[no-untyped-call]
     return template.replace(_MARKER, compiler.process(column, **kw))
 
 

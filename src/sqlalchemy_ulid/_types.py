@@ -9,17 +9,22 @@ from __future__ import annotations
 
 import datetime as _dt
 import uuid
+from collections import deque
 from collections.abc import Callable
+from itertools import repeat
 from typing import Any, Final, Literal
 from uuid import UUID as _UUID
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
+from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql import operators
+from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ClauseElement, ColumnElement
+from sqlalchemy.sql.visitors import InternalTraversal
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
-from ._codec import InvalidULID, decode_int, encode, encode_int, parse_hex
+from ._codec import InvalidULID, decode_int, decode_ints, encode, encode_int, parse_hex
 from ._codec import decode as decode_text
 from ._dialects import dialect_row
 from ._in_list import ARRAY_THRESHOLD, InArray
@@ -160,6 +165,27 @@ def _operand(column_type: ULIDType, value: Any) -> Any:
     return encode(data) if column_type.as_str else _from_bytes(data)
 
 
+def _operands(column_type: ULIDType, values: Any) -> list[Any]:
+    """``_operand`` of every value of an ``in_`` list, whole lists at once where they can be.
+
+    A list of ``ULID`` objects is kept as it is; a list of str is decoded in
+    one pass (:func:`decode_ints`); mixed lists go value by value.
+    """
+    items = list(values)
+    kinds = set(map(type, items))
+    if kinds == {str}:
+        numbers = decode_ints(items)
+        if column_type.as_str:
+            return list(map(encode_int, numbers))
+        # Every step a C call over the whole list: no Python frame per id.
+        ulids = list(map(_new, repeat(ULID, len(numbers))))
+        deque(map(_set_int, ulids, numbers), maxlen=0)
+        return ulids
+    if kinds == {ULID}:
+        return list(map(encode_int, (u._int for u in items))) if column_type.as_str else items
+    return [_operand(column_type, value) for value in items]
+
+
 class _Comparator(TypeDecorator.Comparator[Any]):
     """Convert literal operands to ULIDs when the expression is built.
 
@@ -184,7 +210,7 @@ class _Comparator(TypeDecorator.Comparator[Any]):
             # in_("01H...") is a mistake SQLAlchemy itself reports
             and not isinstance(other[0], (str, bytes))
         ):
-            values = [_operand(column_type, value) for value in other[0]]
+            values = _operands(column_type, other[0])
             if len(values) > ARRAY_THRESHOLD:
                 return InArray(self.expr, values, negate=op is operators.not_in_op)
             other = (values, *other[1:])
@@ -203,6 +229,50 @@ class _Comparator(TypeDecorator.Comparator[Any]):
         # Seen as plain text, the column takes the pattern unconverted.
         as_text = sa.type_coerce(self.expr, sa.String())
         return as_text.operate(op, *other, **kwargs)
+
+
+# -- reading a native uuid as bytes ----------------------------------------------
+
+
+class _UUIDBytes(ColumnElement[Any]):
+    """A native uuid column in a SELECT list or RETURNING, read as 16 bytes.
+
+    ``ULIDType.column_expression`` wraps the column in this; each dialect's
+    row says how (``uuid_send(col)`` on PostgreSQL), and where it has no way
+    the column renders as it is. The type stays the column's ULIDType, so
+    its result processor, which takes bytes and ``uuid.UUID`` alike, turns
+    the value into a ``ULID``.
+    """
+
+    inherit_cache = True
+    _traverse_internals = [  # noqa: RUF012 (a plain list, as SQLAlchemy declares it)
+        ("column", InternalTraversal.dp_clauseelement),
+    ]
+
+    def __init__(self, column: ColumnElement[Any]) -> None:
+        self.column = column
+        self.type = column.type
+
+
+def _distinct_and_ordered(compiler: SQLCompiler) -> bool:
+    # SELECT DISTINCT ... ORDER BY t.id needs t.id itself in the SELECT
+    # list (PostgreSQL refuses an ORDER BY expression it cannot find there).
+    stack = compiler.stack
+    select = stack[-1].get("selectable") if stack else None
+    return (
+        bool(getattr(select, "_distinct", False))
+        and not getattr(select, "_distinct_on", ())
+        and bool(getattr(select, "_order_by_clauses", ()))
+    )
+
+
+@compiles(_UUIDBytes)
+def _compile_uuid_bytes(element: _UUIDBytes, compiler: SQLCompiler, **kw: Any) -> str:
+    column = compiler.process(element.column, **kw)
+    template = dialect_row(compiler.dialect).uuid_as_bytes
+    if template is None or _distinct_and_ordered(compiler):
+        return column
+    return template.format(column)
 
 
 # -- attachment ---------------------------------------------------------------
@@ -260,7 +330,11 @@ class ULIDType(TypeDecorator[ULID]):
     :class:`uuid.UUID`, 16 bytes, or another library's ULID object with a
     ``.bytes`` attribute; anything else raises :class:`InvalidULID` or
     :class:`TypeError` before the database is touched. Results are
-    :class:`ULID` objects, or canonical strings with ``as_str=True``.
+    :class:`ULID` objects, or canonical strings with ``as_str=True``. On
+    PostgreSQL the outermost SELECT list and RETURNING read a ``uuid``
+    column as ``uuid_send(column)``, so the driver returns 16 bytes rather
+    than a ``uuid.UUID`` to convert again; subqueries, WHERE and ORDER BY
+    keep the ``uuid``.
 
     Comparisons (``==``, ``!=``, ``<``, ``<=``, ``>``, ``>=``, ``between``,
     ``is_distinct_from``, ``in_``, ``not_in``) convert their plain Python
@@ -384,48 +458,71 @@ class ULIDType(TypeDecorator[ULID]):
 
         return wrapped
 
+    def column_expression(self, column: ColumnElement[Any]) -> ColumnElement[Any] | None:
+        """Read a native uuid column as 16 bytes in SELECT lists and RETURNING.
+
+        SQLAlchemy calls this on the type as adapted to the dialect, whose
+        ``impl_instance`` is that dialect's column type; only a native uuid
+        is wrapped, and only the outermost SELECT list (or each SELECT of a
+        UNION) and RETURNING are, never a subquery, a WHERE or an ORDER BY.
+        """
+        if isinstance(self.impl_instance, sa.Uuid):
+            return _UUIDBytes(column)
+        return column
+
     def result_processor(self, dialect: Dialect, coltype: object) -> Callable[[Any], Any] | None:
         kind = dialect_row(dialect).kind(self.storage)
+        # Globals bound as defaults: a local lookup per row, not a global one.
         if self.as_str:
 
-            def as_text(value: Any) -> Any:
+            def as_text(
+                value: Any, encode_int: Any = encode_int, from_bytes: Any = int.from_bytes
+            ) -> Any:
+                if type(value) is bytes and len(value) == 16:
+                    return encode_int(from_bytes(value, "big"))
                 return None if value is None else str(_from_db(value))
 
             return as_text
-        if kind == "uuid":
-            # Drivers return uuid.UUID (asyncpg a subclass): both keep the
-            # value as an int, which is what a ULID keeps too.
-            def from_uuid(value: Any) -> Any:
-                if type(value) is _UUID:
-                    ulid = _new(ULID)
-                    _set_int(ulid, value.int)
-                    return ulid
+        if kind == "text":
+
+            def from_text(value: Any) -> Any:
                 return None if value is None else _from_db(value)
 
-            return from_uuid
-        if kind == "binary":
+            return from_text
 
-            def from_binary(value: Any) -> Any:
-                if type(value) is bytes and len(value) == 16:
-                    ulid = _new(ULID)
-                    _set_int(ulid, int.from_bytes(value, "big"))
-                    return ulid
-                return None if value is None else _from_db(value)
-
-            return from_binary
-
-        def from_text(value: Any) -> Any:
+        # bytes: a binary column, or a uuid read as bytes (column_expression);
+        # uuid.UUID: a uuid read as it is (text(), SELECT DISTINCT ... ORDER
+        # BY); asyncpg's own UUID subclass and the rest go through _from_db.
+        def from_bytes_or_uuid(
+            value: Any,
+            new: Any = _new,
+            ulid_class: Any = ULID,
+            set_int: Any = _set_int,
+            from_bytes: Any = int.from_bytes,
+            uuid_class: Any = _UUID,
+        ) -> Any:
+            kind = type(value)
+            if kind is bytes and len(value) == 16:
+                ulid = new(ulid_class)
+                set_int(ulid, from_bytes(value, "big"))
+                return ulid
+            if kind is uuid_class:
+                ulid = new(ulid_class)
+                set_int(ulid, value.int)
+                return ulid
             return None if value is None else _from_db(value)
 
-        return from_text
+        return from_bytes_or_uuid
 
     def _sentinel_value_resolver(self, dialect: Dialect) -> Callable[[Any], Any] | None:
         # SQLAlchemy 2.0.10 to 2.0.28 only (later versions never call it):
         # bulk INSERT ... RETURNING matched the bound value, as sent to the
         # driver, with the value as the driver returns it. For a uuid column
-        # that is our 32 hex digits against the driver's uuid.UUID. See _bulk.py.
-        if dialect_row(dialect).kind(self.storage) == "uuid":
-            return _UUID
+        # that is our 32 hex digits against the driver's uuid.UUID, or against
+        # 16 bytes where RETURNING reads the uuid as bytes. See _bulk.py.
+        row = dialect_row(dialect)
+        if row.kind(self.storage) == "uuid":
+            return _UUID if row.uuid_as_bytes is None else bytes.fromhex
         return None
 
     def literal_processor(self, dialect: Dialect) -> Callable[[Any], str]:

@@ -181,3 +181,58 @@ def test_every_skip_has_a_reason_and_markers_parse() -> None:
     skipped = [block for page in PAGES for block in parse(page)[1] if block.skip]
     # Skips are for blocks that truly cannot run here; keep them rare.
     assert len(skipped) <= 3, [(b.page.name, b.line, b.skip) for b in skipped]
+
+
+#: The widest code line a page may show: at 88 characters a block fits the
+#: text column of the built site at 1280 px (tests/test_site.py checks that
+#: no block scrolls), the same limit ruff puts on the project's code.
+MAX_CODE_LINE = 88
+
+
+def code_lines(page: Path) -> Iterator[tuple[int, str]]:
+    """Yield (line number, text) for every line inside a fenced block of ``page``.
+
+    Included files (``--8<--``) are expanded, so a long line in an example
+    script counts against the page that shows it; their lines are numbered
+    by the include line.
+    """
+    inside: str | None = None  # the open fence's indent
+    for number, line in enumerate(page.read_text().splitlines(), start=1):
+        opening = _FENCE.match(line)
+        if inside is None:
+            if opening:
+                inside = opening["indent"]
+            continue
+        if line.strip() == "```":
+            inside = None
+            continue
+        snippet = _SNIPPET.match(line)
+        if snippet:
+            for included in (ROOT / snippet["path"]).read_text().splitlines():
+                yield number, included
+        else:
+            yield number, line[len(inside) :]
+
+
+def test_code_lines_fit_the_column() -> None:
+    long = [
+        f"{page.relative_to(ROOT)}:{number}: {len(text)} > {MAX_CODE_LINE}: {text.strip()[:60]}"
+        for page in PAGES
+        for number, text in code_lines(page)
+        if len(text) > MAX_CODE_LINE
+    ]
+    assert long == [], "\n".join(long)
+
+
+def test_the_line_check_sees_fences_and_includes(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    wide = "x" * (MAX_CODE_LINE + 1)
+    page.write_text(
+        f"{wide}\n\n```python\nok = 1\n{wide}\n```\n\n"
+        f'    ```bash\n    {wide}\n    ```\n\n```\n--8<-- "tests/test_docs.py"\n```\n'
+    )
+    found = [(number, len(text)) for number, text in code_lines(page)]
+    assert (5, MAX_CODE_LINE + 1) in found  # a python block
+    assert (9, MAX_CODE_LINE + 1) in found  # an indented bash block
+    assert (1, MAX_CODE_LINE + 1) not in found  # prose is not code
+    assert any(number == 13 for number, _ in found)  # the included file's lines

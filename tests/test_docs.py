@@ -236,3 +236,46 @@ def test_the_line_check_sees_fences_and_includes(tmp_path: Path) -> None:
     assert (9, MAX_CODE_LINE + 1) in found  # an indented bash block
     assert (1, MAX_CODE_LINE + 1) not in found  # prose is not code
     assert any(number == 13 for number, _ in found)  # the included file's lines
+
+
+CHARTS = ROOT / "docs" / "assets" / "charts"
+
+
+def test_charts_match_the_benchmark_tables() -> None:
+    """benchmarks/charts.py draws the charts from docs/benchmarks.md's tables.
+
+    ``--check`` redraws each one and compares its text (labels and the
+    numbers written on it) with the SVG on disk.
+    """
+    pytest.importorskip("matplotlib", reason="matplotlib is in the bench extra")
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "charts.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_every_chart_is_shown_small_and_with_text_as_text() -> None:
+    pages = "\n".join(page.read_text() for page in PAGES)
+    charts = sorted(CHARTS.glob("*.svg"))
+    assert {chart.name for chart in charts} >= {
+        "pagination.svg",
+        "storage.svg",
+        "feed_lag.svg",
+        "late_commit.svg",
+    }
+    for chart in charts:
+        svg = chart.read_text()
+        assert f"assets/charts/{chart.name}" in pages, f"{chart.name} is on no page"
+        assert len(svg) < 60_000, f"{chart.name} is {len(svg)} bytes"
+        # svg.fonttype "none": text is <text>, not glyph outlines (small, searchable).
+        assert "<text" in svg
+        assert "<defs>\n  <path id=\"DejaVuSans" not in svg
+    # The numbers on the pagination chart are the table's: the deepest OFFSET page.
+    assert "142.57 ms" in (CHARTS / "pagination.svg").read_text()
+    assert "142.57" in (ROOT / "docs" / "benchmarks.md").read_text()

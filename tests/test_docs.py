@@ -279,3 +279,18 @@ def test_every_chart_is_shown_small_and_with_text_as_text() -> None:
     # The numbers on the pagination chart are the table's: the deepest OFFSET page.
     assert "142.57 ms" in (CHARTS / "pagination.svg").read_text()
     assert "142.57" in (ROOT / "docs" / "benchmarks.md").read_text()
+
+
+# Words that speak of how the project is run, not to the reader.
+_INTERNAL = re.compile(r"\b(?:issue\s+\d+|the foundation issue|the issue)\b", re.IGNORECASE)
+
+
+def test_docs_speak_to_users_not_about_the_project() -> None:
+    sources = [*PAGES, ROOT / "CHANGELOG.md"]
+    found = [
+        f"{page.relative_to(ROOT)}:{number}: {line.strip()}"
+        for page in sources
+        for number, line in enumerate(page.read_text().splitlines(), start=1)
+        if _INTERNAL.search(line) and "github.com" not in line
+    ]
+    assert found == [], "\n".join(found)

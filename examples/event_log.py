@@ -80,7 +80,10 @@ def process_main(url: str, process_no: int) -> None:
 
 def consume(engine: sa.Engine, got: list[Any], stop: threading.Event) -> None:
     """Follow the log until stopped, as a long-running consumer would."""
-    settle: Any = timedelta(seconds=3) if engine.dialect.name == "sqlite" else "auto"
+    # SQLite shows no other connection's transactions, so a fixed window: it
+    # must outlast the slowest write, which on a loaded machine (writers
+    # queueing for SQLite's one write lock) took over 3 s.
+    settle: Any = timedelta(seconds=10) if engine.dialect.name == "sqlite" else "auto"
     stmt = sa.select(log.c.id, log.c.writer, log.c.seq)
     for page in follow(engine, stmt, log.c.id, settle=settle, interval=0.05, stop=stop):
         got.extend(page.items)  # a real consumer would also store page.next_cursor

@@ -181,3 +181,116 @@ def test_every_skip_has_a_reason_and_markers_parse() -> None:
     skipped = [block for page in PAGES for block in parse(page)[1] if block.skip]
     # Skips are for blocks that truly cannot run here; keep them rare.
     assert len(skipped) <= 3, [(b.page.name, b.line, b.skip) for b in skipped]
+
+
+#: The widest code line a page may show: at 88 characters a block fits the
+#: text column of the built site at 1280 px (tests/test_site.py checks that
+#: no block scrolls), the same limit ruff puts on the project's code.
+MAX_CODE_LINE = 88
+
+
+def code_lines(page: Path) -> Iterator[tuple[int, str]]:
+    """Yield (line number, text) for every line inside a fenced block of ``page``.
+
+    Included files (``--8<--``) are expanded, so a long line in an example
+    script counts against the page that shows it; their lines are numbered
+    by the include line.
+    """
+    inside: str | None = None  # the open fence's indent
+    for number, line in enumerate(page.read_text().splitlines(), start=1):
+        opening = _FENCE.match(line)
+        if inside is None:
+            if opening:
+                inside = opening["indent"]
+            continue
+        if line.strip() == "```":
+            inside = None
+            continue
+        snippet = _SNIPPET.match(line)
+        if snippet:
+            for included in (ROOT / snippet["path"]).read_text().splitlines():
+                yield number, included
+        else:
+            yield number, line[len(inside) :]
+
+
+def test_code_lines_fit_the_column() -> None:
+    long = [
+        f"{page.relative_to(ROOT)}:{number}: {len(text)} > {MAX_CODE_LINE}: {text.strip()[:60]}"
+        for page in PAGES
+        for number, text in code_lines(page)
+        if len(text) > MAX_CODE_LINE
+    ]
+    assert long == [], "\n".join(long)
+
+
+def test_the_line_check_sees_fences_and_includes(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    wide = "x" * (MAX_CODE_LINE + 1)
+    page.write_text(
+        f"{wide}\n\n```python\nok = 1\n{wide}\n```\n\n"
+        f'    ```bash\n    {wide}\n    ```\n\n```\n--8<-- "tests/test_docs.py"\n```\n'
+    )
+    found = [(number, len(text)) for number, text in code_lines(page)]
+    assert (5, MAX_CODE_LINE + 1) in found  # a python block
+    assert (9, MAX_CODE_LINE + 1) in found  # an indented bash block
+    assert (1, MAX_CODE_LINE + 1) not in found  # prose is not code
+    assert any(number == 13 for number, _ in found)  # the included file's lines
+
+
+CHARTS = ROOT / "docs" / "assets" / "charts"
+
+
+def test_charts_match_the_benchmark_tables() -> None:
+    """benchmarks/charts.py draws the charts from docs/benchmarks.md's tables.
+
+    ``--check`` redraws each one and compares its text (labels and the
+    numbers written on it) with the SVG on disk.
+    """
+    pytest.importorskip("matplotlib", reason="matplotlib is in the bench extra")
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "charts.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_every_chart_is_shown_small_and_with_text_as_text() -> None:
+    pages = "\n".join(page.read_text() for page in PAGES)
+    charts = sorted(CHARTS.glob("*.svg"))
+    assert {chart.name for chart in charts} >= {
+        "pagination.svg",
+        "storage.svg",
+        "feed_lag.svg",
+        "late_commit.svg",
+    }
+    for chart in charts:
+        svg = chart.read_text()
+        assert f"assets/charts/{chart.name}" in pages, f"{chart.name} is on no page"
+        assert len(svg) < 60_000, f"{chart.name} is {len(svg)} bytes"
+        # svg.fonttype "none": text is <text>, not glyph outlines (small, searchable).
+        assert "<text" in svg
+        assert "<defs>\n  <path id=\"DejaVuSans" not in svg
+    # The numbers on the pagination chart are the table's: the deepest OFFSET page.
+    assert "142.57 ms" in (CHARTS / "pagination.svg").read_text()
+    assert "142.57" in (ROOT / "docs" / "benchmarks.md").read_text()
+
+
+# Words that speak of how the project is run, not to the reader.
+_INTERNAL = re.compile(r"\b(?:issue\s+\d+|the foundation issue|the issue)\b", re.IGNORECASE)
+
+
+def test_docs_speak_to_users_not_about_the_project() -> None:
+    sources = [*PAGES, ROOT / "CHANGELOG.md"]
+    found = [
+        f"{page.relative_to(ROOT)}:{number}: {line.strip()}"
+        for page in sources
+        for number, line in enumerate(page.read_text().splitlines(), start=1)
+        if _INTERNAL.search(line) and "github.com" not in line
+    ]
+    assert found == [], "\n".join(found)

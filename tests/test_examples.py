@@ -3,6 +3,7 @@ FastAPI app through its TestClient, on every backend where they take a URL."""
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import os
 import re
@@ -86,10 +87,118 @@ def test_sqlmodel_example(backend: Any, tmp_path: Path) -> None:
 # -- the FastAPI app ------------------------------------------------------------
 
 
-def test_fastapi_tour_runs(tmp_path: Path) -> None:
-    out = run(EXAMPLES / "fastapi_app" / "app.py", cwd=tmp_path)
+def assert_tour_output(out: str) -> None:
+    assert "['button 0', 'button 1', 'button 2']" in out
+    assert "['button 6']" in out
     assert "GET /events?after=01HTQW311N1KR5G0Y75M3EF00U -> 400" in out
     assert "GET /events/01HTQW311N1KR5G0Y75M3EF00H -> 404" in out
+    assert "POST /events -> 422" in out
+
+
+def test_fastapi_tour_runs(tmp_path: Path) -> None:
+    assert_tour_output(run(EXAMPLES / "fastapi_app" / "app.py", cwd=tmp_path))
+
+
+#: What docs/fastapi.md tells a reader to install for the tutorial, besides
+#: sqlalchemy-ulid itself; uvicorn only serves, the tour does not import it.
+TUTORIAL_PACKAGES = ["fastapi", "httpx", "uvicorn"]
+# The modules the example may import: the standard library, and what those
+# packages (and sqlalchemy-ulid) install. fastapi brings pydantic and starlette.
+TUTORIAL_MODULES = {"sqlalchemy", "sqlalchemy_ulid", "fastapi", "pydantic", "starlette"}
+
+
+def test_tutorial_lists_exactly_what_the_example_installs() -> None:
+    page = (ROOT / "docs" / "fastapi.md").read_text()
+    assert f"pip install sqlalchemy-ulid {' '.join(TUTORIAL_PACKAGES)}" in page
+    tree = ast.parse((EXAMPLES / "fastapi_app" / "app.py").read_text())
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            imported.add(node.module.split(".")[0])
+    third_party = imported - set(sys.stdlib_module_names)
+    assert third_party <= TUTORIAL_MODULES, third_party - TUTORIAL_MODULES
+    assert "fastapi" in third_party  # the walk saw the imports at all
+
+
+def _requirement_closure(names: list[str]) -> set[str]:
+    """The installed distributions ``names`` need, their dependencies included."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    seen: set[str] = set()
+    todo = list(names)
+    while todo:
+        name = canonicalize_name(todo.pop())
+        if name in seen:
+            continue
+        seen.add(name)
+        for text in metadata.requires(name) or []:
+            req = Requirement(text)
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(req.name)
+    return seen
+
+
+def test_the_tour_runs_with_only_the_listed_packages(tmp_path: Path) -> None:
+    """The tour in an environment of fastapi, httpx, SQLAlchemy and their deps alone.
+
+    A fresh venv and pip would take a minute and the network; this links the
+    already installed distributions into an empty directory instead and runs
+    the tour with site-packages switched off (-S), so an import the docs do
+    not list fails here.
+    """
+    from importlib import metadata
+
+    site = tmp_path / "site"
+    site.mkdir()
+    wanted = _requirement_closure(["sqlalchemy", *TUTORIAL_PACKAGES[:2]])
+    for dist in metadata.distributions():
+        name = dist.metadata["Name"].lower().replace("_", "-").replace(".", "-")
+        if name not in wanted or not dist.files:
+            continue
+        for top in {file.parts[0] for file in dist.files if file.parts[0] != ".."}:
+            source = Path(str(dist.locate_file(top)))
+            if source.exists() and not top.endswith(".pth") and not (site / top).exists():
+                (site / top).symlink_to(source)
+    env = {
+        "PYTHONPATH": os.pathsep.join([str(site), str(ROOT / "src")]),
+        "PATH": os.environ.get("PATH", ""),
+        "PYTHONNOUSERSITE": "1",
+    }
+    result = subprocess.run(
+        [sys.executable, "-S", str(EXAMPLES / "fastapi_app" / "app.py")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert_tour_output(result.stdout)
+    # The environment really is bare: pytest, alembic and hypothesis are absent.
+    probe = subprocess.run(
+        [sys.executable, "-S", "-c", "import alembic"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert probe.returncode != 0
+
+
+def assert_problem(response: Any, status: int) -> None:
+    """The one error shape of the example API: RFC 9457 problem details."""
+    assert response.headers["content-type"] == "application/problem+json"
+    body = response.json()
+    assert set(body) == {"type", "title", "status", "detail", "errors"}
+    assert body["status"] == status
+    assert body["type"] == "about:blank"
 
 
 def _load_app_module() -> ModuleType:
@@ -177,8 +286,9 @@ def test_api_since_before_1970_is_a_400(api: tuple[Any, list[str]], since: str) 
     statements.clear()
     response = client.get("/events", params={"since": since})
     assert response.status_code == 400, response.text
-    assert response.json()["detail"][0].startswith("since: ")
-    detail = response.json()["detail"][0]
+    assert response.json()["errors"][0]["field"] == "since"
+    detail = response.json()["detail"]
+    assert detail.startswith("since: ")
     # pydantic before 2.1 reads "-1" as a naive time, which the app refuses too.
     assert "outside 0 .. 2**48 - 1" in detail or (since == "-1" and "timezone" in detail)
     selects = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
@@ -202,7 +312,11 @@ def test_api_rejects_malformed_ids_before_sql(
     statements.clear()
     response = client.get(url)
     assert response.status_code == 400
-    assert response.json()["detail"][0].startswith(message)
+    assert_problem(response, 400)
+    assert response.json()["detail"].startswith(message)
+    field, _, text = message.partition(": ")
+    assert response.json()["errors"][0]["field"] == field
+    assert response.json()["errors"][0]["message"].startswith(text)
     assert statements == []
 
 
@@ -210,3 +324,27 @@ def test_api_unknown_id_is_404(api: tuple[Any, list[str]]) -> None:
     client, _ = api
     response = client.get("/events/01HTQW311N1KR5G0Y75M3EF00H")
     assert response.status_code == 404
+    assert_problem(response, 404)
+    assert response.json()["detail"] == "no event 01HTQW311N1KR5G0Y75M3EF00H"
+    assert response.json()["errors"] == []
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "body", "status"),
+    [
+        ("GET", "/events?limit=0", None, 400),  # a query parameter out of range
+        ("GET", "/nowhere", None, 404),  # an unknown route
+        ("POST", "/events", {"kind": ""}, 422),  # the body fails the schema
+        ("POST", "/events", {"detail": "no kind"}, 422),  # a field is missing
+    ],
+)
+def test_api_errors_have_one_shape(
+    api: tuple[Any, list[str]], method: str, url: str, body: Any, status: int
+) -> None:
+    client, _ = api
+    response = client.request(method, url, json=body)
+    assert response.status_code == status, response.text
+    assert_problem(response, status)
+    if status != 404:
+        assert response.json()["errors"], response.text
+        assert response.json()["detail"].startswith(response.json()["errors"][0]["field"])

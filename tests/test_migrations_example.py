@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import shutil
 import subprocess
 import sys
 from argparse import Namespace
@@ -128,7 +129,7 @@ def test_offline_sql_is_complete_and_runs(clean: Engine, backend: Backend) -> No
     _check_head(clean, backfilled=False)
 
 
-def test_alembic_cli(clean: Engine, backend: Backend) -> None:
+def test_alembic_cli(clean: Engine, backend: Backend, tmp_path: Path) -> None:
     """The real `alembic` command, as the README runs it."""
     assert backend.url is not None
     cli = [sys.executable, "-m", "alembic", "-c", str(INI), "-x", f"url={backend.url}"]
@@ -142,5 +143,42 @@ def test_alembic_cli(clean: Engine, backend: Backend) -> None:
     assert result.returncode == 0, result.stderr
     assert "Running upgrade 0003 -> 0004" in result.stderr
     _check_head(clean)
+    # env.py's target metadata is the example's models: the migrated database
+    # matches them, from the command line too.
+    check = subprocess.run(
+        [*cli, "check"], capture_output=True, text=True, cwd=ROOT, check=False, timeout=120
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "No new upgrade operations detected" in check.stdout + check.stderr
+    _autogenerate_a_change(backend, tmp_path)
     command.downgrade(_config(backend), "base")
     assert _tables(clean) <= {"alembic_version"}
+
+
+def _autogenerate_a_change(backend: Backend, tmp_path: Path) -> None:
+    """A change to a copy of models.py becomes a revision, ULIDType rendered."""
+    project = tmp_path / "project"
+    shutil.copytree(
+        ROOT / "migrations_example", project, ignore=shutil.ignore_patterns("*.sqlite3")
+    )
+    models = project / "models.py"
+    text = models.read_text()
+    anchor = "    name: Mapped[str] = mapped_column(sa.String(100))\n"
+    assert anchor in text
+    added = "    referrer: Mapped[ULID | None] = mapped_column(ULIDType())\n"
+    models.write_text(text.replace(anchor, anchor + added))
+    result = subprocess.run(
+        [sys.executable, "-m", "alembic", "-c", str(project / "alembic.ini"),
+         "-x", f"url={backend.url}", "revision", "--autogenerate", "-m", "referrer"],
+        capture_output=True, text=True, cwd=ROOT, check=False, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    (written,) = (project / "versions").glob("*referrer.py")
+    revision = written.read_text()
+    assert "down_revision = '0004'" in revision, revision
+    assert "import sqlalchemy_ulid" in revision
+    assert (
+        "op.add_column('customers', sa.Column('referrer', "
+        "sqlalchemy_ulid.ULIDType(), nullable=True))"
+    ) in revision
+    assert "drop_constraint" not in revision  # nothing else changed

@@ -34,6 +34,15 @@ def test_every_public_name_resolves_under_the_package(name: str) -> None:
     assert name in dir(sqlalchemy_ulid)
 
 
+def test_dir_lists_only_public_names() -> None:
+    listed = set(dir(sqlalchemy_ulid))
+    assert listed == {*sqlalchemy_ulid.__all__, "__version__"} | (
+        {"alembic", "contrib"} & set(vars(sqlalchemy_ulid))
+    )
+    # The helpers __init__ imports for itself stay out of sight.
+    assert not listed & {"Any", "TYPE_CHECKING", "importlib", "annotations"}
+
+
 def test_unknown_name_raises_attribute_error() -> None:
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         sqlalchemy_ulid.nope  # noqa: B018

@@ -198,3 +198,18 @@ def test_index_serves_the_range(
         assert (row["type"], row["key"]) == ("range", "PRIMARY"), found
     else:
         assert re.search(r"SEARCH timerange_events USING (INDEX \w+|PRIMARY KEY) \(id", text), text
+
+
+@pytest.mark.parametrize("build", [created_since, created_before])
+def test_a_datetime_before_1970_is_a_value_error_about_the_datetime(
+    table: sa.Table, engine: Engine, statements: list[str], build: Any
+) -> None:
+    from sqlalchemy_ulid import InvalidULID
+
+    when = datetime(1960, 3, 1, 12, tzinfo=timezone.utc)
+    shown = r"1960-03-01T12:00:00\+00:00 is before 1970"
+    with pytest.raises(ValueError, match=shown) as info, engine.connect() as conn:
+        conn.execute(sa.select(events.c.id).where(build(events.c.id, when)))
+    # The argument is a datetime, not an id: the error is not InvalidULID.
+    assert not isinstance(info.value, InvalidULID)
+    assert statements == []

@@ -334,15 +334,31 @@ def test_naive_datetime_is_refused() -> None:
     [
         -1,  # before the epoch
         1 << 48,  # past 48 bits
-        datetime(1969, 12, 31, 23, 59, 59, 999000, tzinfo=timezone.utc),  # 1 ms before 1970
-        datetime(1970, 1, 1, tzinfo=timezone(timedelta(hours=1))),  # 1970 local, 1969 in UTC
     ],
 )
-def test_out_of_range_moments_are_refused(when: datetime | int) -> None:
+def test_out_of_range_milliseconds_are_refused(when: int) -> None:
     with pytest.raises(InvalidULID, match=re.escape("outside 0 .. 2**48 - 1")):
         ULID.min_at(when)
     with pytest.raises(InvalidULID, match=re.escape("outside 0 .. 2**48 - 1")):
         ULID.max_at(when)
+
+
+@pytest.mark.parametrize(
+    ("when", "shown"),
+    [
+        # 1 ms before 1970
+        (datetime(1969, 12, 31, 23, 59, 59, 999000, tzinfo=timezone.utc), "1969-12-31T23:59"),
+        # 1970 local, 1969 in UTC
+        (datetime(1970, 1, 1, tzinfo=timezone(timedelta(hours=1))), "1970-01-01T00:00:00+01:00"),
+        (datetime(1960, 6, 1, tzinfo=timezone.utc), "1960-06-01T00:00:00+00:00"),  # long before
+    ],
+)
+def test_datetimes_before_1970_are_a_value_error_naming_them(when: datetime, shown: str) -> None:
+    for build in (ULID.min_at, ULID.max_at):
+        with pytest.raises(ValueError, match=re.escape(shown) + ".* is before 1970") as info:
+            build(when)
+        # The caller passed a datetime, not an id: not InvalidULID.
+        assert not isinstance(info.value, InvalidULID)
 
 
 @pytest.mark.parametrize("when", [1.5, "2024-04-05T00:00:00Z", True, None])

@@ -12,13 +12,22 @@ Every identifier in a path or query parameter is typed ``ULID``, so FastAPI
 validates it before the handler runs. A malformed one is answered with
 400 Bad Request and a message that says what is wrong; no SQL runs.
 
+Every error has one shape, RFC 9457 problem details
+(``application/problem+json``): ``type``, ``title``, ``status``, ``detail``
+(one line for a person) and ``errors`` (one entry per bad field, each with
+``field`` and ``message``; empty when no field is to blame). A malformed
+path or query parameter is a 400, an invalid request body a 422, an
+unknown id or route a 404.
+
 The database URL comes from ``create_app(url)``, else from the environment
 variable ``EVENTS_DATABASE_URL``, else an in-memory SQLite database.
 
 Run it: ``python examples/fastapi_app/app.py`` takes a short scripted tour
 through the API with FastAPI's TestClient and prints each request and
 response; ``uvicorn app:create_app --factory`` (from this directory) serves
-it for real.
+it for real. What it needs besides sqlalchemy-ulid: ``fastapi`` (which brings
+pydantic and starlette), ``httpx`` for the tour's TestClient, and ``uvicorn``
+to serve.
 """
 
 # No "from __future__ import annotations": FastAPI reads the handlers'
@@ -27,6 +36,7 @@ import os
 import warnings
 from collections.abc import Iterator
 from datetime import datetime
+from http import HTTPStatus
 from typing import Annotated, Any
 
 import sqlalchemy as sa
@@ -36,6 +46,7 @@ from fastapi.responses import JSONResponse
 from pydantic import AwareDatetime, BaseModel, Field
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from sqlalchemy.pool import StaticPool
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from sqlalchemy_ulid import ULID, ULIDType, created_since, new_ulid, paginate
 
@@ -76,7 +87,40 @@ class EventPage(BaseModel):
 
 def _out(event: Event) -> EventOut:
     # The creation time is part of the id: no created_at column needed.
-    return EventOut(id=event.id, kind=event.kind, detail=event.detail, created_at=event.id.datetime)
+    return EventOut(
+        id=event.id, kind=event.kind, detail=event.detail, created_at=event.id.datetime
+    )
+
+
+# -- errors: one shape for every status (RFC 9457 problem details) -------------
+
+
+def problem(
+    status: int, errors: list[dict[str, str]], detail: str = ""
+) -> JSONResponse:
+    """An ``application/problem+json`` response; ``detail`` defaults to the errors."""
+    lines = [f"{e['field']}: {e['message']}" for e in errors]
+    body = {
+        "type": "about:blank",  # no URL of our own: the status says it all
+        "title": HTTPStatus(status).phrase,
+        "status": status,
+        "detail": detail or "; ".join(lines),
+        "errors": errors,
+    }
+    return JSONResponse(body, status_code=status, media_type="application/problem+json")
+
+
+def field_errors(exc: RequestValidationError) -> tuple[bool, list[dict[str, str]]]:
+    """(whether the body is to blame, one {"field", "message"} per problem)."""
+    errors = []
+    in_body = False
+    for error in exc.errors():
+        location, *path = error["loc"]
+        in_body = in_body or location == "body"
+        message = str(error["msg"]).removeprefix("Value error, ")
+        field = ".".join(str(part) for part in path) or str(location)
+        errors.append({"field": field, "message": message})
+    return in_body, errors
 
 
 # -- the application -------------------------------------------------------------
@@ -88,6 +132,8 @@ def get_session(request: Request) -> Iterator[Session]:
 
 
 DbSession = Annotated[Session, Depends(get_session)]
+AFTER = "the last id of the previous page"
+SINCE = "created at or after this time (with a zone)"
 
 
 def make_engine(url: str) -> sa.Engine:
@@ -110,15 +156,19 @@ def create_app(database_url: str | None = None) -> FastAPI:
     app.state.engine = engine
 
     @app.exception_handler(RequestValidationError)
-    async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
-        # A malformed id is the client's mistake: answer 400 with one readable
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # A malformed id in the URL is a bad request (400), with one readable
         # line per problem, e.g. "after: invalid character 'U' at position 25".
-        problems = []
-        for error in exc.errors():
-            where = ".".join(str(part) for part in error["loc"][1:]) or "request"
-            message = str(error["msg"]).removeprefix("Value error, ")
-            problems.append(f"{where}: {message}")
-        return JSONResponse(status_code=400, content={"detail": problems})
+        # A well-formed request whose body fails the schema is a 422.
+        in_body, errors = field_errors(exc)
+        return problem(422 if in_body else 400, errors)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        # The handlers' own 400 and 404, and Starlette's (unknown route, ...).
+        errors = exc.detail if isinstance(exc.detail, list) else []
+        detail = "" if errors else str(exc.detail)
+        return problem(exc.status_code, errors, detail)
 
     @app.post("/events", status_code=201)
     def add_event(event: EventIn, db: DbSession) -> EventOut:
@@ -131,8 +181,8 @@ def create_app(database_url: str | None = None) -> FastAPI:
     def list_events(
         request: Request,
         db: DbSession,
-        after: Annotated[ULID | None, Query(description="the last id of the previous page")] = None,
-        since: Annotated[AwareDatetime | None, Query(description="created at or after")] = None,
+        after: Annotated[ULID | None, Query(description=AFTER)] = None,
+        since: Annotated[AwareDatetime | None, Query(description=SINCE)] = None,
         limit: Annotated[int, Query(ge=1, le=100)] = 20,
     ) -> EventPage:
         stmt = sa.select(Event)
@@ -140,9 +190,11 @@ def create_app(database_url: str | None = None) -> FastAPI:
             try:
                 stmt = stmt.where(created_since(Event.id, since))
             except ValueError as exc:
-                # Before 1970 (or past 10889) no ULID exists: the client's mistake.
-                raise HTTPException(status_code=400, detail=[f"since: {exc}"]) from None
-        # WHERE id > :after ORDER BY id LIMIT limit + 1: no OFFSET, no COUNT.
+                # Before 1970 no ULID exists: the client's mistake.
+                error = {"field": "since", "message": str(exc)}
+                raise HTTPException(status_code=400, detail=[error]) from None
+        # WHERE id >= :after ORDER BY id LIMIT limit + 2: the cursor's own row,
+        # the page, and one row to know another page follows. No OFFSET, no COUNT.
         page = paginate(db, stmt, Event.id, after=after, limit=limit)
         next_url = None
         if page.next_cursor is not None:
@@ -187,6 +239,7 @@ def tour() -> None:
         print("   ", show("GET", "/events?after=01HTQW311N1KR5G0Y75M3EF00U"))
         print("   ", show("GET", "/events/not-a-ulid"))
         print("   ", show("GET", "/events/01HTQW311N1KR5G0Y75M3EF00H"))
+        print("   ", show("POST", "/events", json={"kind": ""}))
     app.state.engine.dispose()
 
 

@@ -32,7 +32,10 @@ depends_on = None
 
 def upgrade() -> None:
     if context.is_offline_mode():
-        op.add_column("orders", sa.Column("public_id", sqlalchemy_ulid.ULIDType(), nullable=True))
+        op.add_column(
+            "orders",
+            sa.Column("public_id", sqlalchemy_ulid.ULIDType(), nullable=True),
+        )
         op.execute(
             "-- orders.public_id is left NULL: its backfill from created_at needs "
             "the rows, so run revision 0003 online"

@@ -150,7 +150,11 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    # Only the public names: not the helpers this module imports for itself
+    # (importlib, Any, TYPE_CHECKING, annotations) nor its private modules.
+    # Public subpackages show once imported, as they would without __dir__.
+    loaded = [name for name in ("alembic", "contrib") if name in globals()]
+    return sorted([*__all__, "__version__", *loaded])
 
 
 for _obj in (ULID, InvalidULID, MonotonicGenerator, new_ulid):

@@ -72,7 +72,13 @@ def _parser() -> _Parser:
         description="Generate and inspect ULIDs.",
     )
     parser.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    commands = parser.add_subparsers(
+        dest="command",
+        required=True,
+        parser_class=_Parser,
+        metavar="COMMAND",
+        help="new or inspect; COMMAND --help shows its options",
+    )
     new = commands.add_parser("new", help="print new monotonic ULIDs, one per line")
     new.add_argument("-n", type=_count, default=1, metavar="N", help="how many (default 1)")
     new.add_argument(
@@ -80,9 +86,20 @@ def _parser() -> _Parser:
         metavar="WHEN",
         help="timestamp: ISO 8601 with a zone (2024-04-05T19:34:38.901Z) or epoch milliseconds",
     )
-    new.add_argument("--format", choices=sorted(_FORMATS), default="canonical")
+    new.add_argument(
+        "--format",
+        choices=sorted(_FORMATS),
+        default="canonical",
+        help="canonical: 26 characters of Crockford base32 (the default); "
+        "uuid: the same 128 bits as a UUID; hex: 32 lower-case hex digits",
+    )
     inspect = commands.add_parser("inspect", help="decode ULIDs")
-    inspect.add_argument("ulids", nargs="+", metavar="ULID")
+    inspect.add_argument(
+        "ulids",
+        nargs="+",
+        metavar="ULID",
+        help="ULIDs in any case; each bad one is reported, the good ones are still shown",
+    )
     inspect.add_argument("--json", action="store_true", help="one JSON object per line")
     return parser
 
@@ -107,7 +124,16 @@ def _parse_when(text: str) -> int:
         when = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
         raise ValueError(f"--at: not an ISO 8601 time or epoch milliseconds: {text!r}") from None
-    return to_ms(when)
+    if when.tzinfo is None:
+        # Advice for a shell, not Python: the zone goes on the argument itself.
+        raise ValueError(
+            f"--at {text}: naive datetime, no time zone; add one, "
+            f"e.g. --at {text}Z (UTC) or --at {text}+02:00"
+        )
+    try:
+        return to_ms(when)
+    except ValueError as exc:
+        raise ValueError(f"--at {text}: {exc}") from None
 
 
 def _new_chunks(count: int, at: str | None, fmt: str) -> Iterator[str]:
@@ -149,21 +175,34 @@ def describe(ulid: ULID) -> dict[str, object]:
     }
 
 
+def _shown(text: str) -> str:
+    # Long garbage stays readable in the error line.
+    return repr(text) if len(text) <= 40 else repr(text[:37] + "...")
+
+
 def _inspect(texts: Sequence[str], as_json: bool) -> Result:
-    ulids = [ULID(text) for text in texts]  # all parsed before anything is shown
-    if as_json:
-        return Result(0, "".join(json.dumps(describe(u)) + "\n" for u in ulids))
-    blocks = []
-    for u in ulids:
-        fields = describe(u)
+    """Show every good ULID; name each bad one on stderr, and exit 2 if any was bad."""
+    shown: list[str] = []
+    errors: list[str] = []
+    for position, text in enumerate(texts, start=1):
+        try:
+            ulid = ULID(text)
+        except InvalidULID as exc:
+            errors.append(f"sqlalchemy-ulid: error: argument {position} {_shown(text)}: {exc}\n")
+            continue
+        fields = describe(ulid)
+        if as_json:
+            shown.append(json.dumps(fields) + "\n")
+            continue
         width = max(map(len, fields))
-        blocks.append(
+        shown.append(
             "".join(
                 f"{key:<{width}}  {'-' if value is None else value}\n"
                 for key, value in fields.items()
             )
         )
-    return Result(0, "\n".join(blocks))
+    stdout = "".join(shown) if as_json else "\n".join(shown)
+    return Result(2 if errors else 0, stdout, "".join(errors))
 
 
 def main(argv: Sequence[str] | None = None) -> Result:
@@ -173,10 +212,15 @@ def main(argv: Sequence[str] | None = None) -> Result:
         >>> main(["inspect", "--json", "01HTQW311N1KR5G0Y75M3EF00H"]).status
         0
         >>> main(["inspect", "nope"]).stderr
-        'sqlalchemy-ulid: error: a ULID is 26 characters, got 4\n'
+        "sqlalchemy-ulid: error: argument 1 'nope': a ULID is 26 characters, got 4\n"
     """
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = _parser()
+    if not argv:
+        # A bare call: show what there is to run, as a usage error.
+        return Result(2, "", parser.format_help())
     try:
-        args = _parser().parse_args(sys.argv[1:] if argv is None else list(argv))
+        args = parser.parse_args(argv)
         if args.command == "new":
             return _new(args.n, args.at, args.format)
         return _inspect(args.ulids, args.json)

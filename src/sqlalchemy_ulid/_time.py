@@ -23,8 +23,9 @@ def to_ms(when: datetime | int) -> int:
     the local time zone silently shifts every boundary.
 
     Raises:
-        ValueError: ``when`` is a naive datetime.
-        InvalidULID: ``when`` is outside 0 .. 2**48 - 1 ms (a ValueError too).
+        ValueError: ``when`` is a naive datetime, or a datetime before 1970
+            (the message names it).
+        InvalidULID: int ``when`` is outside 0 .. 2**48 - 1 ms (a ValueError too).
         TypeError: ``when`` is neither a datetime nor an int.
     """
     if isinstance(when, datetime):
@@ -34,6 +35,14 @@ def to_ms(when: datetime | int) -> int:
                 "datetime, e.g. datetime.now(timezone.utc)"
             )
         ms = (when - _EPOCH) // _ONE_MS
+        if ms < 0:
+            # The argument is a moment, not an id: say what is wrong with it,
+            # rather than raise InvalidULID about a timestamp the caller never wrote.
+            raise ValueError(
+                f"datetime {when.isoformat()} is before 1970: ULID and UUIDv7 times "
+                "start at 1970-01-01T00:00:00Z (Unix milliseconds outside "
+                "0 .. 2**48 - 1 are refused)"
+            )
     elif isinstance(when, int) and not isinstance(when, bool):
         ms = when
     else:

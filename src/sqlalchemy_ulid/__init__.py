@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._codec import InvalidULID
+from ._codec import InvalidCursor, InvalidULID
 from ._generator import MonotonicGenerator, new_ulid
 from ._ulid import ULID
 
@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     from ._feed import afollow, follow
     from ._mixins import ULIDAuditBase, ULIDBase, ULIDPrimaryKey
     from ._paging import (
-        InvalidCursor,
         Page,
         PaginationError,
         after,
@@ -97,7 +96,6 @@ __version__ = "0.1.0"
 # modules import SQLAlchemy.
 _LAZY = {
     "ULIDType": "_types",
-    "InvalidCursor": "_paging",
     "Page": "_paging",
     "PaginationError": "_paging",
     "after": "_paging",
@@ -157,6 +155,6 @@ def __dir__() -> list[str]:
     return sorted([*__all__, "__version__", *loaded])
 
 
-for _obj in (ULID, InvalidULID, MonotonicGenerator, new_ulid):
+for _obj in (ULID, InvalidCursor, InvalidULID, MonotonicGenerator, new_ulid):
     _publish(_obj)
 del _obj

@@ -58,6 +58,19 @@ class InvalidULID(ValueError):
     """
 
 
+class InvalidCursor(InvalidULID):
+    """A page cursor that is malformed, altered, expired or made for another sort.
+
+    Raised before any SQL runs. A :class:`ValueError` (and an
+    :class:`InvalidULID`, so code written for bare-id cursors catches it too).
+
+    Example:
+        >>> from sqlalchemy_ulid import InvalidCursor
+        >>> issubclass(InvalidCursor, ValueError)
+        True
+    """
+
+
 def encode(data: bytes) -> str:
     """Return the canonical (uppercase) 26-character text of 16 bytes."""
     return encode_int(int.from_bytes(data, "big"))

@@ -27,8 +27,8 @@ from collections.abc import Callable, Iterable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from ._codec import InvalidCursor
 from ._keys import _UUID_TEXT
-from ._paging._cursor import InvalidCursor
 from ._ulid import ULID, _from_bytes
 
 if TYPE_CHECKING:

@@ -243,7 +243,19 @@ def _typed(key: SortKey, value: Any) -> Any:
         raise InvalidCursor("the cursor is malformed (truncated or altered)")
     if isinstance(value, bool) and expected is not bool and expected in _CHECKED:
         raise InvalidCursor("the cursor is malformed (truncated or altered)")
+    if expected is int and isinstance(value, int) and not _INT_MIN <= value <= _int_max(type_):
+        # A forged cursor: no integer column holds it, and binding it fails
+        # in the driver or the server (OverflowError, DataError) after SQL.
+        raise InvalidCursor("the cursor is malformed (truncated or altered)")
     return value
+
+
+_INT_MIN = -(2**63)
+
+
+def _int_max(type_: Any) -> int:
+    """The largest value of an integer type (MySQL's BIGINT UNSIGNED goes past 2**63)."""
+    return 2**64 - 1 if getattr(type_, "unsigned", False) else 2**63 - 1
 
 
 def read_sort(

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from conftest import recording
 from sqlalchemy_ulid import (
@@ -148,3 +149,56 @@ def test_sealed_multi_key_token_opens_into_paginate_kwargs(
                 break
             page = paginate(conn, stmt, table.c.id, limit=4, **sealer.open(token))
         assert got == want
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Order(Base):
+    __tablename__ = "adversarial_orders"
+
+    id: Mapped[ULID] = mapped_column(ULIDType(), primary_key=True)
+    total: Mapped[int]
+
+
+@pytest.fixture
+def orders(engine: Engine) -> Iterator[list[ULID]]:
+    Base.metadata.drop_all(engine)
+    Base.metadata.create_all(engine)
+    ids = IDS[:6]
+    with Session(engine) as session:
+        session.add_all([Order(id=ident, total=10 * (n + 1)) for n, ident in enumerate(ids)])
+        session.commit()
+    yield ids
+    Base.metadata.drop_all(engine)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a sort key read from an entity of a multi-item row is the loaded object's "
+    "attribute (stale in the identity map), not the value the database sorted by",
+)
+def test_sort_key_of_an_entity_beside_a_column_is_the_sorted_value(
+    engine: Engine, orders: list[ULID]
+) -> None:
+    stmt = sa.select(Order, sa.literal(1).label("one")).order_by(
+        Order.total.desc(), Order.id.desc()
+    )
+    with Session(engine) as session:
+        if engine.dialect.name != "sqlite":
+            session.connection(execution_options={"isolation_level": "READ COMMITTED"})
+        loaded = session.scalars(sa.select(Order)).all()  # earlier in the request
+        with engine.begin() as conn:  # another request moves one order to the top
+            conn.execute(sa.update(Order).where(Order.id == orders[2]).values(total=100))
+        want = list(session.scalars(sa.select(Order.id).order_by(*stmt._order_by_clauses)))
+        got: list[ULID] = []
+        cursor = None
+        for _ in range(len(orders) + 1):
+            page = paginate(session, stmt, Order.id, after=cursor, limit=1)
+            got += [row[0].id for row in page.items]
+            if page.next_cursor is None:
+                break
+            cursor = page.next_cursor
+        assert got == want
+        assert loaded  # held, so the identity map keeps them

@@ -174,11 +174,6 @@ def orders(engine: Engine) -> Iterator[list[ULID]]:
     Base.metadata.drop_all(engine)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a sort key read from an entity of a multi-item row is the loaded object's "
-    "attribute (stale in the identity map), not the value the database sorted by",
-)
 def test_sort_key_of_an_entity_beside_a_column_is_the_sorted_value(
     engine: Engine, orders: list[ULID]
 ) -> None:

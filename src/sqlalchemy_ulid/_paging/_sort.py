@@ -352,7 +352,8 @@ def _key_readers(
     When the items are one entity (or one column), the keys are added as
     extra labelled columns, read from the row, and never shown: the value
     the database sorted by, not an attribute that a loaded object may hold.
-    Otherwise each key must be selected, or mapped by a selected entity.
+    Otherwise each key must be selected, or mapped by a selected entity
+    (whose objects the page then refreshes: ``populate_existing``).
     """
     width = len(stmt.column_descriptions) if orm else len(stmt.selected_columns)
     if width == 1:
@@ -368,6 +369,11 @@ def _key_readers(
                 "select the entity that maps it"
             )
         found.append(reader)
+    if any(isinstance(reader, _Attribute) for reader in found):
+        # An object already in the session keeps its loaded attributes when a
+        # query meets it again; the cursor must hold the value the database
+        # sorted by, so the page refreshes the objects it loads.
+        stmt = stmt.execution_options(populate_existing=True)
     return stmt, tuple(found)
 
 
@@ -470,8 +476,18 @@ def _column(index: int) -> _Reader:
     return lambda row: row[index]
 
 
+class _Attribute:
+    """Read a key as the attribute of the row's entity ``index``."""
+
+    def __init__(self, index: int, key: str) -> None:
+        self.index, self.key = index, key
+
+    def __call__(self, row: Row[Any]) -> Any:
+        return getattr(row[self.index], self.key)
+
+
 def _attribute(index: int, key: str) -> _Reader:
-    return lambda row: getattr(row[index], key)
+    return _Attribute(index, key)
 
 
 def _reader(stmt: sa.Select[Any], column: ColumnElement[Any], orm: bool) -> tuple[_Reader, bool]:

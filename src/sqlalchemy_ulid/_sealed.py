@@ -56,7 +56,7 @@ class PageKwargs(TypedDict):
 
     after: NotRequired[ULID | str]
     before: NotRequired[ULID | str]
-    descending: bool
+    descending: NotRequired[bool]
 
 
 class _Key:
@@ -226,7 +226,9 @@ class CursorSealer:
 
         Returns:
             ``{"after": ULID, "descending": bool}`` or ``{"before": ...}``,
-            to pass as ``paginate(..., **kwargs)``.
+            to pass as ``paginate(..., **kwargs)``. The cursor of a sort by
+            several keys opens without ``descending``: its statement's
+            ORDER BY gives the order.
 
         Raises:
             InvalidCursor: (an :class:`InvalidULID`) the token is malformed,
@@ -259,9 +261,12 @@ class CursorSealer:
             cursor = _from_bytes(data)
         else:
             raise _invalid()
-        if flags & _BEFORE:
-            return {"before": cursor, "descending": token_descending}
-        return {"after": cursor, "descending": token_descending}
+        kwargs: PageKwargs = {"before": cursor} if flags & _BEFORE else {"after": cursor}
+        if not flags & _KEYSET:
+            # A multi-key cursor's order is its statement's ORDER BY (and its
+            # fingerprint): descending=False would refuse an ORDER BY ... DESC.
+            kwargs["descending"] = token_descending
+        return kwargs
 
     def _unseal(self, token: str) -> tuple[int, bytes]:
         # Strict alphabet and length first: b64decode would skip stray

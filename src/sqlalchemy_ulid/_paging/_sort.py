@@ -243,7 +243,19 @@ def _typed(key: SortKey, value: Any) -> Any:
         raise InvalidCursor("the cursor is malformed (truncated or altered)")
     if isinstance(value, bool) and expected is not bool and expected in _CHECKED:
         raise InvalidCursor("the cursor is malformed (truncated or altered)")
+    if expected is int and isinstance(value, int) and not _INT_MIN <= value <= _int_max(type_):
+        # A forged cursor: no integer column holds it, and binding it fails
+        # in the driver or the server (OverflowError, DataError) after SQL.
+        raise InvalidCursor("the cursor is malformed (truncated or altered)")
     return value
+
+
+_INT_MIN = -(2**63)
+
+
+def _int_max(type_: Any) -> int:
+    """The largest value of an integer type (MySQL's BIGINT UNSIGNED goes past 2**63)."""
+    return 2**64 - 1 if getattr(type_, "unsigned", False) else 2**63 - 1
 
 
 def read_sort(
@@ -353,7 +365,8 @@ def _key_readers(
     When the items are one entity (or one column), the keys are added as
     extra labelled columns, read from the row, and never shown: the value
     the database sorted by, not an attribute that a loaded object may hold.
-    Otherwise each key must be selected, or mapped by a selected entity.
+    Otherwise each key must be selected, or mapped by a selected entity
+    (whose objects the page then refreshes: ``populate_existing``).
     """
     width = len(stmt.column_descriptions) if orm else len(stmt.selected_columns)
     if width == 1:
@@ -369,6 +382,11 @@ def _key_readers(
                 "select the entity that maps it"
             )
         found.append(reader)
+    if any(isinstance(reader, _Attribute) for reader in found):
+        # An object already in the session keeps its loaded attributes when a
+        # query meets it again; the cursor must hold the value the database
+        # sorted by, so the page refreshes the objects it loads.
+        stmt = stmt.execution_options(populate_existing=True)
     return stmt, tuple(found)
 
 
@@ -471,8 +489,18 @@ def _column(index: int) -> _Reader:
     return lambda row: row[index]
 
 
+class _Attribute:
+    """Read a key as the attribute of the row's entity ``index``."""
+
+    def __init__(self, index: int, key: str) -> None:
+        self.index, self.key = index, key
+
+    def __call__(self, row: Row[Any]) -> Any:
+        return getattr(row[self.index], self.key)
+
+
 def _attribute(index: int, key: str) -> _Reader:
-    return lambda row: getattr(row[index], key)
+    return _Attribute(index, key)
 
 
 def _reader(stmt: sa.Select[Any], column: ColumnElement[Any], orm: bool) -> tuple[_Reader, bool]:

@@ -1,0 +1,199 @@
+"""Adversarial pages: what a real application feeds paginate() and its cursors.
+
+Each test is one defect found by using the library the way an application
+does (sealed cursors, forged cursors, the column types a model declares),
+on SQLite, PostgreSQL and MariaDB.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+
+from conftest import recording
+from sqlalchemy_ulid import (
+    ULID,
+    CursorSealer,
+    InvalidCursor,
+    ULIDType,
+    paginate,
+)
+from sqlalchemy_ulid._paging._cursor import decode, encode
+
+MS = 1_712_345_678_901
+KEY = bytes(range(32))
+meta = sa.MetaData()
+rows = sa.Table(
+    "adversarial_rows",
+    meta,
+    sa.Column("id", ULIDType(), primary_key=True),
+    sa.Column("total", sa.Integer, nullable=False),
+    # What `Mapped[float]` declares: FLOAT, single precision on MariaDB; and
+    # REAL, single precision, on PostgreSQL (SQLite stores a double).
+    sa.Column("score", sa.Float().with_variant(sa.REAL(), "postgresql"), nullable=False),
+)
+IDS = [ULID.from_parts(MS + n, n) for n in range(9)]
+SCORES = [0.1, 0.1, 0.1, 0.3, 0.123456789, 0.123456789, 2.7, 2.7, 16777217.0]
+
+
+@pytest.fixture
+def table(engine: Engine) -> Iterator[sa.Table]:
+    meta.drop_all(engine)
+    meta.create_all(engine)
+    with engine.begin() as conn:
+        conn.execute(
+            rows.insert(),
+            [
+                {"id": ident, "total": n % 3, "score": score}
+                for n, (ident, score) in enumerate(zip(IDS, SCORES, strict=True))
+            ],
+        )
+    yield rows
+    meta.drop_all(engine)
+
+
+def _walk(conn: sa.Connection, stmt: sa.Select[Any], size: int) -> list[ULID]:
+    """Every page forward; bounded, so a cursor that never advances fails fast."""
+    got: list[ULID] = []
+    cursor = None
+    for _ in range(2 * len(IDS) + 2):
+        page = paginate(conn, stmt, rows.c.id, after=cursor, limit=size)
+        got += [row.id for row in page.items]
+        if page.next_cursor is None:
+            return got
+        cursor = page.next_cursor
+    return got  # did not end: longer than the oracle
+
+
+@pytest.mark.parametrize("descending", [True, False], ids=["desc", "asc"])
+def test_single_precision_float_key_walks_exactly(
+    engine: Engine, table: sa.Table, descending: bool, request: pytest.FixtureRequest
+) -> None:
+    if engine.dialect.name != "sqlite":
+        # The row gives back the value rounded to decimal text (MariaDB: 6
+        # digits, 0.123457; PostgreSQL: 0.1 for the float 0.100000001490116),
+        # and the cursor binds that double: `score = :v` never matches the
+        # stored single-precision value, so the cursor's own ties are skipped
+        # (DESC) or the page never advances (ASC).
+        request.applymarker(
+            pytest.mark.xfail(
+                strict=True,
+                reason="single-precision float sort keys (MariaDB FLOAT, PostgreSQL "
+                "REAL): the cursor value is not the stored value",
+            )
+        )
+    score = table.c.score.desc() if descending else table.c.score
+    order = [score, table.c.id.desc() if descending else table.c.id]
+    stmt = sa.select(table.c.id, table.c.score).order_by(*order)
+    with engine.connect() as conn:
+        want = [row.id for row in conn.execute(stmt)]
+        for size in (1, 2):
+            assert _walk(conn, stmt, size) == want, size
+
+
+def _forged(cursor: str, first: object) -> str:
+    """The cursor with its first key replaced: anyone can write one (not sealed)."""
+    raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+    sort = raw[1:7]
+    values = decode(cursor, sort, 2)
+    return encode(sort, [first, values[1]])
+
+
+@pytest.mark.parametrize("value", [2**63, -(2**63) - 1, 10**300], ids=["2**63", "-2**63-1", "e300"])
+def test_forged_integer_out_of_range_is_invalid_before_sql(
+    engine: Engine, table: sa.Table, value: int
+) -> None:
+    stmt = sa.select(table).order_by(table.c.total.desc(), table.c.id.desc())
+    with engine.connect() as conn:
+        page = paginate(conn, stmt, table.c.id, limit=2)
+        assert page.next_cursor is not None
+        forged = _forged(page.next_cursor, value)
+        with recording(engine) as seen, pytest.raises(InvalidCursor):
+            paginate(conn, stmt, table.c.id, after=forged, limit=2)
+        assert seen == []
+        # A value the column holds is still a position.
+        edge = _forged(page.next_cursor, 2**31 - 1)
+        assert paginate(conn, stmt, table.c.id, after=edge, limit=2).items
+
+
+@pytest.mark.parametrize(
+    "order",
+    [
+        [rows.c.total.desc(), rows.c.id.desc()],
+        [rows.c.total, rows.c.id.desc()],
+    ],
+    ids=["total desc, id desc", "total, id desc"],
+)
+def test_sealed_multi_key_token_opens_into_paginate_kwargs(
+    engine: Engine, table: sa.Table, order: list[Any]
+) -> None:
+    # The documented idiom: paginate(..., **sealer.open(token)). A sort by
+    # several keys has its direction in its ORDER BY (and its cursor's
+    # fingerprint), so the token must not impose descending=False on it.
+    sealer = CursorSealer(KEY, context="orders")
+    stmt = sa.select(table).order_by(*order)
+    with engine.connect() as conn:
+        want = [row.id for row in conn.execute(stmt)]
+        got: list[ULID] = []
+        page = paginate(conn, stmt, table.c.id, limit=4)
+        for _ in range(5):
+            got += [row.id for row in page.items]
+            token, _ = sealer.seal(page)
+            if token is None:
+                break
+            page = paginate(conn, stmt, table.c.id, limit=4, **sealer.open(token))
+        assert got == want
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Order(Base):
+    __tablename__ = "adversarial_orders"
+
+    id: Mapped[ULID] = mapped_column(ULIDType(), primary_key=True)
+    total: Mapped[int]
+
+
+@pytest.fixture
+def orders(engine: Engine) -> Iterator[list[ULID]]:
+    Base.metadata.drop_all(engine)
+    Base.metadata.create_all(engine)
+    ids = IDS[:6]
+    with Session(engine) as session:
+        session.add_all([Order(id=ident, total=10 * (n + 1)) for n, ident in enumerate(ids)])
+        session.commit()
+    yield ids
+    Base.metadata.drop_all(engine)
+
+
+def test_sort_key_of_an_entity_beside_a_column_is_the_sorted_value(
+    engine: Engine, orders: list[ULID]
+) -> None:
+    stmt = sa.select(Order, sa.literal(1).label("one")).order_by(
+        Order.total.desc(), Order.id.desc()
+    )
+    with Session(engine) as session:
+        if engine.dialect.name != "sqlite":
+            session.connection(execution_options={"isolation_level": "READ COMMITTED"})
+        loaded = session.scalars(sa.select(Order)).all()  # earlier in the request
+        with engine.begin() as conn:  # another request moves one order to the top
+            conn.execute(sa.update(Order).where(Order.id == orders[2]).values(total=100))
+        want = list(session.scalars(sa.select(Order.id).order_by(*stmt._order_by_clauses)))
+        got: list[ULID] = []
+        cursor = None
+        for _ in range(len(orders) + 1):
+            page = paginate(session, stmt, Order.id, after=cursor, limit=1)
+            got += [row[0].id for row in page.items]
+            if page.next_cursor is None:
+                break
+            cursor = page.next_cursor
+        assert got == want
+        assert loaded  # held, so the identity map keeps them

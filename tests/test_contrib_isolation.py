@@ -44,6 +44,7 @@ def test_core_and_its_lazy_names_import_no_integration() -> None:
         ("python_ulid", "ulid", "python-ulid"),
         ("strawberry", "strawberry", "strawberry"),
         ("strawberry", "graphql", "strawberry"),  # its dependency
+        ("advanced_alchemy", "advanced_alchemy", "advanced-alchemy"),
     ],
 )
 def test_contrib_without_its_package_names_the_extra(module: str, package: str, extra: str) -> None:

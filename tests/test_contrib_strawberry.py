@@ -7,6 +7,7 @@ import pytest
 # The integrations (tests-integrations extra) support newer SQLAlchemy releases
 # than our floor: the floor job runs without them, and this module skips.
 pytest.importorskip("strawberry")
+pytest.importorskip("strawberry_sqlalchemy_mapper")
 
 import asyncio
 import random
@@ -19,6 +20,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from strawberry.types import Info
+from strawberry_sqlalchemy_mapper import StrawberrySQLAlchemyMapper
 
 from conftest import Backend, recording
 from sqlalchemy_ulid import ULID, CursorSealer, ULIDType
@@ -117,6 +119,32 @@ class AsyncQuery:
 
 SCHEMA = strawberry.Schema(Query)
 ASYNC_SCHEMA = strawberry.Schema(AsyncQuery)
+
+# strawberry-sqlalchemy-mapper: types made from the model; the ORM objects are
+# the nodes (no node= needed). ULIDType maps to ID, which Strawberry writes as str().
+MAPPER = StrawberrySQLAlchemyMapper(
+    extra_sqlalchemy_type_to_strawberry_type_map={ULIDType: strawberry.ID}
+)
+
+
+@MAPPER.type(Fruit)
+class MappedFruit:
+    pass
+
+
+@strawberry.type
+class MappedQuery:
+    @strawberry.field
+    def fruits(
+        self, info: Info, first: int | None = None, after: str | None = None
+    ) -> KeysetConnection[MappedFruit]:
+        return connection(
+            info.context["session"], statement(True), Fruit.id, first=first, after=after
+        )
+
+
+MAPPER.finalize()
+MAPPED_SCHEMA = strawberry.Schema(MappedQuery)
 
 PAGE = """
 query ($first: Int, $after: String, $last: Int, $before: String,
@@ -311,3 +339,26 @@ def test_async_schema(backend: Backend, engine: Engine, fruits: list[str]) -> No
         assert seen == oracle, url
         assert total == 17
         assert messages[0].startswith("after: "), messages
+
+
+def test_strawberry_sqlalchemy_mapper_types(engine: Engine, fruits: list[str]) -> None:
+    query = """query ($after: String) { fruits(first: 7, after: $after) {
+        edges { cursor node { id name weight } } pageInfo { hasNextPage endCursor } } }"""
+    oracle = expected(engine, True)
+    seen: list[dict[str, Any]] = []
+    after = None
+    with Session(engine) as session:
+        while True:
+            result = MAPPED_SCHEMA.execute_sync(
+                query, variable_values={"after": after}, context_value={"session": session}
+            )
+            assert result.errors is None, result.errors
+            assert result.data is not None
+            data = result.data["fruits"]
+            seen += [edge["node"] for edge in data["edges"]]
+            if not data["pageInfo"]["hasNextPage"]:
+                break
+            after = data["pageInfo"]["endCursor"]
+        by_id = {str(f.id): f for f in session.scalars(sa.select(Fruit))}
+    assert [node["name"] for node in seen] == oracle
+    assert all(by_id[node["id"]].weight == node["weight"] for node in seen)

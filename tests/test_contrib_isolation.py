@@ -16,6 +16,8 @@ THIRD_PARTY = (
     "litestar",
     "sqladmin",
     "advanced_alchemy",
+    "strawberry",
+    "graphql",
 )
 
 
@@ -40,6 +42,9 @@ def test_core_and_its_lazy_names_import_no_integration() -> None:
         ("sqladmin", "markupsafe", "sqladmin"),  # its dependency, missing first
         ("sqlakeyset", "sqlakeyset", "sqlakeyset"),
         ("python_ulid", "ulid", "python-ulid"),
+        ("strawberry", "strawberry", "strawberry"),
+        ("strawberry", "graphql", "strawberry"),  # its dependency
+        ("advanced_alchemy", "advanced_alchemy", "advanced-alchemy"),
     ],
 )
 def test_contrib_without_its_package_names_the_extra(module: str, package: str, extra: str) -> None:

@@ -348,3 +348,23 @@ def test_api_errors_have_one_shape(
     if status != 404:
         assert response.json()["errors"], response.text
         assert response.json()["detail"].startswith(response.json()["errors"][0]["field"])
+
+
+# -- the Strawberry and Litestar + advanced-alchemy apps ---------------------------
+
+
+def test_strawberry_app(backend: Any, tmp_path: Path) -> None:
+    pytest.importorskip("strawberry")
+    out = run(EXAMPLES / "strawberry_app" / "app.py", url_of(backend), cwd=tmp_path)
+    assert "7 books; this page: Book 3 (5), Book 1 (5), Book 5 (4)" in out
+    assert "7 books; this page: Book 4 (2)" in out
+    assert "a bad cursor: after: a ULID is 26 characters, got 12" in out
+
+
+def test_litestar_aa_app(backend: Any, tmp_path: Path) -> None:
+    pytest.importorskip("advanced_alchemy")
+    pytest.importorskip("litestar")
+    out = run(EXAMPLES / "litestar_aa_app" / "app.py", url_of(backend), cwd=tmp_path)
+    assert "7 tickets; this page: Ticket 3 (p3), Ticket 1 (p3), Ticket 5 (p2)" in out
+    assert "7 tickets; this page: Ticket 0 (p1)" in out
+    assert "a bad cursor: 400 a ULID is 26 characters, got 8" in out

@@ -47,6 +47,7 @@ __all__ = [
     "column_expression",
     "keys_of",
     "storage_kind",
+    "table_column",
     "uuid7_min_at",
 ]
 
@@ -290,3 +291,11 @@ def _compile_key_bound(element: _KeyBound, compiler: SQLCompiler, **kw: Any) -> 
     check_time_order(element.type, compiler.dialect)
     sql: str = compiler.visit_bindparam(element, **kw)  # type: ignore[no-untyped-call]
     return sql
+
+
+def table_column(column: ColumnElement[Any]) -> sa.Column[Any] | None:
+    """The table column behind ``column`` (through ORM annotations and aliases)."""
+    for candidate in column.proxy_set:
+        if isinstance(candidate, sa.Column) and isinstance(candidate.table, sa.Table):
+            return candidate
+    return None

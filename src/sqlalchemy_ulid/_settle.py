@@ -113,6 +113,8 @@ from typing import Any, Literal, Union
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect, Result
 
+from ._keys import table_column
+
 #: What ``settle=`` accepts: a fixed window, or "auto".
 Settle = Union[timedelta, Literal["auto"]]  # noqa: UP007
 
@@ -479,14 +481,6 @@ def _dialect_key(dialect: Dialect) -> str:
     return dialect.name
 
 
-def _base_column(column: sa.ColumnElement[Any]) -> sa.Column[Any] | None:
-    """The table column behind ``column`` (through ORM annotations and aliases)."""
-    for candidate in column.proxy_set:
-        if isinstance(candidate, sa.Column) and isinstance(candidate.table, sa.Table):
-            return candidate
-    return None
-
-
 def _clustered_from(column: sa.ColumnElement[Any], base: sa.Column[Any]) -> sa.FromClause:
     """The FROM element to read through the primary key, or SettleError (no SQL)."""
     table = base.table
@@ -528,7 +522,7 @@ def plan_horizon(
             "settle='auto' has nothing to read on SQLite (no view of other connections' "
             "transactions); pass a timedelta longer than your slowest write transaction"
         )
-    base = _base_column(column)
+    base = table_column(column)
     if base is None:
         raise SettleError(
             "settle='auto' watches the paging column's table for writers; page on a "

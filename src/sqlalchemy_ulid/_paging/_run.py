@@ -34,6 +34,7 @@ from .._checks import check_limit
 from .._codec import InvalidULID
 from .._dialects import PagingSQL, dialect_row
 from .._keys import Keys, KeyValue, column_expression, keys_of
+from .._keys import table_column as _table_column
 from .._settle import (
     DEFAULT_MARGIN,
     Horizon,
@@ -49,7 +50,6 @@ from ._sort import (
     Sort,
     ULIDColumn,
     _reader,
-    _table_column,
     check_unique,
     read_sort,
 )

@@ -39,6 +39,7 @@ from sqlalchemy.sql.elements import (
 from .._codec import InvalidULID
 from .._dialects import PagingSQL
 from .._keys import Keys, KeyValue, column_expression, keys_of
+from .._keys import table_column as _table_column
 from ._cursor import Cursor, InvalidCursor, decode, encode, fingerprint
 from ._keyset import Keyset, SortKey
 
@@ -513,14 +514,6 @@ def _reader(stmt: sa.Select[Any], column: ColumnElement[Any], orm: bool) -> tupl
         f"the paging column {column} is not selected: select it (a label is fine), or "
         "select the entity that maps it"
     )
-
-
-def _table_column(column: ColumnElement[Any]) -> sa.Column[Any] | None:
-    """The table column behind ``column`` (through ORM annotations and aliases)."""
-    for candidate in column.proxy_set:
-        if isinstance(candidate, sa.Column) and isinstance(candidate.table, sa.Table):
-            return candidate
-    return None
 
 
 def _is_unique(column: sa.Column[Any]) -> bool:

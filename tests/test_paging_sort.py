@@ -269,10 +269,22 @@ def _typed_rows() -> list[dict[str, Any]]:
     return rows
 
 
-@pytest.fixture
-def typed(engine: Engine) -> Iterator[type[Typed]]:
+def _recreate(engine: Engine) -> None:
+    """Drop and create the typed tables, then close the pool's idle connections.
+
+    Dropping the enum type gives it a new OID. psycopg forgets its prepared
+    statements on the connection that ran the DROP, but another pooled
+    connection may still hold a prepared INSERT naming the old type ("cache
+    lookup failed for type"), once the suite has left several in the pool.
+    """
     TypesBase.metadata.drop_all(engine)
     TypesBase.metadata.create_all(engine)
+    engine.dispose()
+
+
+@pytest.fixture
+def typed(engine: Engine) -> Iterator[type[Typed]]:
+    _recreate(engine)
     with Session(engine) as session:
         session.execute(sa.insert(Typed), _typed_rows())
         session.commit()
@@ -500,8 +512,7 @@ class Event(TypesBase):
 
 @pytest.fixture
 def tenants(engine: Engine) -> Iterator[dict[int, list[ULID]]]:
-    TypesBase.metadata.drop_all(engine)
-    TypesBase.metadata.create_all(engine)
+    _recreate(engine)
     made = {1: sorted(_ids(7, seed=1)), 2: sorted(_ids(5, seed=2))}
     with Session(engine) as session:
         session.execute(

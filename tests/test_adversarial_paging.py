@@ -21,6 +21,7 @@ from sqlalchemy_ulid import (
     ULID,
     CursorSealer,
     InvalidCursor,
+    PaginationError,
     ULIDType,
     paginate,
 )
@@ -72,29 +73,60 @@ def _walk(conn: sa.Connection, stmt: sa.Select[Any], size: int) -> list[ULID]:
 
 
 @pytest.mark.parametrize("descending", [True, False], ids=["desc", "asc"])
-def test_single_precision_float_key_walks_exactly(
-    engine: Engine, table: sa.Table, descending: bool, request: pytest.FixtureRequest
+def test_single_precision_float_key_walks_exactly_or_is_refused(
+    engine: Engine, table: sa.Table, descending: bool
 ) -> None:
-    if engine.dialect.name != "sqlite":
-        # The row gives back the value rounded to decimal text (MariaDB: 6
-        # digits, 0.123457; PostgreSQL: 0.1 for the float 0.100000001490116),
-        # and the cursor binds that double: `score = :v` never matches the
-        # stored single-precision value, so the cursor's own ties are skipped
-        # (DESC) or the page never advances (ASC).
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="single-precision float sort keys (MariaDB FLOAT, PostgreSQL "
-                "REAL): the cursor value is not the stored value",
-            )
-        )
     score = table.c.score.desc() if descending else table.c.score
     order = [score, table.c.id.desc() if descending else table.c.id]
     stmt = sa.select(table.c.id, table.c.score).order_by(*order)
     with engine.connect() as conn:
+        if engine.dialect.name != "sqlite":
+            # The row gives the value back rounded to decimal text (MariaDB: 6
+            # digits, 0.123457; PostgreSQL: 0.1 for the float 0.100000001490116);
+            # a cursor binding that double never matches the stored value, so
+            # the cursor's ties would be skipped (DESC) or the page would never
+            # advance (ASC). Refused before any SQL, naming the fix.
+            with recording(engine) as seen, pytest.raises(PaginationError, match=r"sa\.Double"):
+                paginate(conn, stmt, rows.c.id, limit=2)
+            assert seen == []
+            return
         want = [row.id for row in conn.execute(stmt)]
         for size in (1, 2):
             assert _walk(conn, stmt, size) == want, size
+
+
+@pytest.mark.parametrize(
+    ("variant", "single"),
+    [
+        (sa.Float(), {"postgresql": False, "mysql": True}),  # PG FLOAT is double precision
+        (sa.REAL(), {"postgresql": True, "mysql": False}),  # MariaDB REAL is a DOUBLE
+        (sa.Float(precision=24), {"postgresql": True, "mysql": True}),
+        (sa.Float(precision=25), {"postgresql": False, "mysql": False}),
+        (sa.Double(), {"postgresql": False, "mysql": False}),
+        (sa.Numeric(10, 4), {"postgresql": False, "mysql": False}),
+    ],
+    ids=["Float", "REAL", "Float(24)", "Float(25)", "Double", "Numeric"],
+)
+def test_which_float_types_are_single_precision(
+    engine: Engine, variant: sa.types.TypeEngine[Any], single: dict[str, bool]
+) -> None:
+    table = sa.Table(
+        "adversarial_floats",
+        sa.MetaData(),
+        sa.Column("id", ULIDType(), primary_key=True),
+        sa.Column("v", variant, nullable=False),
+    )
+    stmt = sa.select(table.c.id, table.c.v).order_by(table.c.v, table.c.id)
+    table.create(engine)
+    try:
+        with engine.connect() as conn:
+            if single.get(engine.dialect.name, False):
+                with pytest.raises(PaginationError, match="single-precision"):
+                    paginate(conn, stmt, table.c.id, limit=2)
+            else:
+                assert paginate(conn, stmt, table.c.id, limit=2).items == []
+    finally:
+        table.drop(engine)
 
 
 def _forged(cursor: str, first: object) -> str:

@@ -363,7 +363,8 @@ def test_cursor_keeps_microseconds_zones_and_floats(engine: Engine, typed: type[
         page = paginate(session, stmt, Typed.id, limit=1)
         row = page.items[0]
         paging = dialect_row(engine.dialect).paging
-        _, sort = read_sort(stmt, Typed.id.__clause_element__(), None, True, lambda: paging)
+        column = Typed.id.__clause_element__()
+        _, sort = read_sort(stmt, column, None, True, lambda: paging, lambda: engine.dialect)
         assert sort is not None
         at, f, ident = decode(page.cursors[0], sort.fingerprint, 3)
         assert (at, f, ident) == (row.at, row.f, str(row.id))

@@ -14,6 +14,7 @@ and never Alembic.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -110,8 +111,36 @@ class PagingSQL:
     estimate: Callable[[Any], int] | None = None
     #: a native ENUM sorts in declaration order but compares as text
     enum_compares_as_text: bool = False
-    #: a single-precision FLOAT comes back rounded, so it cannot be compared again
-    float_rounded: bool = False
+    #: whether a float type, as this dialect renders it in DDL, is single
+    #: precision: it comes back rounded, so a cursor could not find its row
+    #: again (None: every float this dialect stores is a double)
+    single_float: Callable[[str], bool] | None = None
+
+
+_FLOAT_BITS = re.compile(r"FLOAT\s*\(\s*(\d+)")
+
+
+def _float_bits_at_most_24(ddl: str) -> bool | None:
+    """``FLOAT(p)`` with p <= 24 bits is single precision (None: no p given)."""
+    found = _FLOAT_BITS.match(ddl)
+    return None if found is None else int(found.group(1)) <= 24
+
+
+def _pg_single_float(ddl: str) -> bool:
+    """PostgreSQL: ``REAL``/``float4``, or ``FLOAT(p)`` with p <= 24; bare FLOAT is double."""
+    ddl = ddl.strip().upper()
+    return ddl in ("REAL", "FLOAT4") or bool(_float_bits_at_most_24(ddl))
+
+
+def _mysql_single_float(ddl: str) -> bool:
+    """MariaDB/MySQL: ``FLOAT``, ``FLOAT(M,D)`` or ``FLOAT(p <= 24)``; REAL is a DOUBLE."""
+    ddl = ddl.strip().upper()
+    if not ddl.startswith("FLOAT"):
+        return False
+    if re.match(r"FLOAT\s*\(\s*\d+\s*,", ddl):
+        return True  # FLOAT(M, D): single precision with a display width
+    bits = _float_bits_at_most_24(ddl)
+    return True if bits is None else bits
 
 
 def _pg_estimate(row: Any) -> int:
@@ -469,6 +498,7 @@ _POSTGRESQL = DialectRow(
         row_values=True,
         explain="EXPLAIN (FORMAT JSON) ",
         estimate=_pg_estimate,
+        single_float=_pg_single_float,
     ),
     # Drivers build a uuid.UUID per value (psycopg in C, asyncpg a subclass);
     # bytes cost them next to nothing, and a ULID is made from bytes directly.
@@ -496,7 +526,7 @@ _MYSQL = DialectRow(
         nulls_largest=False,
         nulls_order=False,
         enum_compares_as_text=True,
-        float_rounded=True,
+        single_float=_mysql_single_float,
         explain="EXPLAIN FORMAT=JSON ",
         estimate=_mysql_estimate,
     ),

@@ -115,7 +115,7 @@ def _plan(
     cursor = after_cursor if before_cursor is None else before_cursor
     expr = column_expression(column)
     keys = keys_of(expr)
-    orm_descending, sort = read_sort(stmt, expr, descending, orm, paging)
+    orm_descending, sort = read_sort(stmt, expr, descending, orm, paging, _known(dialect))
     if sort is not None:
         if settle is not None:
             raise ValueError(
@@ -256,14 +256,20 @@ def _parse_id(keys: Keys, cursor: Cursor) -> KeyValue:
         raise
 
 
-def _paging_of(dialect: Callable[[], Dialect] | None) -> Callable[[], PagingSQL]:
-    """The dialect's paging facts, looked up only when a plan needs them."""
+def _known(dialect: Callable[[], Dialect] | None) -> Callable[[], Dialect]:
+    """The dialect, for checks that need it; only called once a plan needs it."""
 
-    def lookup() -> PagingSQL:
+    def lookup() -> Dialect:
         assert dialect is not None
-        return dialect_row(dialect()).paging
+        return dialect()
 
     return lookup
+
+
+def _paging_of(dialect: Callable[[], Dialect] | None) -> Callable[[], PagingSQL]:
+    """The dialect's paging facts, looked up only when a plan needs them."""
+    known = _known(dialect)
+    return lambda: dialect_row(known()).paging
 
 
 def _rows(result: Result[Any]) -> Sequence[Row[Any]]:

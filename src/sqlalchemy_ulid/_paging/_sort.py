@@ -24,7 +24,7 @@ from decimal import Decimal
 from typing import Any, Literal, Union
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Row
+from sqlalchemy.engine import Dialect, Row
 from sqlalchemy.orm import Mapper, QueryableAttribute
 from sqlalchemy.sql import operators
 from sqlalchemy.sql.elements import (
@@ -265,6 +265,7 @@ def read_sort(
     descending: bool | None,
     orm: bool,
     paging: Callable[[], PagingSQL],
+    dialect: Callable[[], Dialect],
 ) -> tuple[bool, Sort | None]:
     """Read the sort of ``stmt``: its direction, and its :class:`Sort`.
 
@@ -304,11 +305,16 @@ def read_sort(
                 "declaration order but compares as text, so pages would skip rows: sort "
                 "by a text enum (sa.Enum(..., native_enum=False)) or another column"
             )
-        if facts.float_rounded and _single_float(type_):
+        if (
+            facts.single_float is not None
+            and isinstance(type_, sa.Float)
+            and facts.single_float(type_.compile(dialect=dialect()))
+        ):
             raise PaginationError(
-                f"the sort key {item.expr} is a single-precision FLOAT, which this database "
-                "returns rounded, so a cursor could not find its row again: sort by a "
-                "DOUBLE (sa.Double) or DECIMAL column"
+                f"the sort key {item.expr} is a single-precision float "
+                f"({type_.compile(dialect=dialect())}), which this database returns "
+                "rounded, so a cursor could not find its row again: sort by a double "
+                "(sa.Double) or a Numeric column"
             )
         table_column = _table_column(item.expr)
         nullable = item is not last and (
@@ -331,13 +337,6 @@ def read_sort(
     statement, readers = _key_readers(stmt, [k.expr for k in keys[:-1]], orm)
     parts = [key.describe() for key in keys]
     return last.descending, Sort(Keyset(tuple(keys), facts), statement, readers, fingerprint(parts))
-
-
-def _single_float(type_: Any) -> bool:
-    """A FLOAT of at most 24 bits of precision (DOUBLE and REAL are exact)."""
-    if not isinstance(type_, sa.Float) or isinstance(type_, (sa.Double, sa.REAL)):
-        return False
-    return type_.precision is None or type_.precision <= 24
 
 
 def _outer_joined(stmt: sa.Select[Any]) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterator
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -152,6 +153,60 @@ def test_forged_integer_out_of_range_is_invalid_before_sql(
         # A value the column holds is still a position.
         edge = _forged(page.next_cursor, 2**31 - 1)
         assert paginate(conn, stmt, table.c.id, after=edge, limit=2).items
+
+
+@pytest.mark.parametrize("value", [2**31, -(2**31) - 1], ids=["2**31", "-2**31-1"])
+def test_forged_integer_past_the_column_width(engine: Engine, table: sa.Table, value: int) -> None:
+    # `total` is a 32-bit INTEGER. PostgreSQL binds the value as ::INTEGER and
+    # fails after SQL ("integer out of range"); MariaDB holds no such row either.
+    # SQLite's INTEGER holds any 64-bit value, so there it is a position.
+    stmt = sa.select(table).order_by(table.c.total.desc(), table.c.id.desc())
+    with engine.connect() as conn:
+        page = paginate(conn, stmt, table.c.id, limit=2)
+        assert page.next_cursor is not None
+        forged = _forged(page.next_cursor, value)
+        if engine.dialect.name == "sqlite":
+            paginate(conn, stmt, table.c.id, after=forged, limit=2)
+            return
+        with recording(engine) as seen, pytest.raises(InvalidCursor):
+            paginate(conn, stmt, table.c.id, after=forged, limit=2)
+        assert seen == []
+
+
+@pytest.mark.parametrize(
+    "value",
+    [float("nan"), float("inf"), float("-inf"), Decimal("NaN"), Decimal("-Infinity")],
+    ids=["nan", "inf", "-inf", "Decimal-NaN", "Decimal--inf"],
+)
+def test_forged_non_finite_number(engine: Engine, value: float | Decimal) -> None:
+    # MariaDB/MySQL store no NaN or infinity, and PyMySQL refuses to bind one
+    # (ProgrammingError after the SQL is built): refused as a forged cursor.
+    # PostgreSQL and SQLite hold them, so there they are positions.
+    table = sa.Table(
+        "adversarial_numbers",
+        sa.MetaData(),
+        sa.Column("id", ULIDType(), primary_key=True),
+        sa.Column("d", sa.Double, nullable=False),
+        sa.Column("n", sa.Numeric(10, 2), nullable=False),
+    )
+    table.create(engine)
+    try:
+        with engine.begin() as conn:
+            conn.execute(table.insert(), [{"id": i, "d": 1.5, "n": Decimal(2)} for i in IDS[:3]])
+        key = table.c.d if isinstance(value, float) else table.c.n
+        stmt = sa.select(table).order_by(key, table.c.id)
+        with engine.connect() as conn:
+            page = paginate(conn, stmt, table.c.id, limit=1)
+            assert page.next_cursor is not None
+            forged = _forged(page.next_cursor, value)
+            if engine.dialect.name != "mysql":
+                paginate(conn, stmt, table.c.id, after=forged, limit=1)
+                return
+            with recording(engine) as seen, pytest.raises(InvalidCursor):
+                paginate(conn, stmt, table.c.id, after=forged, limit=1)
+            assert seen == []
+    finally:
+        table.drop(engine)
 
 
 @pytest.mark.parametrize(

@@ -115,6 +115,11 @@ class PagingSQL:
     #: precision: it comes back rounded, so a cursor could not find its row
     #: again (None: every float this dialect stores is a double)
     single_float: Callable[[str], bool] | None = None
+    #: an integer column only holds values of its type's width (SQLite's
+    #: INTEGER holds any 64-bit value whatever the declared type)
+    int_width_enforced: bool = False
+    #: no NaN or infinity can be stored (nor bound: the driver refuses them)
+    finite_numbers_only: bool = False
 
 
 _FLOAT_BITS = re.compile(r"FLOAT\s*\(\s*(\d+)")
@@ -499,6 +504,7 @@ _POSTGRESQL = DialectRow(
         explain="EXPLAIN (FORMAT JSON) ",
         estimate=_pg_estimate,
         single_float=_pg_single_float,
+        int_width_enforced=True,
     ),
     # Drivers build a uuid.UUID per value (psycopg in C, asyncpg a subclass);
     # bytes cost them next to nothing, and a ULID is made from bytes directly.
@@ -527,6 +533,8 @@ _MYSQL = DialectRow(
         nulls_order=False,
         enum_compares_as_text=True,
         single_float=_mysql_single_float,
+        int_width_enforced=True,
+        finite_numbers_only=True,
         explain="EXPLAIN FORMAT=JSON ",
         estimate=_mysql_estimate,
     ),

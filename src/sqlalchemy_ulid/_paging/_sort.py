@@ -17,6 +17,7 @@ checks, all before any SQL:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time
@@ -204,7 +205,7 @@ class Sort:
         values = decode(cursor, self.fingerprint, len(self.keyset.keys))
         *head, last = values
         for index, (key, value) in enumerate(zip(self.keyset.keys, head, strict=False)):
-            head[index] = _typed(key, value)
+            head[index] = _typed(key, value, self.keyset.dialect)
         if not isinstance(last, str):
             raise InvalidCursor("the cursor is malformed (truncated or altered)")
         try:
@@ -222,8 +223,13 @@ class Sort:
         return [*binds, keys.bind(last.expr, values[-1])]
 
 
-def _typed(key: SortKey, value: Any) -> Any:
-    """Check a decoded key value against its key's type (enums by name)."""
+def _typed(key: SortKey, value: Any, facts: PagingSQL) -> Any:
+    """Check a decoded key value against its key's type (enums by name).
+
+    A value no row of this database can hold is a forged cursor: refused
+    here, since binding it fails after SQL (an integer past the column's
+    width on PostgreSQL, a NaN on MariaDB/MySQL).
+    """
     if value is None:
         return None
     type_ = key.expr.type
@@ -244,19 +250,38 @@ def _typed(key: SortKey, value: Any) -> Any:
         raise InvalidCursor("the cursor is malformed (truncated or altered)")
     if isinstance(value, bool) and expected is not bool and expected in _CHECKED:
         raise InvalidCursor("the cursor is malformed (truncated or altered)")
-    if expected is int and isinstance(value, int) and not _INT_MIN <= value <= _int_max(type_):
-        # A forged cursor: no integer column holds it, and binding it fails
-        # in the driver or the server (OverflowError, DataError) after SQL.
+    if expected is int and isinstance(value, int):
+        on_column = facts.int_width_enforced and _table_column(key.expr) is not None
+        low, high = _int_range(type_, on_column)
+        if not low <= value <= high:
+            raise InvalidCursor("the cursor is malformed (truncated or altered)")
+    if (
+        facts.finite_numbers_only
+        and isinstance(value, (float, Decimal))
+        and not math.isfinite(value)
+    ):
         raise InvalidCursor("the cursor is malformed (truncated or altered)")
     return value
 
 
-_INT_MIN = -(2**63)
+#: integer widths in bits by type name, where narrower than 64 (MySQL's names too)
+_INT_BITS = {"TINYINT": 8, "SMALLINT": 16, "MEDIUMINT": 24, "INTEGER": 32, "INT": 32}
 
 
-def _int_max(type_: Any) -> int:
-    """The largest value of an integer type (MySQL's BIGINT UNSIGNED goes past 2**63)."""
-    return 2**64 - 1 if getattr(type_, "unsigned", False) else 2**63 - 1
+def _int_range(type_: Any, column_width: bool) -> tuple[int, int]:
+    """The values an integer key can hold.
+
+    The column type's width where the database enforces it on a table
+    column, else 64 bits; signed, or unsigned on MySQL (whose BIGINT
+    UNSIGNED goes past 2**63).
+    """
+    bits = 64
+    if column_width and not isinstance(type_, sa.BigInteger):
+        name = type(type_).__name__.upper()
+        bits = _INT_BITS.get(name, 16 if isinstance(type_, sa.SmallInteger) else 32)
+    if getattr(type_, "unsigned", False):
+        return 0, 2**bits - 1
+    return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
 
 
 def read_sort(

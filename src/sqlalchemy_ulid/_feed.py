@@ -20,15 +20,15 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, Dialect, Engine
 from sqlalchemy.orm import Session
 
 from ._checks import MAX_LIMIT, check_limit, check_seconds
 from ._clock import ClockSkew, ClockSkewError, judge, measure_skew
-from ._keys import keys_of
+from ._keys import column_expression, keys_of
 from ._paging import Cursor, Page, ULIDColumn, apaginate, paginate
 from ._retry import Retry, classify, logger, wrap_driver_error
-from ._settle import DEFAULT_MARGIN, Settle, check_settle
+from ._settle import DEFAULT_MARGIN, Settle, check_settle, plan_horizon
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
@@ -74,6 +74,7 @@ class _Loop:
             "margin": margin,
         }
         self.cursor = _start(column, after)
+        self.column = column
         self.retry = retry
         self.margin = margin
         self.check_skew = check_skew
@@ -123,6 +124,16 @@ class _Loop:
             first_line,
         )
         return delay
+
+    def skew_check(self, dialect: Dialect) -> bool:
+        """Whether to measure the skew now; raises SettleError where "auto" cannot run.
+
+        Checked before the measuring: on a database where ``"auto"`` has
+        nothing to read (SQLite), the first poll refuses without any SQL.
+        """
+        if self.skew_pending:
+            plan_horizon("auto", self.margin, dialect, column_expression(self.column))
+        return self.skew_pending
 
     def skew_measured(self, skew: ClockSkew) -> None:
         """Warn or raise if this process's clock is too far from the server's."""
@@ -180,7 +191,7 @@ def _poll_engine(engine: Engine, stmt: sa.Select[Any], column: ULIDColumn, loop:
             except Exception:
                 conn.invalidate()  # not back to the pool, whose reset would fail too
                 raise
-            if loop.skew_pending:
+            if loop.skew_check(autocommit.dialect):
                 loop.skew_measured(measure_skew(autocommit, _SKEW_SAMPLES))
             return paginate(autocommit, stmt, column, **loop.kwargs())
     except Exception as error:
@@ -202,7 +213,8 @@ def _poll_sessions(
             # In a session of its own: the poll's session must begin with the page.
             with source() as probe:
                 bind = probe.get_bind(clause=stmt)
-                loop.skew_measured(measure_skew(probe.connection(), _SKEW_SAMPLES))
+                if loop.skew_check(bind.dialect):
+                    loop.skew_measured(measure_skew(probe.connection(), _SKEW_SAMPLES))
         with source() as session:
             bind = session.get_bind(clause=stmt)
             return paginate(session, stmt, column, **loop.kwargs())
@@ -344,7 +356,7 @@ async def _apoll_engine(
             except Exception:
                 await conn.invalidate()
                 raise
-            if loop.skew_pending:
+            if loop.skew_check(autocommit.dialect):
                 loop.skew_measured(await _askew(autocommit))
             return await apaginate(autocommit, stmt, column, **loop.kwargs())
     except Exception as error:
@@ -369,7 +381,8 @@ async def _apoll_sessions(
         if loop.skew_pending:  # in a session of its own, as in _poll_sessions
             async with source() as probe:
                 bind = probe.get_bind(clause=stmt)
-                loop.skew_measured(await _askew(await probe.connection()))
+                if loop.skew_check(bind.dialect):
+                    loop.skew_measured(await _askew(await probe.connection()))
         async with source() as session:
             bind = session.get_bind(clause=stmt)
             return await apaginate(session, stmt, column, **loop.kwargs())

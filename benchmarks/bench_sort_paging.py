@@ -28,7 +28,6 @@ from bench_pagination import interleaved_ms
 from sqlalchemy.orm import Session
 
 from sqlalchemy_ulid import ULID, ULIDType, paginate
-from sqlalchemy_ulid._dialects import dialect_row
 from sqlalchemy_ulid._paging._cursor import encode
 from sqlalchemy_ulid._paging._sort import read_sort
 
@@ -95,8 +94,8 @@ def cursor_at(session: Session, depth: int) -> tuple[str, Any, Any] | None:
         .offset(depth - 1)
         .limit(1)
     ).one()
-    paging = dialect_row(session.get_bind().dialect).paging
-    _, sort = read_sort(SORTED, orders.c.id, None, True, lambda: paging)
+    dialect = session.get_bind().dialect
+    _, sort = read_sort(SORTED, orders.c.id, None, True, lambda: dialect)
     assert sort is not None
     ours = encode(sort.fingerprint, [row.total, str(row.id)])
     bookmark = sqlakeyset.serialize_bookmark(((row.total, row.id), False))

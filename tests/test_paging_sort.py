@@ -32,7 +32,6 @@ from sqlalchemy_ulid import (
     new_ulid,
     paginate,
 )
-from sqlalchemy_ulid._dialects import dialect_row
 from sqlalchemy_ulid._paging._cursor import decode
 from sqlalchemy_ulid._paging._sort import read_sort
 
@@ -362,9 +361,8 @@ def test_cursor_keeps_microseconds_zones_and_floats(engine: Engine, typed: type[
         stmt = stmt.order_by(Typed.at, Typed.f, Typed.id)
         page = paginate(session, stmt, Typed.id, limit=1)
         row = page.items[0]
-        paging = dialect_row(engine.dialect).paging
         column = Typed.id.__clause_element__()
-        _, sort = read_sort(stmt, column, None, True, lambda: paging, lambda: engine.dialect)
+        _, sort = read_sort(stmt, column, None, True, lambda: engine.dialect)
         assert sort is not None
         at, f, ident = decode(page.cursors[0], sort.fingerprint, 3)
         assert (at, f, ident) == (row.at, row.f, str(row.id))

@@ -115,7 +115,7 @@ def _plan(
     cursor = after_cursor if before_cursor is None else before_cursor
     expr = column_expression(column)
     keys = keys_of(expr)
-    orm_descending, sort = read_sort(stmt, expr, descending, orm, paging, _known(dialect))
+    orm_descending, sort = read_sort(stmt, expr, descending, orm, _known(dialect))
     if sort is not None:
         if settle is not None:
             raise ValueError(

@@ -38,7 +38,7 @@ from sqlalchemy.sql.elements import (
 )
 
 from .._codec import InvalidULID
-from .._dialects import PagingSQL
+from .._dialects import PagingSQL, dialect_row
 from .._keys import Keys, KeyValue, column_expression, keys_of
 from .._keys import table_column as _table_column
 from ._cursor import Cursor, InvalidCursor, decode, encode, fingerprint
@@ -289,7 +289,6 @@ def read_sort(
     column: ColumnElement[Any],
     descending: bool | None,
     orm: bool,
-    paging: Callable[[], PagingSQL],
     dialect: Callable[[], Dialect],
 ) -> tuple[bool, Sort | None]:
     """Read the sort of ``stmt``: its direction, and its :class:`Sort`.
@@ -319,7 +318,7 @@ def read_sort(
         )
     if len(order) == 1:
         return last.descending, None
-    facts = paging()
+    facts = dialect_row(dialect()).paging
     outer = _outer_joined(stmt)
     keys = []
     for item in order:

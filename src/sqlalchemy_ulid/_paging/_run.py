@@ -72,6 +72,7 @@ class _Plan:
     statement: sa.Select[Any]  # ordered and limited; the horizon is added later
     column: ColumnElement[Any]
     keys: Keys
+    value_of: Callable[[Row[Any]], Any]  # the paging column of a row, as read
     id_of: Callable[[Row[Any]], str]  # the paging column of a row, as text
     position_of: Callable[[Row[Any]], str]  # the cursor of a row
     scalar: bool
@@ -174,6 +175,7 @@ def _plan(
         statement=paged.limit(fetch),
         column=expr,
         keys=keys,
+        value_of=ulid_of,
         id_of=id_of,
         position_of=id_of,
         scalar=scalar,
@@ -230,6 +232,7 @@ def _sorted_plan(
         statement=paged.limit(fetch),
         column=expr,
         keys=keys,
+        value_of=ulid_of,
         id_of=id_of,
         position_of=position_of,
         scalar=scalar,
@@ -297,16 +300,17 @@ def _steps(plan: _Plan) -> Generator[_Step, Any, Page[Any]]:
         statement = statement.where(plan.column < plan.keys.bind(plan.column, settled))
         statement = plan.horizon.restrict(statement)
     rows = yield statement, _rows
-    ids = [plan.id_of(row) for row in rows]
-    for earlier, later in itertools.pairwise(ids):
-        if earlier == later:
+    # Compared as read (no text per row): a repeat is the same value twice.
+    for earlier, later in itertools.pairwise(rows):
+        if plan.value_of(earlier) == plan.value_of(later):
             raise PaginationError(
-                f"the paging column {plan.column} repeats {earlier} in the result (a join?), "
-                "so a page boundary would skip rows; page on a column unique in the result"
+                f"the paging column {plan.column} repeats {plan.id_of(earlier)} in the result "
+                "(a join?), so a page boundary would skip rows; page on a column unique in "
+                "the result"
             )
     behind = False
     if plan.probe is not None:  # fetched from the cursor inclusive
-        if ids and ids[0] == plan.cursor_id:
+        if rows and plan.id_of(rows[0]) == plan.cursor_id:
             behind, rows = True, rows[1:]
         else:
             rows = rows[: plan.limit + 1]

@@ -80,8 +80,9 @@ class _Plan:
     cursor: str | None  # the cursor's canonical text
     cursor_id: str | None  # the paging column's value in the cursor, as text
     # "Any row on the other side of the cursor?", asked only when the page,
-    # fetched from the cursor inclusive, does not start with the cursor's row.
-    probe: sa.Select[Any] | None
+    # fetched from the cursor inclusive, does not start with the cursor's row
+    # (built only then: most pages never need it).
+    probe: Callable[[], sa.Select[Any]] | None
     limit: int
     horizon: Horizon | None
     count: Step | None  # total=: the COUNT or the EXPLAIN, after the page
@@ -162,7 +163,10 @@ def _plan(
         paged = paged.where(expr <= bound if sql_descending else expr >= bound)
         fetch += 1
         behind = expr >= bound if sql_descending else expr <= bound
-        probe = sa.select(stmt.order_by(None).where(behind).exists())
+
+        def probe() -> sa.Select[Any]:
+            return sa.select(stmt.order_by(None).where(behind).exists())
+
     elif value is not None:
         bound = keys.bind(expr, value)
         paged = paged.where(expr < bound if sql_descending else expr > bound)
@@ -216,8 +220,11 @@ def _sorted_plan(
         binds = sort.binds(values, keys)
         paged = paged.where(sort.keyset.past(binds, reverse=backward, inclusive=True))
         fetch += 1
-        behind = sort.keyset.past(binds, reverse=not backward, inclusive=False)
-        probe = sa.select(base.order_by(None).where(behind).exists())
+
+        def probe() -> sa.Select[Any]:
+            behind = sort.keyset.past(binds, reverse=not backward, inclusive=False)
+            return sa.select(base.order_by(None).where(behind).exists())
+
         cursor_id = keys.format(values[-1])
         assert isinstance(cursor, str)
         text = cursor
@@ -314,7 +321,7 @@ def _steps(plan: _Plan) -> Generator[_Step, Any, Page[Any]]:
             behind, rows = True, rows[1:]
         else:
             rows = rows[: plan.limit + 1]
-            behind = bool((yield plan.probe, _scalar))
+            behind = bool((yield plan.probe(), _scalar))
     total = None
     if plan.count is not None:
         total = yield plan.count

@@ -41,9 +41,7 @@ def groups() -> list[Group]:
         Contestant("sqlalchemy-ulid `new_uuid7()`", "new_uuid7()", True, ours=True),
         Contestant("sqlalchemy-ulid `new_ulid()`", "new_ulid()", True),
         Contestant("uuid-utils `uuid7()`, its own UUID (Rust)", "uu_uuid7()", False),
-        Contestant(
-            "uuid-utils `compat.uuid7()`, a `uuid.UUID` (Rust)", "uu_compat_uuid7()", False
-        ),
+        Contestant("uuid-utils `compat.uuid7()`, a `uuid.UUID` (Rust)", "uu_compat_uuid7()", False),
         Contestant(
             "uuid-utils `uuid.UUID(int=uuid7().int)` (Rust)", "UUID(int=uu_uuid7().int)", False
         ),

@@ -95,7 +95,11 @@ def _now_ms() -> int:
 
 
 def _storages(engine: Engine) -> list[str]:
-    native = ["native"] if engine.dialect.name != "sqlite" else []
+    # "native" where sa.Uuid() is the database's uuid type: PostgreSQL, and
+    # MariaDB with SQLAlchemy 2.1.
+    time_sql = dialect_row(engine.dialect).time
+    assert time_sql is not None
+    native = ["native"] if time_sql.native_uuid(engine.dialect) else []
     return ["auto", "binary", "hex", *native]
 
 

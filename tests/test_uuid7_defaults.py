@@ -270,7 +270,8 @@ def _default_sql(dialect: Dialect, storage: str = "auto", type_: Any = None) -> 
 
 def _mariadb(version: tuple[Any, ...]) -> Dialect:
     dialect = _dialect(mysql, version, is_mariadb=True)
-    dialect.supports_native_uuid = True  # what SQLAlchemy 2.1 sets for MariaDB 10.7+
+    # What SQLAlchemy 2.1 sets for MariaDB 10.7+ (sa.UUID() renders UUID on 2.0 too).
+    dialect.supports_native_uuid = True
     return dialect
 
 
@@ -304,7 +305,7 @@ def test_postgresql_12_is_refused_clearly() -> None:
 
 def test_mariadb_11_7_uses_uuid_v7_for_uuid_columns() -> None:
     maria = _mariadb((11, 7, 2, "MariaDB"))
-    assert _default_sql(maria) == "id UUID DEFAULT (UUID_v7())"
+    assert _default_sql(maria, "native", sa.UUID()) == "id UUID DEFAULT (UUID_v7())"
     # 16 bytes: the portable expression (UUID_v7() returns a UUID).
     binary = _default_sql(maria, "binary", sa.BINARY(16))
     assert binary.startswith("id BINARY(16) DEFAULT (UNHEX(CONCAT(")
@@ -313,7 +314,7 @@ def test_mariadb_11_7_uses_uuid_v7_for_uuid_columns() -> None:
 
 def test_mariadb_10_11_uses_an_inline_expression() -> None:
     maria = _mariadb((10, 11, 19))
-    text = _default_sql(maria)
+    text = _default_sql(maria, "native", sa.UUID())
     assert text.startswith("id UUID DEFAULT (LOWER(CONCAT(")
     assert "UUID_v7" not in text
 

@@ -292,7 +292,7 @@ def test_postgresql_18_uses_uuidv7() -> None:
 def test_postgresql_before_18_and_offline_use_gen_uuid7(version: tuple[int, ...] | None) -> None:
     dialect = _dialect(postgresql, version)
     assert _default_sql(dialect) == "id UUID DEFAULT (gen_uuid7())"
-    assert "LANGUAGE plpgsql" in uuid7_function_ddl(dialect)[0]
+    assert "set_config('sqlalchemy_ulid.gen_uuid7'" in uuid7_function_ddl(dialect)[0]
 
 
 def test_postgresql_12_is_refused_clearly() -> None:
@@ -350,3 +350,31 @@ def test_drop_ddl_per_dialect() -> None:
     assert drop_uuid7_function_ddl("postgresql") == ["DROP FUNCTION IF EXISTS gen_uuid7()"]
     assert drop_uuid7_function_ddl("mysql") == ["DROP FUNCTION IF EXISTS gen_uuid7"]
     assert drop_uuid7_function_ddl("sqlite") == []
+
+
+@pytest.mark.parametrize(("name", "bits"), [("gen_uuid7", 12), ("gen_ulid", 16)])
+def test_postgresql_counter_steps_back_and_overflow(
+    backends: dict[str, Backend], name: str, bits: int
+) -> None:
+    """The session state read by the function: a clock behind it, a full count."""
+    engine = _postgresql(backends)
+    setting = f"sqlalchemy_ulid.{name}"
+    ahead = _now_ms() + 60_000  # as if the clock had stepped back a minute
+
+    def made() -> tuple[int, int]:
+        value = uuid.UUID(int=conn.scalar(sa.text(f"SELECT {name}()")).int)
+        count = (value.int >> 64) & 0xFFF if bits == 12 else (value.int >> 64) & 0xFFFF
+        return value.int >> 80, count
+
+    with engine.connect() as conn:
+        (install_uuid7_function if name == "gen_uuid7" else install_ulid_function)(conn)
+        conn.execute(sa.text(f"SELECT set_config('{setting}', '{ahead}:5', false)"))
+        assert made() == (ahead, 6)  # keeps the later millisecond, counts on
+        assert made() == (ahead, 7)
+        conn.execute(sa.text(f"SELECT set_config('{setting}', '{ahead}:{(1 << bits) - 1}', false)"))
+        assert made() == (ahead + 1, 0)  # a full count moves on, never wraps
+        conn.execute(sa.text(f"SELECT set_config('{setting}', '', false)"))
+        now_ms, count = made()
+        assert count == 0
+        assert abs(now_ms - _now_ms()) < 5_000
+        conn.rollback()

@@ -106,7 +106,7 @@ def install_ulid_function(connection: Connection) -> None:
     function on this one connection only; use :func:`register_ulid_function`
     to give every connection of an engine the function.
 
-    PostgreSQL's function (PL/pgSQL) is ordered within each session: a
+    PostgreSQL's function is ordered within each session: a
     session-local counter follows the millisecond. MySQL / MariaDB's is not:
     ULIDs of one millisecond are in random order. The SQLite function is
     monotonic (it calls :func:`new_ulid`).

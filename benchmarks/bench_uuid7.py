@@ -13,7 +13,7 @@ uuid-utils' ``uuid7()`` once its value is a :class:`uuid.UUID` (what a
 
 With ``--postgresql URL`` it also times the server functions on PostgreSQL:
 ``SELECT count(f()) FROM generate_series(1, N)`` for ``gen_random_uuid()``,
-``gen_uuid7()``, ``gen_ulid()`` (session-ordered SQL functions) and the
+``gen_uuid7()``, ``gen_ulid()`` (session-ordered PL/pgSQL functions) and the
 plain SQL ``gen_ulid()`` it replaced (not ordered within a millisecond),
 interleaved over the rounds, minimum per value.
 """

@@ -292,6 +292,7 @@ def test_postgresql_18_uses_uuidv7() -> None:
 def test_postgresql_before_18_and_offline_use_gen_uuid7(version: tuple[int, ...] | None) -> None:
     dialect = _dialect(postgresql, version)
     assert _default_sql(dialect) == "id UUID DEFAULT (gen_uuid7())"
+    assert "LANGUAGE plpgsql" in uuid7_function_ddl(dialect)[0]
     assert "set_config('sqlalchemy_ulid.gen_uuid7'" in uuid7_function_ddl(dialect)[0]
 
 

@@ -86,41 +86,40 @@ class UUID7SQL:
 def _pg_session_function(
     name: str, counter_bytes: str, random_bytes: str, limit: int, comment: str
 ) -> str:
-    """A SQL generator: the session's millisecond and count, then random bytes.
+    """A PL/pgSQL generator: the session's millisecond and count, then random bytes.
 
     ``counter_bytes`` and ``random_bytes`` are SQL over ``ms`` (bigint),
     ``n`` (the count) and ``r`` (the 16 bytes of a fresh ``gen_random_uuid()``).
-    One SQL statement with no semicolon, so scripts that split on them (and
-    Alembic's offline output) carry it whole. The CTE that calls the volatile
-    ``set_config`` is materialised, never inlined, and its result is read.
+    PL/pgSQL, not one SQL statement: a SQL function with the state in a
+    subquery or CTE is not inlined, and measured 2.5 to 5 times slower.
     """
     setting = f"sqlalchemy_ulid.{name}"
     return f"""\
 CREATE OR REPLACE FUNCTION {name}() RETURNS uuid
-LANGUAGE sql VOLATILE PARALLEL UNSAFE AS $$
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE AS $$
 -- {comment}
-WITH clock AS (
-    SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms,
-           coalesce(nullif(current_setting('{setting}', true), ''), '-1:0') AS state
-), last AS (
-    SELECT now_ms, split_part(state, ':', 1)::bigint AS last_ms,
-           split_part(state, ':', 2)::integer AS last_n
-    FROM clock
-), step AS (
-    -- a new millisecond starts at 0; the same one (or a clock that stepped
-    -- back) counts on; a full count moves on to the next millisecond
-    SELECT CASE WHEN now_ms > last_ms THEN now_ms
-                WHEN last_n < {limit} THEN last_ms
-                ELSE last_ms + 1 END AS ms,
-           CASE WHEN now_ms <= last_ms AND last_n < {limit} THEN last_n + 1
-                ELSE 0 END AS n
-    FROM last
-), saved AS (
-    SELECT ms, n, set_config('{setting}', ms || ':' || n, false) AS state FROM step
-)
-SELECT encode(substring(int8send(ms) FROM 3) || {counter_bytes} || {random_bytes}, 'hex')::uuid
-FROM saved, uuid_send(gen_random_uuid()) AS g(r)
-WHERE saved.state IS NOT NULL
+DECLARE
+    ms bigint := floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint;
+    state text := current_setting('{setting}', true);
+    last_ms bigint;
+    n integer := 0;
+    r bytea := uuid_send(gen_random_uuid());
+BEGIN
+    IF state IS NOT NULL AND state <> '' THEN
+        last_ms := split_part(state, ':', 1)::bigint;
+        IF ms <= last_ms THEN
+            -- the same millisecond, or the clock stepped back: count on
+            ms := last_ms;
+            n := split_part(state, ':', 2)::integer + 1;
+            IF n > {limit} THEN
+                ms := last_ms + 1;
+                n := 0;
+            END IF;
+        END IF;
+    END IF;
+    PERFORM set_config('{setting}', ms || ':' || n, false);
+    RETURN encode(substring(int8send(ms) FROM 3) || {counter_bytes} || {random_bytes}, 'hex')::uuid;
+END
 $$"""
 
 

@@ -119,7 +119,7 @@ def _register_on(dbapi_connection: Any) -> None:
 def install_uuid7_function(connection: Connection) -> None:
     """Create ``gen_uuid7()`` in the connected database.
 
-    * PostgreSQL 13 to 17: a SQL function returning ``uuid``, ordered
+    * PostgreSQL 13 to 17: a PL/pgSQL function returning ``uuid``, ordered
       within each session (a session-local counter after the millisecond).
       PostgreSQL 18+: a function that calls the server's own ``uuidv7()``.
     * MySQL / MariaDB: a stored function returning ``BINARY(16)``, for raw

@@ -18,12 +18,16 @@ bits         size  holds
 Why method 1 and not method 3: method 3 puts sub-millisecond clock digits
 in ``rand_a``, and two calls inside one 244 ns step would still need a
 counter; method 1 needs only the millisecond clock and gives each
-millisecond 2**41 or more ids. It is also what CPython 3.14's
-``uuid.uuid7()`` does (a 42-bit counter), so values of both order the same
+millisecond 2**41 or more ids. CPython 3.14's ``uuid.uuid7()`` has the same
+layout (a 42-bit counter in the same bits), so values of both order the same
 way. The counter is seeded with 41 random bits at each new millisecond (its
 top bit starts at zero, so it cannot run out early) and the 32 low bits are
-drawn with it; within a millisecond each id is the previous one plus one in
-its counter, as a ULID is the previous one plus one.
+drawn with it, once per millisecond: CPython 3.14 draws them afresh for
+every value, which costs a system call per id. Within a millisecond each id
+is the previous one plus one in its counter, as a ULID is the previous one
+plus one. Where CPython 3.14 moves the timestamp on by one millisecond when
+its counter runs out, this generator waits for the clock (see
+:class:`UUIDv7Generator`).
 
 This module is part of the values layer: it needs no SQLAlchemy.
 """

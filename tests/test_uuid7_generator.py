@@ -45,6 +45,12 @@ def _check_v7(values: list[uuid.UUID]) -> None:
         assert value.variant == uuid.RFC_4122
 
 
+def _all_v7_bits(ints: set[int]) -> bool:
+    """Version 7 and the RFC 9562 variant on every value (integer form, for speed)."""
+    mask, flags = (0xF << 76) | (0b11 << 62), (0x7 << 76) | (0b10 << 62)
+    return all(i & mask == flags for i in ints)
+
+
 def _split(data: bytes) -> list[uuid.UUID]:
     return [uuid.UUID(bytes=data[i : i + 16]) for i in range(0, len(data), 16)]
 
@@ -224,6 +230,7 @@ def test_threads_never_collide(generate: Callable[[], uuid.UUID]) -> None:
     assert len(everything) == threads_count * per_thread
     for out in results:
         assert all(a < b for a, b in pairwise(out))
+    assert _all_v7_bits(everything)
     _check_v7(results[0][:1000])
 
 
@@ -245,6 +252,7 @@ def test_forked_children_never_repeat_the_parent_or_each_other() -> None:
         assert len(ints) == len(child)
         assert not ints & seen
         seen |= ints
+    assert _all_v7_bits(seen)
     _check_v7(children[0][:1000])
 
 

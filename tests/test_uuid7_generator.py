@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import os
+import pickle
 import sys
 import threading
 import time
@@ -100,6 +102,18 @@ def test_real_clock_values_increase_and_are_all_v7() -> None:
     values = [new_uuid7() for _ in range(50_000)]
     _check_v7(values)
     assert all(a < b for a, b in pairwise(values))
+
+
+def test_values_are_complete_uuid_objects() -> None:
+    # Made by filling the slots of a bare uuid.UUID: everything must still work.
+    value = new_uuid7()
+    again = uuid.UUID(str(value))
+    assert value == again
+    assert hash(value) == hash(again)
+    assert value.is_safe is uuid.SafeUUID.unknown
+    assert pickle.loads(pickle.dumps(value)) == value
+    assert copy.deepcopy(value) == value
+    assert {value: 1}[again] == 1
 
 
 # -- clock steps and overflow -----------------------------------------------------------

@@ -105,6 +105,23 @@ def test_upgrade_downgrade_upgrade(clean: Engine, backend: Backend) -> None:
     assert _tables(clean) <= {"alembic_version"}
 
 
+def _statements(script: str) -> list[str]:
+    """Split a script on the ";" ending each statement, not those in $$-quoted bodies."""
+    statements: list[str] = []
+    current: list[str] = []
+    for index, part in enumerate(script.split("$$")):
+        if index % 2:  # inside a dollar-quoted function body
+            current.append(f"$${part}$$")
+            continue
+        first, *rest = part.split(";\n")
+        current.append(first)
+        for piece in rest:
+            statements.append("".join(current))
+            current = [piece]
+    statements.append("".join(current))
+    return statements
+
+
 def test_offline_sql_is_complete_and_runs(clean: Engine, backend: Backend) -> None:
     """`upgrade head --sql` writes a script the database runs to the same schema.
 
@@ -120,7 +137,7 @@ def test_offline_sql_is_complete_and_runs(clean: Engine, backend: Backend) -> No
         driver = conn.connection.driver_connection
         if hasattr(driver, "create_function"):  # sqlite3 before 3.41 lacks unhex()
             driver.create_function("unhex", 1, bytes.fromhex)
-        for statement in script.split(";\n"):
+        for statement in _statements(script):
             code = "\n".join(
                 line for line in statement.splitlines() if not line.startswith("--")
             ).strip()

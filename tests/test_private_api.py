@@ -112,3 +112,15 @@ def test_select_attributes_that_decide_how_a_uuid_is_read() -> None:
     assert "uuid_send" not in str(stmt.compile(dialect=postgresql.dialect()))
     ordered = sa.select(table.c.id).order_by(table.c.id)
     assert "uuid_send(read_pin.id)" in str(ordered.compile(dialect=postgresql.dialect()))
+
+
+def test_uuid_instances_are_filled_through_their_two_slots() -> None:
+    # _uuid7 makes each uuid.UUID by filling the slots "int" and "is_safe"
+    # of a bare instance, as CPython 3.14's uuid7() does.
+    assert {"int", "is_safe"} <= set(uuid.UUID.__slots__)
+    made = object.__new__(uuid.UUID)
+    uuid.UUID.int.__set__(made, 1 << 100)  # type: ignore[attr-defined]
+    uuid.UUID.is_safe.__set__(made, uuid.SafeUUID.unknown)  # type: ignore[attr-defined]
+    assert made == uuid.UUID(int=1 << 100)
+    assert hash(made) == hash(uuid.UUID(int=1 << 100))
+    assert str(made) == str(uuid.UUID(int=1 << 100))

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ._codec import InvalidCursor, InvalidULID
 from ._generator import MonotonicGenerator, new_ulid
 from ._ulid import ULID
+from ._uuid7 import UUIDv7Generator, new_uuid7, uuid7_max_at, uuid7_min_at
 
 if TYPE_CHECKING:
     from ._clock import ClockSkew, ClockSkewError, check_clock_skew
@@ -32,7 +33,14 @@ if TYPE_CHECKING:
         ulid_server_default,
     )
     from ._feed import afollow, follow
-    from ._mixins import ULIDAuditBase, ULIDBase, ULIDPrimaryKey
+    from ._mixins import (
+        ULIDAuditBase,
+        ULIDBase,
+        ULIDPrimaryKey,
+        UUIDv7AuditBase,
+        UUIDv7Base,
+        UUIDv7PrimaryKey,
+    )
     from ._paging import (
         Page,
         PaginationError,
@@ -49,6 +57,14 @@ if TYPE_CHECKING:
     from ._timerange import created_before, created_between, created_since
     from ._types import ULIDType
     from ._utctime import UTCDateTime
+    from ._uuid7_defaults import (
+        drop_uuid7_function,
+        drop_uuid7_function_ddl,
+        install_uuid7_function,
+        register_uuid7_function,
+        uuid7_function_ddl,
+        uuid7_server_default,
+    )
 
 __all__ = [
     "ULID",
@@ -68,6 +84,10 @@ __all__ = [
     "ULIDPrimaryKey",
     "ULIDType",
     "UTCDateTime",
+    "UUIDv7AuditBase",
+    "UUIDv7Base",
+    "UUIDv7Generator",
+    "UUIDv7PrimaryKey",
     "afollow",
     "after",
     "apaginate",
@@ -79,15 +99,24 @@ __all__ = [
     "created_since",
     "drop_ulid_function",
     "drop_ulid_function_ddl",
+    "drop_uuid7_function",
+    "drop_uuid7_function_ddl",
     "follow",
     "install_ulid_function",
+    "install_uuid7_function",
     "new_ulid",
+    "new_uuid7",
     "paginate",
     "partition_ddl",
     "register_ulid_function",
+    "register_uuid7_function",
     "ulid_function_ddl",
     "ulid_server_default",
     "ulid_timestamp",
+    "uuid7_function_ddl",
+    "uuid7_max_at",
+    "uuid7_min_at",
+    "uuid7_server_default",
 ]
 
 __version__ = "0.1.0"
@@ -105,6 +134,9 @@ _LAZY = {
     "ULIDAuditBase": "_mixins",
     "ULIDBase": "_mixins",
     "ULIDPrimaryKey": "_mixins",
+    "UUIDv7AuditBase": "_mixins",
+    "UUIDv7Base": "_mixins",
+    "UUIDv7PrimaryKey": "_mixins",
     "UTCDateTime": "_utctime",
     "CursorSealer": "_sealed",
     "PageKwargs": "_sealed",
@@ -127,6 +159,12 @@ _LAZY = {
     "ulid_function_ddl": "_defaults",
     "ulid_server_default": "_defaults",
     "ulid_timestamp": "_sqltime",
+    "drop_uuid7_function": "_uuid7_defaults",
+    "drop_uuid7_function_ddl": "_uuid7_defaults",
+    "install_uuid7_function": "_uuid7_defaults",
+    "register_uuid7_function": "_uuid7_defaults",
+    "uuid7_function_ddl": "_uuid7_defaults",
+    "uuid7_server_default": "_uuid7_defaults",
 }
 
 
@@ -155,6 +193,16 @@ def __dir__() -> list[str]:
     return sorted([*__all__, "__version__", *loaded])
 
 
-for _obj in (ULID, InvalidCursor, InvalidULID, MonotonicGenerator, new_ulid):
+for _obj in (
+    ULID,
+    InvalidCursor,
+    InvalidULID,
+    MonotonicGenerator,
+    new_ulid,
+    UUIDv7Generator,
+    new_uuid7,
+    uuid7_min_at,
+    uuid7_max_at,
+):
     _publish(_obj)
 del _obj

@@ -12,8 +12,9 @@ generator                              monotonic?
 ``default=new_ulid`` (Python)          yes, within one process
 SQLite ``gen_ulid()`` (registered)     yes, within one process (it calls
                                        :func:`new_ulid`)
-PostgreSQL ``gen_ulid()``              no: ordered by millisecond only; rows of
-                                       one millisecond are in random order
+PostgreSQL ``gen_ulid()``              yes, within one session (a session-local
+                                       counter after the millisecond); sessions
+                                       interleave by their random bits
 MySQL / MariaDB default and            no: ordered by millisecond only
 ``gen_ulid()``
 =====================================  ==========================================
@@ -105,8 +106,10 @@ def install_ulid_function(connection: Connection) -> None:
     function on this one connection only; use :func:`register_ulid_function`
     to give every connection of an engine the function.
 
-    Neither server function is monotonic: ULIDs of one millisecond are in
-    random order. The SQLite function is (it calls :func:`new_ulid`).
+    PostgreSQL's function is ordered within each session: a
+    session-local counter follows the millisecond. MySQL / MariaDB's is not:
+    ULIDs of one millisecond are in random order. The SQLite function is
+    monotonic (it calls :func:`new_ulid`).
 
     Args:
         connection: a SQLAlchemy connection; the DDL runs in its transaction.
@@ -221,7 +224,8 @@ def ulid_server_default(storage: Storage = "auto") -> ColumnElement[Any]:
     :class:`ULIDType`; ``"text"`` storage has no server-side generator.
 
     * PostgreSQL: calls ``gen_ulid()``; install it first with
-      :func:`install_ulid_function`. Not monotonic within a millisecond.
+      :func:`install_ulid_function`. Ordered within a session (a
+      session-local counter), not across sessions within a millisecond.
     * MySQL 8.0.13+ / MariaDB 10.10+: an inline expression (stored functions
       are not allowed in a DEFAULT), nothing to install. Not monotonic within
       a millisecond. Its timestamp comes from ``UNIX_TIMESTAMP(SYSDATE(3))``,

@@ -26,6 +26,7 @@ from sqlalchemy.types import TypeEngine
 
 from ._codec import ALPHABET
 from ._convert_sql import MYSQL_CONVERT, POSTGRESQL_CONVERT, SQLITE_CONVERT, ConvertSQL
+from ._generator_sql import MYSQL_UUID7, PG_ULID_CREATE, POSTGRESQL_UUID7, SQLITE_UUID7, UUID7SQL
 
 __all__ = [
     "FUNCTION_NAME",
@@ -88,6 +89,8 @@ class DialectRow:
     #: SELECT list or RETURNING, so the driver returns ``bytes``, not a
     #: ``uuid.UUID`` to convert again (None: read the uuid as it is).
     uuid_as_bytes: str | None = None
+    #: the server-side ``gen_uuid7()`` and UUIDv7 DEFAULTs (None: none here)
+    uuid7: UUID7SQL | None = None
 
     def kind(self, storage: str) -> str:
         """Return the storage kind ("uuid", "binary", "text") of a storage option."""
@@ -220,19 +223,9 @@ def _x_literal(data: bytes) -> str:
 
 # -- server-side generators ---------------------------------------------------
 
-# 48-bit millisecond timestamp then 80 random bits. gen_random_uuid() (core
-# since PostgreSQL 13, no pgcrypto needed) gives a UUIDv4: bytes 1-3 and
-# 10-16 are fully random (the version and variant bits sit in bytes 7 and 9).
-# floor(), not a cast: a cast rounds, which could date a ULID in the future.
-_PG_CREATE = f"""\
-CREATE OR REPLACE FUNCTION {FUNCTION_NAME}() RETURNS uuid
-LANGUAGE sql VOLATILE PARALLEL SAFE AS $$
-SELECT encode(
-    substring(int8send(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint) FROM 3)
-    || substring(g.r FROM 10 FOR 7) || substring(g.r FROM 1 FOR 3),
-    'hex')::uuid
-FROM uuid_send(gen_random_uuid()) AS g(r)
-$$"""
+# PostgreSQL's gen_ulid() keeps a per-session count after the millisecond,
+# so one session's ULIDs are ordered (see _generator_sql).
+_PG_CREATE = PG_ULID_CREATE
 
 # MySQL 8.0.13+ and MariaDB 10.10+ (RANDOM_BYTES) accept this expression as a
 # column DEFAULT. Stored functions are not allowed there (MariaDB error 1901),
@@ -509,6 +502,7 @@ _POSTGRESQL = DialectRow(
     # Drivers build a uuid.UUID per value (psycopg in C, asyncpg a subclass);
     # bytes cost them next to nothing, and a ULID is made from bytes directly.
     uuid_as_bytes="uuid_send({})",
+    uuid7=POSTGRESQL_UUID7,
 )
 _MYSQL = DialectRow(
     # Never MariaDB's UUID type: it rejects a quarter of ULIDs and reorders
@@ -538,6 +532,7 @@ _MYSQL = DialectRow(
         explain="EXPLAIN FORMAT=JSON ",
         estimate=_mysql_estimate,
     ),
+    uuid7=MYSQL_UUID7,
 )
 _OTHER = DialectRow(native="binary", binary=_binary16, binary_literal=_x_literal, text=_char26)
 
@@ -547,7 +542,9 @@ _ROWS: dict[str, DialectRow] = {
     "postgresql": _POSTGRESQL,
     # PostgreSQL's storage, but neither gen_ulid() nor the conversion SQL
     # has been tried there.
-    "cockroachdb": replace(_POSTGRESQL, server=None, convert=None, time=None, uuid_as_bytes=None),
+    "cockroachdb": replace(
+        _POSTGRESQL, server=None, convert=None, time=None, uuid_as_bytes=None, uuid7=None
+    ),
     "mysql": _MYSQL,
     "mariadb": _MYSQL,
     "sqlite": DialectRow(
@@ -563,6 +560,7 @@ _ROWS: dict[str, DialectRow] = {
         time=_SQLITE_TIME,
         unique_by_index=True,
         paging=PagingSQL(nulls_largest=False, row_values=True),
+        uuid7=SQLITE_UUID7,
     ),
     # UNIQUEIDENTIFIER sorts by its last six bytes first: not ULID order.
     "mssql": DialectRow(

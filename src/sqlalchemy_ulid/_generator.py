@@ -1,4 +1,10 @@
-"""Monotonic ULID generation: thread-safe, fork-safe, clock-regression-proof."""
+"""Monotonic ULID generation: thread-safe, fork-safe, clock-regression-proof.
+
+The machinery (the lock-free run of one millisecond, the clock-regression and
+overflow rules, the fork hooks, the checks of an injected clock and random
+source) lives in :class:`_Monotonic`; :class:`MonotonicGenerator` lays its
+numbers out as ULIDs, and ``_uuid7.UUIDv7Generator`` as RFC 9562 UUIDv7s.
+"""
 
 from __future__ import annotations
 
@@ -26,7 +32,7 @@ _GIL: Final[bool] = getattr(sys, "_is_gil_enabled", lambda: True)()
 
 # Every generator ever made, so that one fork hook can reseed them all. Weak, so
 # a generator that goes out of scope is not kept alive by this registry.
-_instances: weakref.WeakSet[MonotonicGenerator] = weakref.WeakSet()
+_instances: weakref.WeakSet[_Monotonic] = weakref.WeakSet()
 _fork_hook_registered = False
 _registry_lock = threading.Lock()
 
@@ -39,7 +45,163 @@ def _after_fork_in_child() -> None:
         generator._reseed_after_fork()
 
 
-class MonotonicGenerator:
+class _Monotonic:
+    """The shared machinery of the monotonic generators (ULIDs and UUIDv7s).
+
+    A subclass says how a millisecond's first number is laid out from 80
+    random bits (:meth:`_seed`), the step between two numbers (``_STEP``),
+    the last number of a run (:meth:`_limit`), what to do when a run is
+    used up (:meth:`_overflow`), and how a number becomes a value (its own
+    ``__call__``, the hot path, which stays in the subclass so that it makes
+    its value with no extra call).
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "_clock_divisor",
+        "_last_ms",
+        "_lock",
+        "_lock_free",
+        "_next_tick",
+        "_pid",
+        "_random_bytes",
+        "_read_clock",
+        "_run",
+    )
+
+    #: the difference between two numbers of one run
+    _STEP: int = 1
+    #: what the generator makes, in error messages
+    _MADE: str = "ULIDs"
+
+    def __init__(
+        self,
+        clock: Callable[[], int] | None = None,
+        random_bytes: Callable[[int], bytes] | None = None,
+    ) -> None:
+        global _fork_hook_registered
+        # The system clock is read in nanoseconds and compared raw against the
+        # next millisecond's first reading: no division on the hot path.
+        self._read_clock: Callable[[], int] = clock if clock is not None else time.time_ns
+        self._clock_divisor = 1 if clock is not None else 1_000_000
+        self._random_bytes = random_bytes if random_bytes is not None else os.urandom
+        self._lock = threading.Lock()
+        # Without a GIL, next() on a shared count is not known to be atomic:
+        # then every call goes through the lock.
+        self._lock_free = _GIL
+        self._last_ms = -1
+        self._next_tick = 0  # first clock reading past _last_ms
+        self._run: _Run = (0, 0, itertools.count(self._STEP, self._STEP), 0)
+        self._pid = os.getpid()
+        with _registry_lock:
+            _instances.add(self)
+            # Registered on first use, not at import; hooks can't be removed,
+            # so one hook serves every generator through the registry.
+            if not _fork_hook_registered and hasattr(os, "register_at_fork"):
+                os.register_at_fork(after_in_child=_after_fork_in_child)
+                _fork_hook_registered = True
+
+    # -- what a subclass lays out -------------------------------------------------
+
+    def _seed(self, ms: int, random: int) -> int:
+        """The first number of millisecond ``ms`` from 80 random bits."""
+        return (ms << _RANDOM_BITS) | random
+
+    def _limit(self, value: int) -> int:
+        """The last number of the run that starts at ``value``."""
+        return value | _RANDOM_MASK
+
+    def _overflow(self, now: int) -> int:
+        """The run is used up (under the lock): start the next one, return its first number."""
+        return self._start(self._later_ms(now // self._clock_divisor))
+
+    # -- the shared machinery -----------------------------------------------------
+
+    def _locked_value(self, now: int) -> int:
+        # A fork that skipped Python's at-fork hooks: checked here, once per
+        # millisecond run, not per call: getpid() is a system call.
+        if self._pid != os.getpid():
+            self._after_unhooked_fork()
+        # ``now`` may be older than another thread's start of a millisecond;
+        # then it is below _next_tick and we count on, which keeps order.
+        with self._lock:
+            if now < self._next_tick and self._last_ms >= 0:
+                # Another thread started this millisecond, or the clock
+                # stepped back: count on from the last value so order holds.
+                _, base, counter, limit = self._run
+                value: int = base + next(counter)
+                if value <= limit:
+                    return value
+                return self._overflow(now)
+            return self._start(now // self._clock_divisor)
+
+    def _start(self, ms: int) -> int:
+        """Start millisecond ``ms`` with fresh randomness; return its first value.
+
+        Everything the caller supplied is checked here, on the path taken once
+        per millisecond, so the per-call path pays nothing for it.
+        """
+        if ms > MAX_TIMESTAMP_MS:
+            raise OverflowError(f"the clock is past 2**48 ms (year 10889): {self._MADE} end there")
+        if ms < 0:
+            raise ValueError(f"the clock read {ms} ms, before 1970: {self._MADE} start at 0")
+        randomness = self._random_bytes(10)
+        if len(randomness) != 10:
+            # More bytes would spill into the timestamp, fewer would be zeros.
+            raise ValueError(f"random_bytes(10) returned {len(randomness)} bytes, not 10")
+        value = self._seed(ms, int.from_bytes(randomness, "big"))
+        self._last_ms = ms
+        self._next_tick = (ms + 1) * self._clock_divisor
+        self._set_run(value)
+        return value
+
+    def _set_run(self, value: int) -> None:
+        # A hot tick of 0 sends every call through the lock.
+        hot_tick = self._next_tick if self._lock_free else 0
+        step = self._STEP
+        self._run = (hot_tick, value, itertools.count(step, step), self._limit(value))
+
+    def _later_ms(self, ms: int) -> int:
+        """Return a millisecond later than the last one, after an overflow."""
+        if ms < self._last_ms:
+            # The clock stepped back: waiting for it could take as long as the
+            # step. Move on by one millisecond of our own instead.
+            return self._last_ms + 1
+        while ms <= self._last_ms:
+            time.sleep(0.0001)
+            ms = self._read_clock() // self._clock_divisor
+        return ms
+
+    def _after_unhooked_fork(self) -> None:
+        # A thread of the parent may have held the lock at the fork: in the
+        # child nobody will release it. (Two threads of the child racing
+        # through here for their first ids could both replace it; a child
+        # rarely starts threads before its first id.)
+        if self._lock.locked():
+            self._lock = threading.Lock()
+        with self._lock:
+            if self._pid != os.getpid():
+                self._leave_parent_sequence()
+
+    def _reseed_after_fork(self) -> None:
+        # The parent may have held the lock while forking; the child's copy
+        # would then be locked forever.
+        self._lock = threading.Lock()
+        self._leave_parent_sequence()
+
+    def _leave_parent_sequence(self) -> None:
+        self._pid = os.getpid()
+        if 0 <= self._last_ms < MAX_TIMESTAMP_MS:
+            # Leave the parent's sequence for fresh randomness in the next
+            # millisecond: the child never repeats the parent, and its values
+            # still sort after every one made before the fork.
+            self._start(self._last_ms + 1)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} last_ms={self._last_ms}>"
+
+
+class MonotonicGenerator(_Monotonic):
     """A callable that returns strictly increasing ULIDs.
 
     Guarantees, for each instance:
@@ -102,45 +264,7 @@ class MonotonicGenerator:
         ['00000000Z80000000000000000', '00000000Z80000000000000001', '00000000Z80000000000000002']
     """
 
-    __slots__ = (
-        "__weakref__",
-        "_clock_divisor",
-        "_last_ms",
-        "_lock",
-        "_lock_free",
-        "_next_tick",
-        "_pid",
-        "_random_bytes",
-        "_read_clock",
-        "_run",
-    )
-
-    def __init__(
-        self,
-        clock: Callable[[], int] | None = None,
-        random_bytes: Callable[[int], bytes] | None = None,
-    ) -> None:
-        global _fork_hook_registered
-        # The system clock is read in nanoseconds and compared raw against the
-        # next millisecond's first reading: no division on the hot path.
-        self._read_clock: Callable[[], int] = clock if clock is not None else time.time_ns
-        self._clock_divisor = 1 if clock is not None else 1_000_000
-        self._random_bytes = random_bytes if random_bytes is not None else os.urandom
-        self._lock = threading.Lock()
-        # Without a GIL, next() on a shared count is not known to be atomic:
-        # then every call goes through the lock.
-        self._lock_free = _GIL
-        self._last_ms = -1
-        self._next_tick = 0  # first clock reading past _last_ms
-        self._run: _Run = (0, 0, itertools.count(1), 0)
-        self._pid = os.getpid()
-        with _registry_lock:
-            _instances.add(self)
-            # Registered on first use, not at import; hooks can't be removed,
-            # so one hook serves every generator through the registry.
-            if not _fork_hook_registered and hasattr(os, "register_at_fork"):
-                os.register_at_fork(after_in_child=_after_fork_in_child)
-                _fork_hook_registered = True
+    __slots__ = ()
 
     def __call__(self) -> ULID:
         """Return the next ULID."""
@@ -156,92 +280,7 @@ class MonotonicGenerator:
                 ulid: ULID = _new(ULID)
                 _set_int(ulid, value)
                 return ulid
-        return self._locked(now)
-
-    def _locked(self, now: int) -> ULID:
-        # A fork that skipped Python's at-fork hooks: checked here, once per
-        # millisecond run, not per call: getpid() is a system call.
-        if self._pid != os.getpid():
-            self._after_unhooked_fork()
-        # ``now`` may be older than another thread's start of a millisecond;
-        # then it is below _next_tick and we count on, which keeps order.
-        with self._lock:
-            if now < self._next_tick and self._last_ms >= 0:
-                # Another thread started this millisecond, or the clock
-                # stepped back: count on from the last value so order holds.
-                _, base, counter, limit = self._run
-                value = base + next(counter)
-                if value <= limit:
-                    return _from_int(value)
-                value = self._start(self._later_ms(now // self._clock_divisor))
-            else:
-                value = self._start(now // self._clock_divisor)
-        return _from_int(value)
-
-    def _start(self, ms: int) -> int:
-        """Start millisecond ``ms`` with fresh randomness; return its first value.
-
-        Everything the caller supplied is checked here, on the path taken once
-        per millisecond, so the per-call path pays nothing for it.
-        """
-        if ms > MAX_TIMESTAMP_MS:
-            raise OverflowError("the clock is past 2**48 ms (year 10889): ULIDs end there")
-        if ms < 0:
-            raise ValueError(f"the clock read {ms} ms, before 1970: ULIDs start at 0")
-        randomness = self._random_bytes(10)
-        if len(randomness) != 10:
-            # More bytes would spill into the timestamp, fewer would be zeros.
-            raise ValueError(f"random_bytes(10) returned {len(randomness)} bytes, not 10")
-        value = (ms << _RANDOM_BITS) | int.from_bytes(randomness, "big")
-        self._last_ms = ms
-        self._next_tick = (ms + 1) * self._clock_divisor
-        self._set_run(value)
-        return value
-
-    def _set_run(self, value: int) -> None:
-        # A hot tick of 0 sends every call through the lock.
-        hot_tick = self._next_tick if self._lock_free else 0
-        limit = value | _RANDOM_MASK  # the last value of this millisecond
-        self._run = (hot_tick, value, itertools.count(1), limit)
-
-    def _later_ms(self, ms: int) -> int:
-        """Return a millisecond later than the last one, after an overflow."""
-        if ms < self._last_ms:
-            # The clock stepped back: waiting for it could take as long as the
-            # step. Move on by one millisecond of our own instead.
-            return self._last_ms + 1
-        while ms <= self._last_ms:
-            time.sleep(0.0001)
-            ms = self._read_clock() // self._clock_divisor
-        return ms
-
-    def _after_unhooked_fork(self) -> None:
-        # A thread of the parent may have held the lock at the fork: in the
-        # child nobody will release it. (Two threads of the child racing
-        # through here for their first ids could both replace it; a child
-        # rarely starts threads before its first id.)
-        if self._lock.locked():
-            self._lock = threading.Lock()
-        with self._lock:
-            if self._pid != os.getpid():
-                self._leave_parent_sequence()
-
-    def _reseed_after_fork(self) -> None:
-        # The parent may have held the lock while forking; the child's copy
-        # would then be locked forever.
-        self._lock = threading.Lock()
-        self._leave_parent_sequence()
-
-    def _leave_parent_sequence(self) -> None:
-        self._pid = os.getpid()
-        if 0 <= self._last_ms < MAX_TIMESTAMP_MS:
-            # Leave the parent's sequence for fresh randomness in the next
-            # millisecond: the child never repeats the parent, and its ULIDs
-            # still sort after every one made before the fork.
-            self._start(self._last_ms + 1)
-
-    def __repr__(self) -> str:
-        return f"<MonotonicGenerator last_ms={self._last_ms}>"
+        return _from_int(self._locked_value(now))
 
 
 _default = MonotonicGenerator()

@@ -35,9 +35,9 @@ from sqlalchemy.types import TypeDecorator, TypeEngine, _Binary
 
 from ._codec import InvalidULID
 from ._dialects import dialect_row
-from ._time import to_ms
 from ._types import ULIDType, to_bytes
 from ._ulid import ULID
+from ._uuid7 import uuid7_min_at
 
 __all__ = [
     "KeyKind",
@@ -58,21 +58,10 @@ KeyValue = Union[ULID, uuid.UUID, str]  # noqa: UP007
 _UUID_TEXT = re.compile(
     r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 )
-_V7_FLAGS = (0x7 << 76) | (0b10 << 62)  # version 7, RFC 9562 variant
 
 
 class TimeOrderError(ValueError):
     """The database stores this uuid column in an order that is not time order."""
-
-
-def uuid7_min_at(when: datetime | int) -> uuid.UUID:
-    """Return the smallest UUIDv7 of a millisecond: zero random bits, version and variant set.
-
-    Example:
-        >>> uuid7_min_at(1712345678901)
-        UUID('018eafc1-8435-7000-8000-000000000000')
-    """
-    return uuid.UUID(int=(to_ms(when) << 80) | _V7_FLAGS)
 
 
 def column_expression(column: Any) -> ColumnElement[Any]:

@@ -1,27 +1,41 @@
-"""Declarative mixins and bases: a ULID primary key without the boilerplate.
+"""Declarative mixins and bases: a ULID or UUIDv7 primary key without the boilerplate.
 
 Named after the conventions SQLAlchemy users copy from advanced-alchemy
-(``UUIDv7PrimaryKey``, ``UUIDv7Base``, ``UUIDv7AuditBase``).
+(``UUIDv7PrimaryKey``, ``UUIDv7Base``, ``UUIDv7AuditBase``). Ours make the
+key with our own generators (:func:`new_ulid`, :func:`new_uuid7`), never
+fall back to random UUIDv4s, and use the key itself as the insert sentinel
+(no extra ``_sentinel`` column).
 """
 
 # No "from __future__ import annotations": the ORM reads Mapped[...] on the
 # mixins, and would resolve string annotations in the module named by
 # __module__, which the package rewrites to "sqlalchemy_ulid".
 import inspect
+import uuid
 from datetime import datetime, timezone
 from typing import Any, ClassVar
 
+import sqlalchemy as sa
 from sqlalchemy.ext.hybrid import hybrid_property
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.sql.elements import ColumnElement
 
 from ._generator import new_ulid
 from ._sqltime import ulid_timestamp
+from ._time import datetime_from_ms
 from ._types import ULIDType
 from ._ulid import ULID
 from ._utctime import UTCDateTime
+from ._uuid7 import new_uuid7
 
-__all__ = ["ULIDAuditBase", "ULIDBase", "ULIDPrimaryKey"]
+__all__ = [
+    "ULIDAuditBase",
+    "ULIDBase",
+    "ULIDPrimaryKey",
+    "UUIDv7AuditBase",
+    "UUIDv7Base",
+    "UUIDv7PrimaryKey",
+]
 
 # insert_sentinel= is new in SQLAlchemy 2.0.10; older 2.0 releases page
 # INSERT..RETURNING without it (the client-side id is the sentinel there too).
@@ -100,7 +114,36 @@ def _utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
-class ULIDAuditBase(ULIDBase):
+class _Audit:
+    """``created_at`` derived from the key, and a stored ``updated_at``."""
+
+    id: Any  # the key column of the base this is mixed into
+
+    updated_at: Mapped[datetime] = mapped_column(
+        UTCDateTime(), default=_utcnow, onupdate=_utcnow, sort_order=3000
+    )
+
+    @hybrid_property
+    def created_at(self) -> datetime:
+        """When the row was created: the id's timestamp, aware UTC.
+
+        On an instance it is the id's leading 48-bit millisecond; on the
+        class it is :func:`ulid_timestamp` of the id, so
+        ``select(Memo.created_at)``, ``group_by`` and ``order_by`` work in
+        SQL with no stored column.
+        """
+        key = self.id
+        if isinstance(key, ULID):
+            return key.datetime
+        return datetime_from_ms(key.int >> 80)
+
+    @created_at.inplace.expression
+    @classmethod
+    def _created_at_expression(cls) -> ColumnElement[datetime]:
+        return ulid_timestamp(cls.id)
+
+
+class ULIDAuditBase(_Audit, ULIDBase):
     """:class:`ULIDBase` plus ``created_at`` (from the id) and ``updated_at``.
 
     ``created_at`` is not a column: it is the id's timestamp, read-only and
@@ -133,21 +176,92 @@ class ULIDAuditBase(ULIDBase):
 
     __abstract__ = True
 
-    updated_at: Mapped[datetime] = mapped_column(
-        UTCDateTime(), default=_utcnow, onupdate=_utcnow, sort_order=3000
+
+# -- UUIDv7 ---------------------------------------------------------------------
+
+
+class UUIDv7PrimaryKey:
+    """Mixin: an ``id`` primary key holding a UUIDv7 made by :func:`new_uuid7`.
+
+    The column is ``sa.Uuid()`` (``uuid`` on PostgreSQL, MariaDB's ``UUID``,
+    ``CHAR(32)`` elsewhere), comes first in ``CREATE TABLE``
+    (``sort_order=-100``), and is the table's insert sentinel, as in
+    :class:`ULIDPrimaryKey`: many objects flush in a few batched
+    ``INSERT .. RETURNING`` statements. Unlike advanced-alchemy's mixin of
+    the same name it never falls back to UUIDv4, needs no uuid-utils, and
+    adds no ``_sentinel`` column.
+
+    Example:
+        >>> import sqlalchemy as sa
+        >>> from sqlalchemy.orm import DeclarativeBase, mapped_column
+        >>> from sqlalchemy_ulid import UUIDv7PrimaryKey
+        >>> class Base(DeclarativeBase):
+        ...     pass
+        >>> class Label(UUIDv7PrimaryKey, Base):
+        ...     __tablename__ = "labels"
+        ...     name = mapped_column(sa.String(20))
+        >>> [column.name for column in Label.__table__.columns]
+        ['id', 'name']
+    """
+
+    id: Mapped[uuid.UUID] = mapped_column(
+        sa.Uuid(), primary_key=True, default=new_uuid7, sort_order=-100, **_SENTINEL
     )
 
-    @hybrid_property
-    def created_at(self) -> datetime:
-        """When the row was created: the id's timestamp, aware UTC.
 
-        On an instance it is ``id.datetime``; on the class it is
-        :func:`ulid_timestamp` of the id, so ``select(Memo.created_at)``,
-        ``group_by`` and ``order_by`` work in SQL with no stored column.
-        """
-        return self.id.datetime
+class UUIDv7Base(UUIDv7PrimaryKey, DeclarativeBase):
+    """A declarative base whose models get a UUIDv7 ``id``.
 
-    @created_at.inplace.expression
-    @classmethod
-    def _created_at_expression(cls) -> ColumnElement[datetime]:
-        return ulid_timestamp(cls.id)
+    ``Mapped[uuid.UUID]`` columns (foreign keys, say) are ``sa.Uuid``, as
+    SQLAlchemy maps them. All models of this base share
+    ``UUIDv7Base.metadata``; for a metadata of your own, put
+    :class:`UUIDv7PrimaryKey` on your own base.
+
+    Example:
+        >>> import sqlalchemy as sa
+        >>> from sqlalchemy.orm import Session, mapped_column
+        >>> from sqlalchemy_ulid import UUIDv7Base
+        >>> class Shelf(UUIDv7Base):
+        ...     __tablename__ = "doc_shelves"
+        ...     name = mapped_column(sa.String(20))
+        >>> engine = sa.create_engine("sqlite://")
+        >>> Shelf.__table__.create(engine)
+        >>> with Session(engine) as session:
+        ...     shelf = Shelf(name="fiction")
+        ...     session.add(shelf)
+        ...     session.commit()
+        ...     shelf.id.version
+        7
+        >>> UUIDv7Base.metadata.remove(Shelf.__table__)  # tidy the shared metadata
+    """
+
+    __abstract__ = True
+
+
+class UUIDv7AuditBase(_Audit, UUIDv7Base):
+    """:class:`UUIDv7Base` plus ``created_at`` (from the id) and ``updated_at``.
+
+    As in :class:`ULIDAuditBase`, ``created_at`` is not a column but the
+    id's millisecond, aware UTC (a hybrid: :func:`ulid_timestamp` of the id
+    in SQL), and ``updated_at`` is a column set in Python on insert and on
+    every ORM update. advanced-alchemy's ``UUIDv7AuditBase`` stores both.
+
+    Example:
+        >>> import sqlalchemy as sa
+        >>> from sqlalchemy.orm import Session, mapped_column
+        >>> from sqlalchemy_ulid import UUIDv7AuditBase, uuid7_min_at
+        >>> class Note(UUIDv7AuditBase):
+        ...     __tablename__ = "doc_notes"
+        ...     text = mapped_column(sa.String(20))
+        >>> engine = sa.create_engine("sqlite://")
+        >>> Note.__table__.create(engine)
+        >>> with Session(engine) as session:
+        ...     note = Note(text="hi")
+        ...     session.add(note)
+        ...     session.commit()
+        ...     uuid7_min_at(note.created_at) <= note.id, note.updated_at >= note.created_at
+        (True, True)
+        >>> UUIDv7AuditBase.metadata.remove(Note.__table__)  # tidy the shared metadata
+    """
+
+    __abstract__ = True

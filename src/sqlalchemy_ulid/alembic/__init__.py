@@ -29,9 +29,14 @@ work without the import):
 * ``op.alter_ulid_storage(table, column, from_storage=..., to_storage=...)``:
   convert between ``CHAR(26)`` text and 16-byte storage, in SQL;
 * ``op.create_ulid_function()`` / ``op.drop_ulid_function()``: the
-  server-side ``gen_ulid()``.
+  server-side ``gen_ulid()``;
+* ``op.add_uuid7_column(table, column, from_column, ...)``: ``add_ulid_column``
+  with a UUIDv7 column (``sa.Uuid``, or 16 bytes);
+* ``op.create_uuid7_function()`` / ``op.drop_uuid7_function()``: the
+  server-side ``gen_uuid7()``.
 
 The ops live in this package's private modules: ``_add`` (``add_ulid_column``),
+``_add_uuid7`` (``add_uuid7_column``, on ``_add``'s machinery),
 ``_drop``, ``_storage``, ``_function`` and ``_inspect`` (reflection and checks
 shared by them). The SQL that converts between storages is per-dialect data
 and stays in ``sqlalchemy_ulid._convert_sql``, beside the dialect table, so
@@ -52,16 +57,25 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess
 # Importing the op modules registers the ops on Alembic's Operations.
 from .._types import ULIDType
 from ._add import AddULIDColumnOp
+from ._add_uuid7 import AddUUID7ColumnOp
 from ._drop import DropULIDColumnOp
-from ._function import CreateULIDFunctionOp, DropULIDFunctionOp
+from ._function import (
+    CreateULIDFunctionOp,
+    CreateUUID7FunctionOp,
+    DropULIDFunctionOp,
+    DropUUID7FunctionOp,
+)
 from ._storage import AlterULIDStorageOp
 
 __all__ = [
     "AddULIDColumnOp",
+    "AddUUID7ColumnOp",
     "AlterULIDStorageOp",
     "CreateULIDFunctionOp",
+    "CreateUUID7FunctionOp",
     "DropULIDColumnOp",
     "DropULIDFunctionOp",
+    "DropUUID7FunctionOp",
     "render_item",
 ]
 

@@ -10,6 +10,7 @@ opt-in.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from datetime import datetime, timedelta, tzinfo
 from datetime import timezone as _timezone
 from typing import Any
@@ -58,9 +59,7 @@ class AddULIDColumnOp(MigrateOperation):
         fold: int | None = None,
         server_default: bool = False,
     ) -> None:
-        _check_storage(storage)
-        if server_default and storage == "text":
-            raise ValueError("storage='text' has no server-side generator: server_default=False")
+        self._check_storage(storage, server_default)
         if fold not in (None, 0, 1):
             raise ValueError(f"fold must be None, 0 or 1, got {fold!r}")
         if batch_size < 1:
@@ -182,6 +181,35 @@ class AddULIDColumnOp(MigrateOperation):
             )
         )
 
+    # -- what the id kind decides (add_uuid7_column overrides these) ---------------
+
+    #: the op's name, in messages
+    op_name = "add_ulid_column"
+
+    @staticmethod
+    def _check_storage(storage: Any, server_default: bool) -> None:
+        _check_storage(storage)
+        if server_default and storage == "text":
+            raise ValueError("storage='text' has no server-side generator: server_default=False")
+
+    def column_type(self, dialect: Dialect) -> sa.types.TypeEngine[Any]:
+        """The new column's type."""
+        return ULIDType(self.storage)
+
+    def id_maker(self, clock: Callable[[], int]) -> Callable[[], Any]:
+        """A monotonic generator of ids, as the column binds them, on ``clock``."""
+        return MonotonicGenerator(clock=clock)
+
+    def make_server_default(self, dialect: Dialect) -> Any:
+        """The column's server default; ValueError (before any DDL) if the database has none."""
+        server = dialect_row(dialect).server
+        if server is None or dialect_row(dialect).kind(self.storage) not in server.default:
+            raise ValueError(
+                f"{dialect.name} has no server-side ULID generator for storage "
+                f"{self.storage!r}: server_default=True cannot be honoured"
+            )
+        return ulid_server_default(self.storage)
+
     def reverse(self) -> DropULIDColumnOp:
         return DropULIDColumnOp(
             self.table_name,
@@ -231,7 +259,7 @@ _STAGING = "_ulid_backfill"
 
 @Operations.implementation_for(AddULIDColumnOp)
 def _add_ulid_column(operations: Operations, op: AddULIDColumnOp) -> None:
-    _refuse_offline(operations, "add_ulid_column")
+    _refuse_offline(operations, op.op_name)
     connection = operations.get_bind()
     dialect = connection.dialect
     table = sa.Table(op.table_name, sa.MetaData(), schema=op.schema, autoload_with=connection)
@@ -246,14 +274,8 @@ def _add_ulid_column(operations: Operations, op: AddULIDColumnOp) -> None:
     check_identifier(op.column_name, "column name", dialect)
     constraint = op.constraint_name or unique_name(op.table_name, op.column_name, dialect)
     check_identifier(constraint, "constraint name", dialect)
-    column_type = ULIDType(op.storage)
-    if op.server_default:
-        server = dialect_row(dialect).server
-        if server is None or dialect_row(dialect).kind(op.storage) not in server.default:
-            raise ValueError(
-                f"{dialect.name} has no server-side ULID generator for storage "
-                f"{op.storage!r}: server_default=True cannot be honoured"
-            )
+    column_type = op.column_type(dialect)
+    server_default = op.make_server_default(dialect) if op.server_default else None
     existing = column_state(connection, op.table_name, op.column_name, op.schema)
     if existing is not None:
         _check_existing(existing, column_type, op, dialect)
@@ -298,7 +320,7 @@ def _add_ulid_column(operations: Operations, op: AddULIDColumnOp) -> None:
                         op.column_name,
                         existing_type=column_type,
                         existing_nullable=True if existing is None else existing.nullable,
-                        server_default=ulid_server_default(op.storage),
+                        server_default=server_default,
                     )
             _fill(connection, target, staging, op)
             _finish(operations, connection, target, staging, op, constraint)
@@ -313,9 +335,12 @@ def _add_ulid_column(operations: Operations, op: AddULIDColumnOp) -> None:
 
 
 def _check_existing(
-    existing: ColumnState, column_type: ULIDType, op: AddULIDColumnOp, dialect: Dialect
+    existing: ColumnState,
+    column_type: sa.types.TypeEngine[Any],
+    op: AddULIDColumnOp,
+    dialect: Dialect,
 ) -> None:
-    wanted = column_type.load_dialect_impl(dialect).compile(dialect=dialect)
+    wanted = column_type.dialect_impl(dialect).compile(dialect=dialect)
     found = existing.type.compile(dialect=dialect)
     if _base(wanted) != _base(found):
         raise ValueError(
@@ -352,7 +377,7 @@ def _stage(
     # (time, key) order, so ties count up by one in key order, exactly as
     # ULIDs made live within one millisecond would.
     now = [0]
-    generate = MonotonicGenerator(clock=lambda: now[0])
+    generate = op.id_maker(lambda: now[0])
     names = [k.name for k in keys]
     interleave = dialect_row(connection.dialect).write_while_streaming
     pending: list[dict[str, Any]] = []

@@ -1,0 +1,132 @@
+"""The Alembic op that adds a UUIDv7 column to a populated table.
+
+``op.add_uuid7_column`` is ``op.add_ulid_column`` (``_add``) with UUIDv7 ids:
+the same checks before any DDL, the same ordered staging pass, the same
+resumable fill and constraints; only the column type, the generator and the
+server default differ. ``op.drop_ulid_column`` undoes either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import tzinfo
+from typing import Any
+
+import sqlalchemy as sa
+from alembic.operations import Operations
+from sqlalchemy.engine import Dialect
+from sqlalchemy.exc import CompileError
+
+from .._dialects import dialect_row
+from .._uuid7 import UUIDv7Generator
+from .._uuid7_defaults import _STORAGES, UUID7Storage, _kind, uuid7_server_default
+from ._add import AddULIDColumnOp, _add_ulid_column
+
+__all__ = ["AddUUID7ColumnOp"]
+
+
+@Operations.register_operation("add_uuid7_column")
+class AddUUID7ColumnOp(AddULIDColumnOp):
+    """Add a UUIDv7 column to a populated table, dated from a timestamp column."""
+
+    op_name = "add_uuid7_column"
+
+    @staticmethod
+    def _check_storage(storage: Any, server_default: bool) -> None:
+        if storage not in _STORAGES:
+            raise ValueError(f"storage must be one of {', '.join(_STORAGES)}; got {storage!r}")
+
+    def column_type(self, dialect: Dialect) -> sa.types.TypeEngine[Any]:
+        storage: str = self.storage  # a UUID7Storage here
+        if storage == "binary":
+            return dialect_row(dialect).binary()
+        return sa.Uuid(native_uuid=storage != "hex")
+
+    def id_maker(self, clock: Callable[[], int]) -> Callable[[], Any]:
+        generate = UUIDv7Generator(clock=clock)
+        if self.storage == "binary":
+            return lambda: generate().bytes
+        return generate
+
+    def make_server_default(self, dialect: Dialect) -> Any:
+        sql = dialect_row(dialect).uuid7
+        try:
+            kind = _kind(self.storage, dialect)
+        except CompileError as exc:
+            raise ValueError(f"{exc}: server_default=True cannot be honoured") from None
+        if sql is None or kind not in {**sql.default, **sql.builtin}:
+            raise ValueError(
+                f"{dialect.name} has no server-side UUIDv7 generator for storage "
+                f"{self.storage!r}: server_default=True cannot be honoured"
+            )
+        return uuid7_server_default(self.storage)  # type: ignore[arg-type]
+
+    @classmethod
+    def add_uuid7_column(
+        cls,
+        operations: Operations,
+        table_name: str,
+        column_name: str,
+        from_column: str,
+        *,
+        storage: UUID7Storage = "auto",
+        timezone: tzinfo | None = None,
+        batch_size: int = 10_000,
+        unique: bool = True,
+        constraint_name: str | None = None,
+        schema: str | None = None,
+        fold: int | None = None,
+        server_default: bool = False,
+    ) -> None:
+        """Add a UUIDv7 column to a populated table, backfilled from a timestamp.
+
+        :meth:`add_ulid_column` with UUIDv7 ids: each row gets a UUIDv7 of
+        its ``from_column``'s millisecond, ties numbered in primary-key order
+        by the monotonic :class:`~sqlalchemy_ulid.UUIDv7Generator`. The same
+        steps, checks before any DDL, rerun after an interruption, and locks
+        (see there); ``op.drop_ulid_column`` is its reverse.
+
+        Args:
+            operations: supplied by Alembic (call it as ``op.add_uuid7_column``).
+            table_name: the table, which must have a primary key.
+            column_name: the new column.
+            from_column: a date-time column (or integer Unix milliseconds)
+                with no NULLs.
+            storage: ``"auto"`` (``sa.Uuid()``: the database's uuid type, else
+                ``CHAR(32)`` hex), ``"native"``, ``"binary"`` (16 bytes) or
+                ``"hex"``.
+            timezone: the zone naive timestamps are in (``None``: UTC).
+            batch_size: rows read and updated per round trip.
+            unique: add a unique constraint on the new column.
+            constraint_name: its name; default ``uq_<table>_<column>``.
+            schema: the table's schema.
+            fold: ``None`` refuses naive times in a DST gap or fold; ``0``/``1``
+                picks the offset before/after the change.
+            server_default: give the column
+                :func:`~sqlalchemy_ulid.uuid7_server_default` right after
+                ``ADD COLUMN`` (on PostgreSQL before 18 run
+                ``op.create_uuid7_function()`` first).
+
+        Raises:
+            alembic.util.CommandError: in offline mode, or rows were written
+                without the column faster than the catch-up (rerun it).
+            ValueError: as :meth:`add_ulid_column`, before the table is altered.
+        """
+        operations.invoke(
+            cls(
+                table_name,
+                column_name,
+                from_column,
+                storage=storage,  # type: ignore[arg-type]
+                timezone=timezone,
+                batch_size=batch_size,
+                unique=unique,
+                constraint_name=constraint_name,
+                schema=schema,
+                fold=fold,
+                server_default=server_default,
+            )
+        )
+
+
+Operations.implementation_for(AddUUID7ColumnOp)(_add_ulid_column)

@@ -1,0 +1,219 @@
+"""op.add_uuid7_column and op.create/drop_uuid7_function, through real Alembic commands."""
+
+from __future__ import annotations
+
+import io
+import uuid
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from alembic.migration import MigrationContext
+from alembic.operations import Operations
+from alembic.util import CommandError
+from sqlalchemy.dialects import mysql
+from sqlalchemy.engine import Connection, Engine
+
+import sqlalchemy_ulid.alembic
+from sqlalchemy_ulid import drop_uuid7_function, uuid7_min_at
+from sqlalchemy_ulid._dialects import dialect_row
+
+ROOT = Path(__file__).resolve().parent.parent
+ORDERS = "u7ops_orders"
+VERSION_TABLE = "alembic_version_u7ops"
+DATETIME = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql")
+T0 = datetime(2024, 4, 5, 12, 0, tzinfo=timezone.utc)
+
+ENV_PY = f"""
+from alembic import context
+import sqlalchemy_ulid.alembic
+
+context.configure(
+    connection=context.config.attributes["connection"],
+    version_table={VERSION_TABLE!r},
+)
+with context.begin_transaction():
+    context.run_migrations()
+"""
+
+MIGRATION = f"""
+from alembic import op
+
+revision = "u7ops1"
+down_revision = None
+branch_labels = None
+depends_on = None
+
+
+def upgrade():
+    op.create_uuid7_function()
+    op.add_uuid7_column({ORDERS!r}, "public_id", "created_at", server_default=True)
+
+
+def downgrade():
+    op.drop_ulid_column({ORDERS!r}, "public_id")
+    op.drop_uuid7_function()
+"""
+
+
+def _drop(engine: Engine) -> None:
+    with engine.begin() as conn:
+        for name in (ORDERS, VERSION_TABLE):
+            conn.execute(sa.text(f"DROP TABLE IF EXISTS {name}"))
+        drop_uuid7_function(conn)
+
+
+@pytest.fixture
+def clean(engine: Engine) -> Iterator[Engine]:
+    _drop(engine)
+    yield engine
+    _drop(engine)
+
+
+def _seed(engine: Engine, times: list[datetime | None]) -> None:
+    table = sa.Table(
+        ORDERS,
+        sa.MetaData(),
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+        sa.Column("created_at", DATETIME, nullable=True),
+    )
+    naive = [None if t is None else t.replace(tzinfo=None) for t in times]  # stored as UTC
+    with engine.begin() as conn:
+        table.create(conn)
+        conn.execute(table.insert(), [{"id": n, "created_at": t} for n, t in enumerate(naive)])
+
+
+def _read(engine: Engine, storage: str = "auto") -> list[tuple[int, uuid.UUID]]:
+    kind = dialect_row(engine.dialect).binary() if storage == "binary" else sa.Uuid()
+    table = sa.Table(
+        ORDERS, sa.MetaData(), sa.Column("id", sa.Integer), sa.Column("public_id", kind)
+    )
+    with engine.connect() as conn:
+        rows = conn.execute(sa.select(table.c.id, table.c.public_id).order_by(table.c.id))
+        return [
+            (n, value if isinstance(value, uuid.UUID) else uuid.UUID(bytes=bytes(value)))
+            for n, value in rows
+        ]
+
+
+def _op(conn: Connection) -> Operations:
+    return Operations(MigrationContext.configure(conn))
+
+
+# Rows 0-2 share a millisecond (ties go in key order); row 3 is earlier.
+TIMES = [T0, T0, T0, T0 - timedelta(hours=1), T0 + timedelta(seconds=1)]
+
+
+@pytest.mark.parametrize("storage", ["auto", "binary"])
+def test_backfill_dates_uuid7s_from_the_rows(clean: Engine, storage: str) -> None:
+    _seed(clean, TIMES)
+    with clean.begin() as conn:
+        _op(conn).add_uuid7_column(ORDERS, "public_id", "created_at", storage=storage)
+    rows = _read(clean, storage)
+    ids = [value for _, value in rows]
+    for (_, value), when in zip(rows, TIMES, strict=True):
+        assert value.version == 7
+        assert value.variant == uuid.RFC_4122
+        assert value.int >> 80 == uuid7_min_at(when).int >> 80
+    assert ids[0] < ids[1] < ids[2]  # one millisecond: numbered in key order
+    assert ids[3] < ids[0] < ids[4]  # otherwise in time order
+    with clean.connect() as conn:
+        column = {c["name"]: c for c in sa.inspect(conn).get_columns(ORDERS)}["public_id"]
+        assert column["nullable"] is False
+        uniques = sa.inspect(conn).get_unique_constraints(ORDERS)
+        indexes = sa.inspect(conn).get_indexes(ORDERS)
+    assert any(u["column_names"] == ["public_id"] for u in uniques) or any(
+        i["column_names"] == ["public_id"] and i["unique"] for i in indexes
+    )
+    # A rerun finds the column full and changes nothing.
+    with clean.begin() as conn:
+        _op(conn).add_uuid7_column(ORDERS, "public_id", "created_at", storage=storage)
+    assert _read(clean, storage) == rows
+
+
+def test_null_times_are_refused_before_the_table_is_altered(clean: Engine) -> None:
+    _seed(clean, [T0, None])
+    with clean.begin() as conn, pytest.raises(ValueError, match="NULL in 1 rows"):
+        _op(conn).add_uuid7_column(ORDERS, "public_id", "created_at")
+    with clean.connect() as conn:
+        assert "public_id" not in {c["name"] for c in sa.inspect(conn).get_columns(ORDERS)}
+
+
+@pytest.mark.parametrize(
+    ("storage", "why"),
+    [("text", "no text storage for a UUID"), ("uuid", "the kind, not a storage"), ("", "empty")],
+)
+def test_unknown_storage_is_refused_before_any_sql(storage: Any, why: str) -> None:
+    with pytest.raises(ValueError, match="storage must be one of"):
+        sqlalchemy_ulid.alembic.AddUUID7ColumnOp("t", "c", "created_at", storage=storage)
+
+
+def test_offline_mode_is_refused_clearly(engine: Engine) -> None:
+    context = MigrationContext.configure(
+        dialect_name=engine.dialect.name, opts={"as_sql": True, "output_buffer": io.StringIO()}
+    )
+    with pytest.raises(CommandError, match="add_uuid7_column cannot run in offline"):
+        Operations(context).add_uuid7_column(ORDERS, "public_id", "created_at")
+
+
+def test_function_ops_offline_write_the_ddl(engine: Engine) -> None:
+    buffer = io.StringIO()
+    context = MigrationContext.configure(
+        dialect_name=engine.dialect.name, opts={"as_sql": True, "output_buffer": buffer}
+    )
+    Operations(context).create_uuid7_function()
+    Operations(context).drop_uuid7_function()
+    script = buffer.getvalue()
+    if engine.dialect.name == "sqlite":
+        assert "gen_uuid7" not in script  # SQLite keeps no functions in the database
+    else:
+        assert "CREATE" in script
+        assert "gen_uuid7" in script
+        assert "DROP FUNCTION IF EXISTS gen_uuid7" in script
+
+
+def test_real_alembic_upgrade_and_downgrade(clean: Engine, tmp_path: Path) -> None:
+    (tmp_path / "versions").mkdir()
+    (tmp_path / "env.py").write_text(ENV_PY)
+    (tmp_path / "script.py.mako").write_text(
+        (ROOT / "migrations_example" / "script.py.mako").read_text()
+    )
+    (tmp_path / "versions" / "u7ops1.py").write_text(MIGRATION)
+    config = Config()
+    config.set_main_option("script_location", str(tmp_path))
+    _seed(clean, TIMES)
+    if clean.dialect.name == "sqlite":
+        # The SQLite function lives in the connection: register it for the
+        # connection the DEFAULT runs on.
+        from sqlalchemy_ulid import register_uuid7_function
+
+        engine = sa.create_engine(clean.url)
+        register_uuid7_function(engine)
+    else:
+        engine = clean
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.upgrade(config, "head")
+    backfilled = _read(engine)
+    assert [v.int >> 80 for _, v in backfilled] == [uuid7_min_at(t).int >> 80 for t in TIMES]
+    # The DEFAULT covers rows inserted without the column (raw SQL).
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"INSERT INTO {ORDERS} (id, created_at) VALUES (99, NULL)")
+    made = dict(_read(engine))[99]
+    assert made.version == 7
+    assert made > max(v for _, v in backfilled)  # made now, after 2024
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.downgrade(config, "base")
+    with engine.connect() as conn:
+        assert "public_id" not in {c["name"] for c in sa.inspect(conn).get_columns(ORDERS)}
+        if engine.dialect.name != "sqlite":
+            with pytest.raises(sa.exc.DBAPIError):
+                conn.execute(sa.text("SELECT gen_uuid7()"))
+    if engine is not clean:
+        engine.dispose()

@@ -54,6 +54,7 @@ from .._types import ULIDType
 from ._add import AddULIDColumnOp
 from ._drop import DropULIDColumnOp
 from ._function import CreateULIDFunctionOp, DropULIDFunctionOp
+from ._locks import LockTimeoutError
 from ._storage import AlterULIDStorageOp
 
 __all__ = [
@@ -62,6 +63,7 @@ __all__ = [
     "CreateULIDFunctionOp",
     "DropULIDColumnOp",
     "DropULIDFunctionOp",
+    "LockTimeoutError",
     "render_item",
 ]
 

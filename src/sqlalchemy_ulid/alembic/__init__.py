@@ -54,12 +54,14 @@ from .._types import ULIDType
 from ._add import AddULIDColumnOp
 from ._drop import DropULIDColumnOp
 from ._function import CreateULIDFunctionOp, DropULIDFunctionOp
+from ._backfill import BackfillProgress
 from ._locks import LockTimeoutError
 from ._storage import AlterULIDStorageOp
 
 __all__ = [
     "AddULIDColumnOp",
     "AlterULIDStorageOp",
+    "BackfillProgress",
     "CreateULIDFunctionOp",
     "DropULIDColumnOp",
     "DropULIDFunctionOp",

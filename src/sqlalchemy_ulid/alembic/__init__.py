@@ -52,9 +52,9 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess
 # Importing the op modules registers the ops on Alembic's Operations.
 from .._types import ULIDType
 from ._add import AddULIDColumnOp
+from ._backfill import BackfillProgress
 from ._drop import DropULIDColumnOp
 from ._function import CreateULIDFunctionOp, DropULIDFunctionOp
-from ._backfill import BackfillProgress
 from ._locks import LockTimeoutError
 from ._storage import AlterULIDStorageOp
 

@@ -298,7 +298,9 @@ def _watching(
     interval = min(0.05, seconds / 4)
 
     def watch() -> None:
-        if not done.wait(interval):
+        # Only a statement that has waited half its timeout is worth a look:
+        # a quick one must not cost a connection (nor extra statements).
+        if not done.wait(seconds / 2):
             _read_blockers(connection, sql, pid, found, until=done, interval=interval)
 
     watcher = threading.Thread(target=watch, name="sqlalchemy-ulid-lock-watch", daemon=True)

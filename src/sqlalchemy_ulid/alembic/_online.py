@@ -52,6 +52,7 @@ from ._inspect import (
     unique_on,
 )
 from ._locks import DEFAULT_LOCK_TIMEOUT, lock_safe_ddl
+from ._offline import add_offline
 
 if TYPE_CHECKING:
     from ._add import AddULIDColumnOp
@@ -86,6 +87,9 @@ def check_online_context(operations: Operations) -> None:
 
 def add_online(operations: Operations, op: AddULIDColumnOp, millis: Any) -> None:
     """Run ``op`` in phases; ``millis`` is the op's strict row-time conversion."""
+    if operations.get_context().as_sql:
+        add_offline(operations, op)
+        return
     connection = operations.get_bind()
     dialect = connection.dialect
     if dialect.name == "sqlite":

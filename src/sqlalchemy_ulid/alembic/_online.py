@@ -102,25 +102,41 @@ def add_online(operations: Operations, op: AddULIDColumnOp, millis: Any) -> None
     check_online_context(operations)
     plan = _Plan(connection, op)
     plan.check_times(connection, op, millis)
-    with operations.get_context().autocommit_block():
-        connection = operations.get_bind()
-        with strict_mode(connection), _staging(connection, plan) as staging:
-            backfill = Backfill(
-                connection,
-                plan.target,
-                staging,
-                plan.key,
-                op.column_name,
-                millis,
-                op.from_column,
-                op.batch_size,
-                op.pause,
-                op.progress,
-            )
-            if dialect.name == "postgresql":
-                _postgresql(connection, op, plan, backfill)
-            else:
-                _mysql(connection, op, plan, backfill)
+    failure: list[BaseException] = []
+    try:
+        with operations.get_context().autocommit_block():
+            try:
+                _phases(operations, op, plan, millis)
+            except BaseException as exc:
+                failure.append(exc)
+                raise
+    except sa.exc.SQLAlchemyError as exc:
+        # With the session gone (killed, a failover) Alembic cannot commit
+        # the block's transaction as it leaves it: report why we stopped.
+        if failure and exc is not failure[0]:
+            raise failure[0] from None
+        raise
+
+
+def _phases(operations: Operations, op: AddULIDColumnOp, plan: _Plan, millis: Any) -> None:
+    connection = operations.get_bind()
+    with strict_mode(connection), _staging(connection, plan) as staging:
+        backfill = Backfill(
+            connection,
+            plan.target,
+            staging,
+            plan.key,
+            op.column_name,
+            millis,
+            op.from_column,
+            op.batch_size,
+            op.pause,
+            op.progress,
+        )
+        if connection.dialect.name == "postgresql":
+            _postgresql(connection, op, plan, backfill)
+        else:
+            _mysql(connection, op, plan, backfill)
 
 
 class _Plan:
@@ -355,7 +371,8 @@ def _pg_unique(connection: Connection, op: AddULIDColumnOp, plan: _Plan) -> None
                 f"CREATE UNIQUE INDEX CONCURRENTLY {name} ON {plan.table_sql} ({plan.column_sql})",
             )
         except BaseException:
-            if _pg_index(connection, plan) is not None:
+            # Drop the INVALID index a failed build leaves (a rerun would too).
+            if not connection.invalidated:
                 with contextlib.suppress(sa.exc.SQLAlchemyError):
                     run(connection, f"DROP INDEX CONCURRENTLY IF EXISTS {qualified}")
             raise

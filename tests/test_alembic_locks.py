@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from datetime import timedelta
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -184,4 +185,57 @@ def test_bad_lock_timeouts_refused_before_sql(engine: Engine, bad: object) -> No
             lock_safe_ddl(
                 conn, ["CREATE TABLE never_made (id INTEGER)"], lock_timeout=1, attempts=0
             )
+    assert seen == []
+
+
+# -- the ops ----------------------------------------------------------------------
+
+
+def _ops(conn: sa.Connection) -> Any:
+    from alembic.migration import MigrationContext
+    from alembic.operations import Operations
+
+    import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
+
+    return Operations(MigrationContext.configure(conn))
+
+
+def test_the_ops_ddl_gives_up_behind_a_reader_and_changes_nothing(server: Engine) -> None:
+    with server.begin() as conn:
+        conn.exec_driver_sql(
+            f"ALTER TABLE {TABLE} ADD COLUMN created_at TIMESTAMP NOT NULL "
+            "DEFAULT '2024-01-01 00:00:00'"
+        )
+        conn.exec_driver_sql(f"ALTER TABLE {TABLE} ADD COLUMN ref CHAR(26) NULL")
+        conn.exec_driver_sql(f"UPDATE {TABLE} SET ref = '01HF1Q8Z9K3J5X7V2N4M6P8R0T'")
+    reader = server.connect()
+    reader.exec_driver_sql(f"SELECT * FROM {TABLE}").all()
+    try:
+        with Writers(server) as writers:
+            with pytest.raises(LockTimeoutError), server.begin() as conn:
+                _ops(conn).add_ulid_column(TABLE, "public_id", "created_at", lock_timeout=0.2)
+            with pytest.raises(LockTimeoutError), server.begin() as conn:
+                _ops(conn).alter_ulid_storage(
+                    TABLE, "ref", from_storage="text", to_storage="auto",
+                    lock_timeout=timedelta(milliseconds=200),
+                )  # fmt: skip
+    finally:
+        reader.close()
+    writers.check()
+    columns = {c["name"]: c for c in sa.inspect(server).get_columns(TABLE)}
+    assert "public_id" not in columns
+    assert "CHAR" in str(columns["ref"]["type"]).upper()
+
+
+def test_alter_ulid_storage_online_is_refused_before_any_sql(engine: Engine) -> None:
+    from alembic.util import CommandError
+
+    with (
+        engine.connect() as conn,
+        recording(engine) as seen,
+        pytest.raises(CommandError, match="not supported online yet"),
+    ):
+        _ops(conn).alter_ulid_storage(
+            TABLE, "ref", from_storage="text", to_storage="auto", online=True
+        )
     assert seen == []

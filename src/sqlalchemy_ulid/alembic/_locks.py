@@ -238,7 +238,14 @@ def _try(
                 _restore(connection, sql, saved, in_transaction)
         raise
     if savepoint is not None:
-        savepoint.commit()
+        try:
+            savepoint.commit()
+        except BaseException:
+            # RELEASE failed: roll back to the savepoint, so the transaction
+            # can still be rolled back cleanly by whoever handles this.
+            with contextlib.suppress(sa.exc.SQLAlchemyError):
+                savepoint.rollback()
+            raise
     _restore(connection, sql, saved, in_transaction)
 
 

@@ -158,6 +158,8 @@ class Backfill:
             now[0] = ms
             staged.append({self.key: key, "ulid": generate()})
         low, high = rows[0][0], rows[-1][0]
+        if dialect_row(self.connection.dialect).unnest_arrays:
+            return self._retrying(low, lambda: self._update_from_arrays(staged, low, high))
         target_key = self.target.c[self.key]
         update = (
             sa.update(self.target)
@@ -166,13 +168,45 @@ class Backfill:
             .where(self.target.c[self.column].is_(None))
             .values({self.column: self.staging.c.ulid})
         )
+
+        def through_staging() -> int:
+            self.connection.execute(self.staging.delete())
+            self.connection.execute(self.staging.insert(), staged)
+            count = self.connection.execute(update).rowcount
+            self.connection.execute(self.staging.delete())
+            return int(count)
+
+        return self._retrying(low, through_staging)
+
+    def _update_from_arrays(self, staged: list[dict[str, Any]], low: Any, high: Any) -> int:
+        """PostgreSQL: the batch's keys and ids as two array parameters, one statement."""
+        dialect = self.connection.dialect
+        quote = dialect.identifier_preparer.quote
+        table = dialect.identifier_preparer.format_table(self.target)
+        key, column = quote(self.key), quote(self.column)
+        key_type = self.target.c[self.key].type.compile(dialect=dialect)
+        id_type = self.target.c[self.column].type
+        bind = id_type.bind_processor(dialect)
+        ids = [item["ulid"] for item in staged]
+        statement = sa.text(
+            f"UPDATE {table} AS t SET {column} = v.u "
+            f"FROM unnest(CAST(:keys AS {key_type}[]), "
+            f"CAST(:ids AS {id_type.compile(dialect=dialect)}[])) AS v(k, u) "
+            f"WHERE t.{key} = v.k AND t.{key} >= :low AND t.{key} <= :high "
+            f"AND t.{column} IS NULL"
+        )
+        params = {
+            "keys": [item[self.key] for item in staged],
+            "ids": [bind(i) for i in ids] if bind is not None else ids,
+            "low": low,
+            "high": high,
+        }
+        return int(self.connection.execute(statement, params).rowcount)
+
+    def _retrying(self, low: Any, update: Callable[[], int]) -> int:
         for attempt in range(1, _BATCH_TRIES + 1):
             try:
-                self.connection.execute(self.staging.delete())
-                self.connection.execute(self.staging.insert(), staged)
-                count = self.connection.execute(update).rowcount
-                self.connection.execute(self.staging.delete())
-                return int(count)
+                return update()
             except sa.exc.DBAPIError as exc:
                 if exc.connection_invalidated or error_code(exc) not in _RETRIED:
                     raise

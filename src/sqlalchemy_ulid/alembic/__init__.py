@@ -24,7 +24,8 @@ in migrations (on Alembic 1.18+ our ``alembic.plugins`` entry point,
 work without the import):
 
 * ``op.add_ulid_column(table, column, from_column, ...)``: add a ULID column
-  to a populated table, dated from a timestamp column (online only);
+  to a populated table, dated from a timestamp column; ``online=True`` runs
+  it in short phases on a table in use;
 * ``op.drop_ulid_column(table, column, ...)``: its reverse;
 * ``op.alter_ulid_storage(table, column, from_storage=..., to_storage=...)``:
   convert between ``CHAR(26)`` text and 16-byte storage, in SQL;
@@ -32,8 +33,10 @@ work without the import):
   server-side ``gen_ulid()``.
 
 The ops live in this package's private modules: ``_add`` (``add_ulid_column``),
-``_drop``, ``_storage``, ``_function`` and ``_inspect`` (reflection and checks
-shared by them). The SQL that converts between storages is per-dialect data
+``_online``, ``_backfill`` and ``_offline`` (its ``online=True`` phases),
+``_locks`` (lock timeouts and retries for every DDL statement), ``_drop``,
+``_storage``, ``_function`` and ``_inspect`` (reflection and checks shared by
+them). The SQL that converts between storages is per-dialect data
 and stays in ``sqlalchemy_ulid._convert_sql``, beside the dialect table, so
 that the column layer never imports this package (which imports Alembic).
 """

@@ -149,8 +149,14 @@ class AddULIDColumnOp(MigrateOperation):
         on a live database" in the docs for durations and what the
         application must do about the new NOT NULL column.
 
-        Online only: the ULIDs depend on the rows, so in offline (``--sql``)
-        mode this raises :class:`alembic.util.CommandError`.
+        The ULIDs depend on the rows, so in offline (``--sql``) mode this
+        raises :class:`alembic.util.CommandError`, except with
+        ``online=True`` on PostgreSQL, which writes the phases and the
+        backfill as SQL (a ``DO`` block that commits every batch).
+
+        With ``online=True`` the op runs in phases instead, each committed
+        on its own, with a batched backfill between them (see ``online``
+        below and "Live tables" in the docs).
 
         Args:
             operations: supplied by Alembic (call it as ``op.add_ulid_column``).

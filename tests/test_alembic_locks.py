@@ -208,6 +208,7 @@ def test_the_ops_ddl_gives_up_behind_a_reader_and_changes_nothing(server: Engine
         )
         conn.exec_driver_sql(f"ALTER TABLE {TABLE} ADD COLUMN ref CHAR(26) NULL")
         conn.exec_driver_sql(f"UPDATE {TABLE} SET ref = '01HF1Q8Z9K3J5X7V2N4M6P8R0T'")
+        conn.exec_driver_sql(f"ALTER TABLE {TABLE} ADD COLUMN old_id INTEGER NULL")
     reader = server.connect()
     reader.exec_driver_sql(f"SELECT * FROM {TABLE}").all()
     try:
@@ -219,11 +220,14 @@ def test_the_ops_ddl_gives_up_behind_a_reader_and_changes_nothing(server: Engine
                     TABLE, "ref", from_storage="text", to_storage="auto",
                     lock_timeout=timedelta(milliseconds=200),
                 )  # fmt: skip
+            with pytest.raises(LockTimeoutError), server.begin() as conn:
+                _ops(conn).drop_ulid_column(TABLE, "old_id", lock_timeout=0.2)
     finally:
         reader.close()
     writers.check()
     columns = {c["name"]: c for c in sa.inspect(server).get_columns(TABLE)}
     assert "public_id" not in columns
+    assert "old_id" in columns
     assert "CHAR" in str(columns["ref"]["type"]).upper()
 
 

@@ -237,6 +237,9 @@ class _Plan:
 
 @contextlib.contextmanager
 def _staging(connection: Connection, plan: _Plan) -> Any:
+    if dialect_row(connection.dialect).unnest_arrays:
+        yield plan.staging_table  # never created: the batches bind arrays
+        return
     drop = dialect_row(connection.dialect).drop_temporary.format(
         quote(connection.dialect, plan.staging_table.name)
     )

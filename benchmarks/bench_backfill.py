@@ -14,10 +14,22 @@ creation times (about 3 rows per millisecond: many ties), then times:
   ``UPDATE ... WHERE id = ?`` per row (executemany). Only at 100k rows:
   it is quadratic in the SELECTs.
 
+With ``--online`` it compares, on the same table and in the same run, while
+4 writer threads insert single rows (each INSERT timed):
+
+* ``add_ulid_column(server_default=True)``, the one-transaction op;
+* ``add_ulid_column(online=True, server_default=True)``: phases, batched
+  backfill (rows/s from its progress reports);
+* the same work as plain SQL: ``UPDATE t SET col = <generated id>`` (the
+  server's generator) and the unique index build, one transaction;
+
+and reports each one's total time and the longest INSERT wait.
+
 Times are seconds from Python, one run each (a migration runs once); the
 machine is shared, so expect noise of 10-20%.
 
 Run: ``.venv/bin/python benchmarks/bench_backfill.py [--sizes 100000 1000000]``
+or ``... --online [--servers PostgreSQL MariaDB]``
 (URLs from SQLALCHEMY_ULID_POSTGRESQL_URL / SQLALCHEMY_ULID_MYSQL_URL, else the
 local test servers).
 """
@@ -25,7 +37,9 @@ local test servers).
 from __future__ import annotations
 
 import argparse
+import functools
 import random
+import threading
 import time
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -38,6 +52,7 @@ from sqlalchemy.dialects import mysql
 
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from sqlalchemy_ulid import ULIDType
+from sqlalchemy_ulid._dialects import dialect_row
 from sqlalchemy_ulid._generator import MonotonicGenerator
 from sqlalchemy_ulid._time import to_ms
 
@@ -129,10 +144,128 @@ def _by_hand(engine: sa.Engine) -> float:
     return time.perf_counter() - began
 
 
+class _Writers:
+    """4 threads inserting single rows (autocommit), each INSERT timed."""
+
+    def __init__(self, engine: sa.Engine, count: int = 4) -> None:
+        self.engine = engine
+        self.waits: list[float] = []
+        self.stop = threading.Event()
+        self.threads = [
+            threading.Thread(target=self._write, args=(100_000_000 + n * 10_000_000,))
+            for n in range(count)
+        ]
+
+    def _write(self, key: int) -> None:
+        with self.engine.connect() as conn:
+            while not self.stop.is_set():
+                started = time.perf_counter()
+                conn.exec_driver_sql(
+                    f"INSERT INTO {TABLE} (id, created_at, note) "
+                    f"VALUES ({key}, '2030-01-01 00:00:00', 'w')"
+                )
+                conn.commit()
+                self.waits.append(time.perf_counter() - started)
+                key += 1
+                time.sleep(0.01)
+
+    def __enter__(self) -> _Writers:
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(timeout=600)
+
+
+def _in_migration(engine: sa.Engine, **options: Any) -> None:
+    with engine.connect() as conn:
+        context = MigrationContext.configure(conn)
+        with context.begin_transaction(), context.begin_transaction(_per_migration=True):
+            Operations(context).add_ulid_column(
+                TABLE, "public_id", "created_at", server_default=True, **options
+            )
+
+
+def _plain_sql(engine: sa.Engine) -> None:
+    row = dialect_row(engine.dialect)
+    assert row.server is not None
+    kind = row.kind("auto")
+    column = ULIDType().load_dialect_impl(engine.dialect).compile(dialect=engine.dialect)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"ALTER TABLE {TABLE} ADD COLUMN public_id {column}")
+        conn.exec_driver_sql(f"UPDATE {TABLE} SET public_id = {row.server.default[kind]}")
+        conn.exec_driver_sql(f"CREATE UNIQUE INDEX uq_{TABLE}_public_id ON {TABLE} (public_id)")
+
+
+def _rate_into(rates: list[float]) -> Any:
+    return lambda progress: rates.append(progress.rate)
+
+
+def _online_table(servers: list[str], sizes: list[int]) -> None:
+    print(
+        "| server | rows | op | total (s) | longest INSERT wait (s) | INSERTs "
+        "| backfill rows/s | total / plain UPDATE |"
+    )
+    print("|---|---:|---|---:|---:|---:|---:|---:|")
+    for server in servers:
+        engine = sa.create_engine(URLS[server])
+        with engine.begin() as conn:
+            Operations(MigrationContext.configure(conn)).create_ulid_function()
+        try:
+            for rows in sizes:
+                results: dict[str, tuple[float, float, int, str]] = {}
+                rates: list[float] = []
+                runs: list[tuple[str, Any]] = [
+                    ("plain UPDATE + index", functools.partial(_plain_sql, engine)),
+                    (
+                        "add_ulid_column",
+                        functools.partial(_in_migration, engine, batch_size=BATCH),
+                    ),
+                    (
+                        "online=True",
+                        functools.partial(
+                            _in_migration, engine, online=True, progress=_rate_into(rates)
+                        ),
+                    ),
+                ]
+                for name, run in runs:
+                    _load(engine, rows)
+                    with engine.begin() as conn:
+                        conn.exec_driver_sql(f"ANALYZE TABLE {TABLE}" if server == "MariaDB"
+                                             else f"ANALYZE {TABLE}")  # fmt: skip
+                    with _Writers(engine) as writers:
+                        time.sleep(0.2)
+                        began = time.perf_counter()
+                        run()
+                        total = time.perf_counter() - began
+                        time.sleep(0.2)
+                    rate = f"{rates[-1]:,.0f}" if name == "online=True" and rates else "—"
+                    results[name] = (total, max(writers.waits), len(writers.waits), rate)
+                plain = results["plain UPDATE + index"][0]
+                for name, (total, wait, count, rate) in results.items():
+                    print(
+                        f"| {server} | {rows:,} | {name} | {total:.1f} | {wait:.3f} | {count} "
+                        f"| {rate} | {total / plain:.2f}x |",
+                        flush=True,
+                    )
+        finally:
+            with engine.begin() as conn:
+                conn.execute(sa.text(f"DROP TABLE IF EXISTS {TABLE}"))
+            engine.dispose()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
+    parser.add_argument("--online", action="store_true", help="compare online=True (see above)")
+    parser.add_argument("--servers", nargs="+", default=list(URLS), choices=list(URLS))
     args = parser.parse_args()
+    if args.online:
+        _online_table(args.servers, args.sizes)
+        return
     print(
         "| server | rows | add_ulid_column (s) | per 1M rows (s) | before the first DDL (s) "
         "| ADD COLUMN to commit (s) | by hand (s) |"

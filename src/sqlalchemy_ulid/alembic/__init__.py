@@ -24,7 +24,8 @@ in migrations (on Alembic 1.18+ our ``alembic.plugins`` entry point,
 work without the import):
 
 * ``op.add_ulid_column(table, column, from_column, ...)``: add a ULID column
-  to a populated table, dated from a timestamp column (online only);
+  to a populated table, dated from a timestamp column; ``online=True`` runs
+  it in short phases on a table in use;
 * ``op.drop_ulid_column(table, column, ...)``: its reverse;
 * ``op.alter_ulid_storage(table, column, from_storage=..., to_storage=...)``:
   convert between ``CHAR(26)`` text and 16-byte storage, in SQL;
@@ -37,8 +38,10 @@ work without the import):
 
 The ops live in this package's private modules: ``_add`` (``add_ulid_column``),
 ``_add_uuid7`` (``add_uuid7_column``, on ``_add``'s machinery),
-``_drop``, ``_storage``, ``_function`` and ``_inspect`` (reflection and checks
-shared by them). The SQL that converts between storages is per-dialect data
+``_online``, ``_backfill`` and ``_offline`` (its ``online=True`` phases),
+``_locks`` (lock timeouts and retries for every DDL statement), ``_drop``,
+``_storage``, ``_function`` and ``_inspect`` (reflection and checks shared by
+them). The SQL that converts between storages is per-dialect data
 and stays in ``sqlalchemy_ulid._convert_sql``, beside the dialect table, so
 that the column layer never imports this package (which imports Alembic).
 """
@@ -58,6 +61,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess
 from .._types import ULIDType
 from ._add import AddULIDColumnOp
 from ._add_uuid7 import AddUUID7ColumnOp
+from ._backfill import BackfillProgress
 from ._drop import DropULIDColumnOp
 from ._function import (
     CreateULIDFunctionOp,
@@ -65,17 +69,20 @@ from ._function import (
     DropULIDFunctionOp,
     DropUUID7FunctionOp,
 )
+from ._locks import LockTimeoutError
 from ._storage import AlterULIDStorageOp
 
 __all__ = [
     "AddULIDColumnOp",
     "AddUUID7ColumnOp",
     "AlterULIDStorageOp",
+    "BackfillProgress",
     "CreateULIDFunctionOp",
     "CreateUUID7FunctionOp",
     "DropULIDColumnOp",
     "DropULIDFunctionOp",
     "DropUUID7FunctionOp",
+    "LockTimeoutError",
     "render_item",
 ]
 

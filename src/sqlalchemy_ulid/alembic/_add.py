@@ -20,11 +20,13 @@ from alembic.operations import MigrateOperation, Operations
 from alembic.util import CommandError
 from sqlalchemy.engine import Connection, Dialect
 
+from .._checks import check_seconds
 from .._defaults import ulid_server_default
 from .._dialects import dialect_row
 from .._generator import MonotonicGenerator
 from .._time import check_ms, to_ms
 from .._types import Storage, ULIDType, _check_storage
+from ._backfill import BackfillProgress
 from ._drop import DropULIDColumnOp
 from ._inspect import (
     ColumnState,
@@ -36,6 +38,8 @@ from ._inspect import (
     unique_name,
     unique_on,
 )
+from ._locks import DEFAULT_LOCK_TIMEOUT, check_lock_timeout, lock_safe
+from ._online import add_online
 
 __all__ = ["AddULIDColumnOp"]
 
@@ -52,18 +56,31 @@ class AddULIDColumnOp(MigrateOperation):
         *,
         storage: Storage = "auto",
         timezone: tzinfo | None = None,
-        batch_size: int = 10_000,
+        batch_size: int | None = None,
         unique: bool = True,
         constraint_name: str | None = None,
         schema: str | None = None,
         fold: int | None = None,
         server_default: bool = False,
+        online: bool = False,
+        pause: float | timedelta = 0.0,
+        progress: Callable[[BackfillProgress], object] | None = None,
+        lock_timeout: float | timedelta | None = None,
     ) -> None:
         self._check_storage(storage, server_default)
+        # Checked here, before any SQL: the op is built before it runs.
+        self.online = online
+        self.pause = check_seconds("pause", _seconds(pause), zero=True)
+        if progress is not None and not callable(progress):
+            raise TypeError(f"progress must be callable, not {type(progress).__name__}")
+        self.progress = progress
+        self.lock_timeout = None if lock_timeout is None else check_lock_timeout(lock_timeout)
         if fold not in (None, 0, 1):
             raise ValueError(f"fold must be None, 0 or 1, got {fold!r}")
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        if batch_size is None:
+            batch_size = 5_000 if online else 10_000
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be an int of at least 1, got {batch_size!r}")
         # None, not a default of timezone.utc: Alembic re-creates this
         # signature from source text, where only simple literals survive.
         if timezone is None:
@@ -92,12 +109,16 @@ class AddULIDColumnOp(MigrateOperation):
         *,
         storage: Storage = "auto",
         timezone: tzinfo | None = None,
-        batch_size: int = 10_000,
+        batch_size: int | None = None,
         unique: bool = True,
         constraint_name: str | None = None,
         schema: str | None = None,
         fold: int | None = None,
         server_default: bool = False,
+        online: bool = False,
+        pause: float | timedelta = 0.0,
+        progress: Callable[[BackfillProgress], object] | None = None,
+        lock_timeout: float | timedelta | None = None,
     ) -> None:
         """Add a ULID column to a populated table, backfilled from a timestamp.
 
@@ -126,8 +147,14 @@ class AddULIDColumnOp(MigrateOperation):
         on a live database" in the docs for durations and what the
         application must do about the new NOT NULL column.
 
-        Online only: the ULIDs depend on the rows, so in offline (``--sql``)
-        mode this raises :class:`alembic.util.CommandError`.
+        The ULIDs depend on the rows, so in offline (``--sql``) mode this
+        raises :class:`alembic.util.CommandError`, except with
+        ``online=True`` on PostgreSQL, which writes the phases and the
+        backfill as SQL (a ``DO`` block that commits every batch).
+
+        With ``online=True`` the op runs in phases instead, each committed
+        on its own, with a batched backfill between them (see ``online``
+        below and "Live tables" in the docs).
 
         Args:
             operations: supplied by Alembic (call it as ``op.add_ulid_column``).
@@ -141,7 +168,8 @@ class AddULIDColumnOp(MigrateOperation):
                 naive; they are read as UTC unless you say otherwise, never
                 as the machine's local time. Aware values keep their own
                 offset.
-            batch_size: rows read and updated per round trip.
+            batch_size: rows read and updated per round trip (default
+                10,000; with ``online=True`` 5,000, one transaction each).
             unique: add a unique constraint on the new column.
             constraint_name: its name; default ``uq_<table>_<column>``.
             schema: the table's schema.
@@ -156,10 +184,39 @@ class AddULIDColumnOp(MigrateOperation):
                 application inserts without the column, during the op and
                 after it, then get an id instead of a NULL (MariaDB) or a
                 NOT NULL violation.
+            online: run in phases that each commit on their own (PostgreSQL
+                and MariaDB), so that no writer waits longer than a
+                metadata change: ``ADD COLUMN``, a batched backfill in key
+                order, then NOT NULL and the unique constraint built without
+                blocking writes. Needs a single-column primary key. Commits
+                the migration's transaction first (Alembic's
+                ``autocommit_block()``). Offline (``--sql``, PostgreSQL) it
+                writes the phases as a script. See "Live tables" in the docs.
+            pause: with ``online=True``, seconds (or a timedelta) to sleep
+                between two batches, to leave the server room.
+            progress: with ``online=True``, called after every batch with a
+                :class:`~sqlalchemy_ulid.alembic.BackfillProgress` (rows done,
+                estimated total, rate, ETA). Alembic's logger gets the same
+                at most every five seconds.
+            lock_timeout: seconds (or a timedelta) each DDL statement may
+                wait for its table lock before it gives up and retries
+                (default 1 s); see :class:`~sqlalchemy_ulid.alembic.LockTimeoutError`.
+
+        Example:
+            In a migration (``alembic upgrade``)::
+
+                op.add_ulid_column(
+                    "orders", "public_id", "created_at",
+                    online=True, server_default=True,
+                )
 
         Raises:
-            alembic.util.CommandError: in offline mode, or rows were written
-                without the column faster than the catch-up (rerun it).
+            alembic.util.CommandError: in offline mode (without
+                ``online=True``, or on MariaDB), rows were written without
+                the column faster than the catch-up (rerun it), or
+                ``online=True`` inside a transaction Alembic did not begin.
+            LockTimeoutError: a DDL statement could not get its lock on any
+                try; the message names the sessions holding it. Rerun later.
             ValueError: the table has no primary key, ``from_column`` has
                 NULLs or naive values that ``timezone`` cannot place, a time
                 is out of the ULID range, or a name is too long. Checked
@@ -178,6 +235,10 @@ class AddULIDColumnOp(MigrateOperation):
                 schema=schema,
                 fold=fold,
                 server_default=server_default,
+                online=online,
+                pause=pause,
+                progress=progress,
+                lock_timeout=lock_timeout,
             )
         )
 
@@ -220,6 +281,10 @@ class AddULIDColumnOp(MigrateOperation):
         )
 
 
+def _seconds(value: float | timedelta) -> float:
+    return value.total_seconds() if isinstance(value, timedelta) else value
+
+
 def _refuse_offline(operations: Operations, what: str) -> None:
     if operations.migration_context.as_sql:
         raise CommandError(
@@ -259,6 +324,9 @@ _STAGING = "_ulid_backfill"
 
 @Operations.implementation_for(AddULIDColumnOp)
 def _add_ulid_column(operations: Operations, op: AddULIDColumnOp) -> None:
+    if op.online:
+        add_online(operations, op, lambda value: _timestamp_ms(value, op.timezone, op.fold))
+        return
     _refuse_offline(operations, op.op_name)
     connection = operations.get_bind()
     dialect = connection.dialect
@@ -309,10 +377,17 @@ def _add_ulid_column(operations: Operations, op: AddULIDColumnOp) -> None:
             # Every ULID is computed before the first DDL statement.
             _stage(connection, table if existing is None else target, staging, op, existing)
             if existing is None:
-                operations.add_column(
-                    op.table_name,
-                    sa.Column(op.column_name, column_type, nullable=True),
-                    schema=op.schema,
+                # On PostgreSQL the lock taken here is held to commit: only
+                # this statement waits for it, and only lock_timeout long.
+                _lock_safe(
+                    connection,
+                    op,
+                    "ADD COLUMN",
+                    lambda: operations.add_column(
+                        op.table_name,
+                        sa.Column(op.column_name, column_type, nullable=True),
+                        schema=op.schema,
+                    ),
                 )
             if op.server_default and (existing is None or existing.default is None):
                 with operations.batch_alter_table(op.table_name, schema=op.schema) as batch:
@@ -440,7 +515,8 @@ def _finish(
     state = column_state(connection, op.table_name, op.column_name, op.schema)
     assert state is not None
     if state.nullable:
-        try:
+
+        def not_null() -> None:
             with operations.batch_alter_table(op.table_name, schema=op.schema) as batch:
                 batch.alter_column(
                     op.column_name,
@@ -453,6 +529,9 @@ def _finish(
                     ),
                     existing_comment=state.comment,
                 )
+
+        try:
+            _lock_safe(connection, op, "SET NOT NULL", not_null)
         except sa.exc.DBAPIError as exc:
             if exc.connection_invalidated:
                 raise
@@ -474,6 +553,13 @@ def _finish(
             operations.create_unique_constraint(
                 constraint, op.table_name, [op.column_name], schema=op.schema
             )
+
+
+def _lock_safe(
+    connection: Connection, op: AddULIDColumnOp, what: str, action: Callable[[], object]
+) -> None:
+    timeout = DEFAULT_LOCK_TIMEOUT if op.lock_timeout is None else op.lock_timeout
+    lock_safe(connection, action, f"{what} on {op.table_name}", lock_timeout=timeout)
 
 
 def _drop_staging(connection: Connection, staging: sa.Table) -> None:

@@ -7,11 +7,15 @@ Importing this module registers ``op.drop_ulid_column`` on Alembic's
 
 from __future__ import annotations
 
+from datetime import timedelta
+from functools import partial
+
 import sqlalchemy as sa
 from alembic.operations import MigrateOperation, Operations
 
 from .._dialects import dialect_row
 from ._inspect import column_state, unique_name, unique_on
+from ._locks import DEFAULT_LOCK_TIMEOUT, check_lock_timeout, lock_safe
 
 __all__ = ["DropULIDColumnOp"]
 
@@ -28,12 +32,14 @@ class DropULIDColumnOp(MigrateOperation):
         unique: bool = True,
         constraint_name: str | None = None,
         schema: str | None = None,
+        lock_timeout: float | timedelta | None = None,
     ) -> None:
         self.table_name = table_name
         self.column_name = column_name
         self.unique = unique
         self.constraint_name = constraint_name
         self.schema = schema
+        self.lock_timeout = None if lock_timeout is None else check_lock_timeout(lock_timeout)
 
     @classmethod
     def drop_ulid_column(
@@ -45,6 +51,7 @@ class DropULIDColumnOp(MigrateOperation):
         unique: bool = True,
         constraint_name: str | None = None,
         schema: str | None = None,
+        lock_timeout: float | timedelta | None = None,
     ) -> None:
         """Drop a ULID column and its unique constraint (undoes ``add_ulid_column``).
 
@@ -62,6 +69,9 @@ class DropULIDColumnOp(MigrateOperation):
             unique: whether ``add_ulid_column`` made a unique constraint.
             constraint_name: its name; default ``uq_<table>_<column>``.
             schema: the table's schema.
+            lock_timeout: seconds (or a timedelta) each ALTER may wait for
+                its table lock before it retries (default 1 s); see
+                :class:`~sqlalchemy_ulid.alembic.LockTimeoutError`.
         """
         operations.invoke(
             cls(
@@ -70,6 +80,7 @@ class DropULIDColumnOp(MigrateOperation):
                 unique=unique,
                 constraint_name=constraint_name,
                 schema=schema,
+                lock_timeout=lock_timeout,
             )
         )
 
@@ -104,10 +115,25 @@ def _drop_ulid_column(operations: Operations, op: DropULIDColumnOp) -> None:
     uniques = unique_on(connection, op.table_name, op.column_name, op.schema)
     if not op.unique:
         uniques = []
-    with operations.batch_alter_table(op.table_name, schema=op.schema) as batch:
-        for unique in uniques:
-            if unique in constraints:
-                batch.drop_constraint(unique, type_="unique")
-            else:
-                batch.drop_index(unique)
-        batch.drop_column(op.column_name)
+    if dialect_row(dialect).locks is None:  # SQLite: the batch may copy the table
+        with operations.batch_alter_table(op.table_name, schema=op.schema) as batch:
+            for unique in uniques:
+                if unique in constraints:
+                    batch.drop_constraint(unique, type_="unique")
+                else:
+                    batch.drop_index(unique)
+            batch.drop_column(op.column_name)
+        return
+    # One statement at a time, each waiting for its lock only lock_timeout:
+    # on MariaDB each commits, so a retry must not repeat the one before.
+    timeout = DEFAULT_LOCK_TIMEOUT if op.lock_timeout is None else op.lock_timeout
+    for unique in uniques:
+        if unique in constraints:
+            drop = partial(
+                operations.drop_constraint, unique, op.table_name, type_="unique", schema=op.schema
+            )
+        else:
+            drop = partial(operations.drop_index, unique, op.table_name, schema=op.schema)
+        lock_safe(connection, drop, f"DROP {unique}", lock_timeout=timeout)
+    column = partial(operations.drop_column, op.table_name, op.column_name, schema=op.schema)
+    lock_safe(connection, column, f"DROP COLUMN {op.column_name}", lock_timeout=timeout)

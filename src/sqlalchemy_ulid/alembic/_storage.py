@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
+from functools import partial
 from typing import Any
 
 import sqlalchemy as sa
@@ -25,6 +28,7 @@ from .._dialects import dialect_row, dialects_with
 from .._types import Storage, ULIDType, _check_storage
 from .._ulid import ULID
 from ._inspect import column_state, execute, foreign_keys_on, quote, run, strict_mode
+from ._locks import DEFAULT_LOCK_TIMEOUT, check_lock_timeout, lock_safe
 
 __all__ = ["AlterULIDStorageOp"]
 
@@ -43,9 +47,13 @@ class AlterULIDStorageOp(MigrateOperation):
         nullable: bool | None = None,
         schema: str | None = None,
         copy_from: sa.Table | None = None,
+        online: bool = False,
+        lock_timeout: float | timedelta | None = None,
     ) -> None:
         _check_storage(from_storage)
         _check_storage(to_storage)
+        self.online = online
+        self.lock_timeout = None if lock_timeout is None else check_lock_timeout(lock_timeout)
         self.table_name = table_name
         self.column_name = column_name
         self.from_storage: Storage = from_storage
@@ -66,6 +74,8 @@ class AlterULIDStorageOp(MigrateOperation):
         nullable: bool | None = None,
         schema: str | None = None,
         copy_from: sa.Table | None = None,
+        online: bool = False,
+        lock_timeout: float | timedelta | None = None,
     ) -> None:
         """Convert a ULID column's storage, keeping every value.
 
@@ -115,6 +125,13 @@ class AlterULIDStorageOp(MigrateOperation):
                 offline it is required.
             schema: the table's schema.
             copy_from: the table's definition, for SQLite in offline mode.
+            online: not supported yet: raises
+                :class:`alembic.util.CommandError` before any SQL. The
+                conversion rewrites the column under an exclusive lock on
+                PostgreSQL (see "Live tables" in the docs).
+            lock_timeout: seconds (or a timedelta) each ALTER may wait for
+                its table lock before it retries (default 1 s); see
+                :class:`~sqlalchemy_ulid.alembic.LockTimeoutError`.
 
         Raises:
             InvalidULID: (online) a text value is not a ULID.
@@ -133,6 +150,8 @@ class AlterULIDStorageOp(MigrateOperation):
                 nullable=nullable,
                 schema=schema,
                 copy_from=copy_from,
+                online=online,
+                lock_timeout=lock_timeout,
             )
         )
 
@@ -191,6 +210,13 @@ class _Plan:
 
 @Operations.implementation_for(AlterULIDStorageOp)
 def _alter_ulid_storage(operations: Operations, op: AlterULIDStorageOp) -> None:
+    if op.online:
+        raise CommandError(
+            "alter_ulid_storage(online=True) is not supported online yet: the conversion "
+            "rewrites the column, and on PostgreSQL holds an ACCESS EXCLUSIVE lock while "
+            "it does. Nothing was changed. Run it without online=True in a quiet period "
+            "(see 'Live tables' in the docs)"
+        )
     context = operations.migration_context
     dialect = context.dialect
     row = dialect_row(dialect)
@@ -358,51 +384,90 @@ def _convert(
     if sql.alter_using:
         if plan.default is not None:
             # PostgreSQL converts the default by cast, not by USING.
-            operations.alter_column(
-                op.table_name, op.column_name, server_default=None, schema=op.schema
+            _ddl(
+                operations,
+                op,
+                partial(
+                    operations.alter_column,
+                    op.table_name,
+                    op.column_name,
+                    server_default=None,
+                    schema=op.schema,
+                ),
             )
-        operations.alter_column(
-            op.table_name,
-            op.column_name,
-            type_=new_type,
-            existing_type=old_type,
-            existing_nullable=plan.nullable,
-            existing_comment=plan.comment,
-            schema=op.schema,
-            postgresql_using=converted,
+        _ddl(
+            operations,
+            op,
+            partial(
+                operations.alter_column,
+                op.table_name,
+                op.column_name,
+                type_=new_type,
+                existing_type=old_type,
+                existing_nullable=plan.nullable,
+                existing_comment=plan.comment,
+                schema=op.schema,
+                postgresql_using=converted,
+            ),
         )
         if default is not None:
-            operations.alter_column(
-                op.table_name, op.column_name, server_default=default, schema=op.schema
+            _ddl(
+                operations,
+                op,
+                partial(
+                    operations.alter_column,
+                    op.table_name,
+                    op.column_name,
+                    server_default=default,
+                    schema=op.schema,
+                ),
             )
         return
     holding = sql.holding() if sql.holding is not None else old_type
     if plan.to_holding:
-        operations.alter_column(
-            op.table_name,
-            op.column_name,
-            type_=holding,
-            existing_type=old_type,
-            existing_nullable=plan.nullable,
-            # MariaDB's MODIFY restates the whole column: without these the
-            # DEFAULT (no text default fits the new type) and COMMENT go.
-            existing_server_default=None,
-            existing_comment=plan.comment,
-            schema=op.schema,
+        _ddl(
+            operations,
+            op,
+            partial(
+                operations.alter_column,
+                op.table_name,
+                op.column_name,
+                type_=holding,
+                existing_type=old_type,
+                existing_nullable=plan.nullable,
+                # MariaDB's MODIFY restates the whole column: without these the
+                # DEFAULT (no text default fits the new type) and COMMENT go.
+                existing_server_default=None,
+                existing_comment=plan.comment,
+                schema=op.schema,
+            ),
         )
     if plan.update:
         execute(operations, f"UPDATE {table} SET {column} = {converted} WHERE {column} IS NOT NULL")
-    with operations.batch_alter_table(
-        op.table_name, schema=op.schema, copy_from=op.copy_from
-    ) as batch:
-        batch.alter_column(
-            op.column_name,
-            type_=new_type,
-            existing_type=holding,
-            existing_nullable=plan.nullable,
-            existing_server_default=default,
-            existing_comment=plan.comment,
-        )
+
+    def final_type() -> None:
+        with operations.batch_alter_table(
+            op.table_name, schema=op.schema, copy_from=op.copy_from
+        ) as batch:
+            batch.alter_column(
+                op.column_name,
+                type_=new_type,
+                existing_type=holding,
+                existing_nullable=plan.nullable,
+                existing_server_default=default,
+                existing_comment=plan.comment,
+            )
+
+    _ddl(operations, op, final_type)
+
+
+def _ddl(operations: Operations, op: AlterULIDStorageOp, action: Callable[[], object]) -> None:
+    """Run one ALTER so that it waits for its lock only ``lock_timeout`` (online)."""
+    if operations.migration_context.as_sql:
+        action()
+        return
+    timeout = DEFAULT_LOCK_TIMEOUT if op.lock_timeout is None else op.lock_timeout
+    lock_safe(operations.get_bind(), action, f"ALTER TABLE {op.table_name}", lock_timeout=timeout)
 
 
 def _check_text(

@@ -1,0 +1,227 @@
+"""The batched backfill of ``add_ulid_column(..., online=True)``.
+
+The rows that have no id yet are read in primary-key order, ``batch_size``
+at a time (``WHERE key > last AND col IS NULL ORDER BY key LIMIT n``). Each
+batch's ids are computed in Python from the rows' times, exactly as the
+one-transaction op computes them, written to a temporary table, and copied
+into the batch's key range by one ``UPDATE`` that commits on its own. A
+writer waits at most for the rows of one batch, for one statement.
+
+Killed and rerun, the backfill starts again from the first row without an
+id: finished ranges are not NULL, so they are skipped, never rewritten.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from .._dialects import dialect_row
+from .._generator import MonotonicGenerator
+
+__all__ = ["Backfill", "BackfillProgress", "logger"]
+
+#: Alembic's own logger: ``alembic.ini`` shows its INFO lines.
+logger = logging.getLogger("alembic.runtime.migration")
+
+#: At most one progress line per this many seconds.
+LOG_EVERY = 5.0
+
+#: Tries of a batch that a deadlock or a row lock timeout stopped.
+_BATCH_TRIES = 5
+_RETRIED = frozenset({"40P01", "55P03", 1213, 1205})
+
+
+@dataclass(frozen=True)
+class BackfillProgress:
+    """How far the backfill of ``add_ulid_column(..., online=True)`` is.
+
+    Passed to the ``progress=`` callback after every batch, and logged on
+    Alembic's logger at most every five seconds.
+
+    Example:
+        >>> p = BackfillProgress("orders", "public_id", 5000, 20000, 2500.0, 6.0)
+        >>> print(p)
+        orders.public_id: 5000 of ~20000 rows (25%), 2500 rows/s, ETA 6s
+    """
+
+    table: str
+    column: str
+    #: rows given an id so far, by this run
+    rows_done: int
+    #: rows without an id when the run began (the planner's estimate)
+    rows_total: int
+    #: rows per second so far
+    rate: float
+    #: seconds left at that rate (None: not known yet)
+    eta: float | None
+
+    def __str__(self) -> str:
+        share = (
+            f" ({min(100, 100 * self.rows_done // self.rows_total)}%)" if self.rows_total else ""
+        )
+        eta = "?" if self.eta is None else f"{self.eta:.0f}s"
+        return (
+            f"{self.table}.{self.column}: {self.rows_done} of ~{self.rows_total} rows{share}, "
+            f"{self.rate:.0f} rows/s, ETA {eta}"
+        )
+
+
+@dataclass
+class Backfill:
+    """Fill ``column`` of ``target`` batch by batch; see the module docstring."""
+
+    connection: Connection
+    target: sa.Table
+    staging: sa.Table
+    key: str
+    column: str
+    #: a row's time -> its Unix milliseconds (the op's strict conversion)
+    millis: Callable[[Any], int]
+    time_column: str
+    batch_size: int
+    pause: float
+    progress: Callable[[BackfillProgress], object] | None
+    rows_done: int = 0
+
+    def run(self) -> int:
+        """Fill every row that has no id; return how many this call filled."""
+        total = self._estimate()
+        started = last_log = time.monotonic()
+        filled = 0
+        last: Any = None
+        while True:
+            rows = self._next_batch(last)
+            if not rows:
+                break
+            filled += self._fill(rows)
+            last = rows[-1][0]
+            now = time.monotonic()
+            report = self._report(filled, max(total, filled), now - started)
+            if self.progress is not None:
+                self.progress(report)
+            if now - last_log >= LOG_EVERY:
+                logger.info("backfill %s", report)
+                last_log = now
+            if self.pause:
+                time.sleep(self.pause)
+        if filled:
+            logger.info("backfill %s", self._report(filled, filled, time.monotonic() - started))
+        self.rows_done += filled
+        return filled
+
+    def _report(self, done: int, total: int, elapsed: float) -> BackfillProgress:
+        rate = done / elapsed if elapsed > 0 else 0.0
+        eta = (total - done) / rate if rate else None
+        return BackfillProgress(self.target.name, self.column, done, total, rate, eta)
+
+    def _estimate(self) -> int:
+        paging = dialect_row(self.connection.dialect).paging
+        query = sa.select(self.target.c[self.key]).where(self.target.c[self.column].is_(None))
+        if paging.explain is None or paging.estimate is None:
+            return 0
+        sql = str(query.compile(self.connection, compile_kwargs={"literal_binds": True}))
+        try:
+            return max(
+                0, paging.estimate(self.connection.exec_driver_sql(paging.explain + sql).first())
+            )
+        except (sa.exc.SQLAlchemyError, KeyError, ValueError, TypeError):
+            return 0  # only for the progress report
+
+    def _next_batch(self, last: Any) -> list[Any]:
+        key = self.target.c[self.key]
+        query = (
+            sa.select(key, self.target.c[self.time_column])
+            .where(self.target.c[self.column].is_(None))
+            .order_by(key)
+            .limit(self.batch_size)
+        )
+        if last is not None:
+            query = query.where(key > last)
+        return list(self.connection.execute(query).all())
+
+    def _fill(self, rows: list[Any]) -> int:
+        """Give one batch its ids: staged, then one UPDATE bounded by the batch's keys."""
+        # Ties in one millisecond are numbered in key order, as the generator
+        # numbers ids made live within one millisecond.
+        timed = sorted(((self.millis(row[1]), row[0]) for row in rows), key=lambda p: p)
+        now = [0]
+        generate = MonotonicGenerator(clock=lambda: now[0])
+        staged = []
+        for ms, key in timed:
+            now[0] = ms
+            staged.append({self.key: key, "ulid": generate()})
+        low, high = rows[0][0], rows[-1][0]
+        if dialect_row(self.connection.dialect).unnest_arrays:
+            return self._retrying(low, lambda: self._update_from_arrays(staged, low, high))
+        target_key = self.target.c[self.key]
+        update = (
+            sa.update(self.target)
+            .where(target_key == self.staging.c[self.key])
+            .where(target_key >= low, target_key <= high)
+            .where(self.target.c[self.column].is_(None))
+            .values({self.column: self.staging.c.ulid})
+        )
+
+        def through_staging() -> int:
+            self.connection.execute(self.staging.delete())
+            self.connection.execute(self.staging.insert(), staged)
+            count = self.connection.execute(update).rowcount
+            self.connection.execute(self.staging.delete())
+            return int(count)
+
+        return self._retrying(low, through_staging)
+
+    def _update_from_arrays(self, staged: list[dict[str, Any]], low: Any, high: Any) -> int:
+        """PostgreSQL: the batch's keys and ids as two array parameters, one statement."""
+        dialect = self.connection.dialect
+        quote = dialect.identifier_preparer.quote
+        table = dialect.identifier_preparer.format_table(self.target)
+        key, column = quote(self.key), quote(self.column)
+        key_type = self.target.c[self.key].type.compile(dialect=dialect)
+        id_type = self.target.c[self.column].type
+        bind = id_type.bind_processor(dialect)
+        ids = [item["ulid"] for item in staged]
+        statement = sa.text(
+            f"UPDATE {table} AS t SET {column} = v.u "
+            f"FROM unnest(CAST(:keys AS {key_type}[]), "
+            f"CAST(:ids AS {id_type.compile(dialect=dialect)}[])) AS v(k, u) "
+            f"WHERE t.{key} = v.k AND t.{key} >= :low AND t.{key} <= :high "
+            f"AND t.{column} IS NULL"
+        )
+        params = {
+            "keys": [item[self.key] for item in staged],
+            "ids": [bind(i) for i in ids] if bind is not None else ids,
+            "low": low,
+            "high": high,
+        }
+        return int(self.connection.execute(statement, params).rowcount)
+
+    def _retrying(self, low: Any, update: Callable[[], int]) -> int:
+        for attempt in range(1, _BATCH_TRIES + 1):
+            try:
+                return update()
+            except sa.exc.DBAPIError as exc:
+                if exc.connection_invalidated or error_code(exc) not in _RETRIED:
+                    raise
+                if attempt == _BATCH_TRIES:
+                    raise
+                logger.warning("backfill batch at key %r: %s; retrying", low, exc.orig)
+                time.sleep(0.05 * attempt)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+def error_code(error: sa.exc.DBAPIError) -> object:
+    """The SQLSTATE (PostgreSQL) or error number (MariaDB) of a driver error."""
+    orig = error.orig
+    code = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    args: tuple[Any, ...] = tuple(getattr(orig, "args", None) or ())
+    if code is None and args:
+        code = args[0]
+    return code

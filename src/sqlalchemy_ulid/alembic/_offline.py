@@ -1,0 +1,170 @@
+"""``add_ulid_column(..., online=True)`` in offline (``--sql``) mode, on PostgreSQL.
+
+The script gets the online op's phases in order, each statement on its
+own outside a transaction (Alembic's ``autocommit_block()`` writes the
+``COMMIT`` before them and the ``BEGIN`` after). The backfill is one ``DO``
+block that runs the batch statement until it fills no row, committing
+after each batch (PostgreSQL 11+ allows ``COMMIT`` in a ``DO`` block run
+outside a transaction, as ``psql`` runs a script). The block finds the
+table's primary key in the catalog, so the script needs no database to be
+written.
+
+The ids: the time part is the row's time, exactly (``floor(epoch * 1000)``,
+a timestamp without time zone read as UTC), and a time before 1970, past
+the ULID range or NULL fails the batch, naming the value: nothing is
+stored. Rows sharing a millisecond are numbered in key order within a batch
+(a 16-bit rank, then 64 random bits).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from datetime import timezone as _timezone
+from typing import TYPE_CHECKING
+
+from alembic.operations import Operations
+from alembic.util import CommandError
+
+from .._dialects import dialect_row
+from .._types import ULIDType
+from ._inspect import quote, safe_name
+from ._locks import DEFAULT_LOCK_TIMEOUT
+
+if TYPE_CHECKING:
+    from ._add import AddULIDColumnOp
+
+__all__ = ["add_offline"]
+
+#: Rows one batch may give ids to: the tie rank has 16 bits.
+_MAX_BATCH = 65_535
+
+_ULID_UUID = (
+    "encode(substring(int8send(b.ms) FROM 3) || substring(int4send(b.rank::int) FROM 3)"
+    " || substring(uuid_send(gen_random_uuid()) FROM 1 FOR 8), 'hex')::uuid"
+)
+_ULID_BYTEA = (
+    "substring(int8send(b.ms) FROM 3) || substring(int4send(b.rank::int) FROM 3)"
+    " || substring(uuid_send(gen_random_uuid()) FROM 1 FOR 8)"
+)
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def add_offline(operations: Operations, op: AddULIDColumnOp) -> None:
+    """Write the online op's phases into the ``--sql`` script."""
+    context = operations.get_context()
+    dialect = context.dialect
+    if dialect.name != "postgresql":
+        raise CommandError(
+            f"add_ulid_column(online=True) writes an offline (--sql) script for "
+            f"PostgreSQL only; on {dialect.name} run this migration online "
+            "(alembic upgrade without --sql)"
+        )
+    kind = dialect_row(dialect).kind(op.storage)
+    if kind == "text":
+        raise CommandError("add_ulid_column(online=True) offline needs uuid or binary storage")
+    zone = op.timezone
+    if not (isinstance(zone, _timezone) and zone.utcoffset(None) == timedelta(0)):
+        raise CommandError(
+            "add_ulid_column(online=True) offline reads naive times as UTC only: the "
+            f"database would place them in {zone} by its own rules, not ours"
+        )
+    if op.batch_size > _MAX_BATCH:
+        raise ValueError(f"offline, batch_size is at most {_MAX_BATCH}, got {op.batch_size}")
+    table = quote(dialect, op.table_name, op.schema)
+    column = quote(dialect, op.column_name)
+    when = quote(dialect, op.from_column)
+    type_sql = ULIDType(op.storage).load_dialect_impl(dialect).compile(dialect=dialect)
+    constraint = quote(
+        dialect, op.constraint_name or safe_name(f"uq_{op.table_name}_{op.column_name}", dialect)
+    )
+    check = quote(dialect, safe_name(f"ck_{op.table_name}_{op.column_name}_not_null", dialect))
+    timeout = DEFAULT_LOCK_TIMEOUT if op.lock_timeout is None else op.lock_timeout
+    out = context.impl.static_output
+    with context.autocommit_block():
+        out(
+            f"-- add_ulid_column({op.table_name}.{op.column_name}, online=True): each "
+            "statement below commits on its own (run them outside a transaction, as psql "
+            "does). If one fails with 'canceling statement due to lock timeout', run it "
+            "again and go on from there."
+        )
+        out(f"SET lock_timeout = '{max(1, round(timeout * 1000))}ms';")
+        out(f"-- Phase 1: the column, nullable (no table rewrite)\nALTER TABLE {table} "
+            f"ADD COLUMN IF NOT EXISTS {column} {type_sql};")  # fmt: skip
+        if op.server_default:
+            server = dialect_row(dialect).server
+            assert server is not None
+            out(
+                f"-- New rows get ids from the database from here on\nALTER TABLE {table} "
+                f"ALTER COLUMN {column} SET DEFAULT {server.default[kind]};"
+            )
+        out(_backfill_block(op, table, column, when, kind))
+        out(
+            f"-- Phase 3: NOT NULL without a long lock. If VALIDATE fails, rows were "
+            f"written without {op.column_name}: run the DO block above again, then "
+            f"VALIDATE\nALTER TABLE {table} ADD CONSTRAINT {check} "
+            f"CHECK ({column} IS NOT NULL) NOT VALID;"
+        )
+        out(f"ALTER TABLE {table} VALIDATE CONSTRAINT {check};")
+        out(f"ALTER TABLE {table} ALTER COLUMN {column} SET NOT NULL;")
+        out(f"ALTER TABLE {table} DROP CONSTRAINT {check};")
+        if op.unique:
+            out(
+                "-- Phase 4: the unique index, built while writers go on; if this "
+                "fails, DROP INDEX CONCURRENTLY the INVALID index it leaves and run it "
+                f"again\nCREATE UNIQUE INDEX CONCURRENTLY {constraint} ON {table} ({column});"
+            )
+            out(f"ALTER TABLE {table} ADD CONSTRAINT {constraint} UNIQUE USING INDEX {constraint};")
+        out("RESET lock_timeout;")
+
+
+def _backfill_block(op: AddULIDColumnOp, table: str, column: str, when: str, kind: str) -> str:
+    ulid = _ULID_UUID if kind == "uuid" else _ULID_BYTEA
+    # %1$I: the key column, %2$s: the row's Unix milliseconds, both found below.
+    batch = (
+        f"UPDATE {table} AS t SET {column} = s.ulid FROM ("
+        f"SELECT b.k, {ulid} AS ulid FROM ("
+        "SELECT c.k, c.ms, row_number() OVER (PARTITION BY c.ms ORDER BY c.k) AS rank FROM ("
+        "SELECT r.k, CASE WHEN r.m BETWEEN 0 AND 281474976710655 THEN r.m ELSE "
+        f"('add_ulid_column: {op.table_name}.{op.from_column} is out of the ULID range "
+        "(1970 to 10889) or NULL: ' || coalesce(r.v::text, 'NULL'))::bigint END AS ms "
+        f"FROM (SELECT %1$I AS k, {when} AS v, %2$s AS m FROM {table} "
+        f"WHERE {column} IS NULL ORDER BY %1$I LIMIT {op.batch_size}) AS r"
+        ") AS c) AS b) AS s "
+        f"WHERE t.%1$I = s.k AND t.{column} IS NULL"
+    )
+    pause = f"\n    PERFORM pg_sleep({op.pause:g});" if op.pause else ""
+    name = _literal(table)
+    return f"""\
+-- Phase 2: the backfill, {op.batch_size} rows a transaction, in key order. This block
+-- runs the batch UPDATE (the EXECUTE below) until it fills no row, and commits after
+-- each batch; run it again after an interruption: it goes on where it stopped.
+DO $ulid$
+DECLARE
+  key_column name;
+  millis text;
+  filled bigint;
+  total bigint := 0;
+BEGIN
+  SELECT a.attname INTO key_column FROM pg_index i
+    JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+    WHERE i.indrelid = {name}::regclass AND i.indisprimary AND i.indnkeyatts = 1;
+  IF key_column IS NULL THEN
+    RAISE EXCEPTION 'add_ulid_column: % needs a single-column primary key', {name};
+  END IF;
+  SELECT CASE WHEN t.typcategory = 'N' THEN format('%I::bigint', a.attname)
+    ELSE format('floor(extract(epoch FROM %I) * 1000)::bigint', a.attname) END
+    INTO millis FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+    WHERE a.attrelid = {name}::regclass AND a.attname = {_literal(op.from_column)};
+  LOOP
+    EXECUTE format($batch${batch}$batch$, key_column, millis);
+    GET DIAGNOSTICS filled = ROW_COUNT;
+    EXIT WHEN filled = 0;
+    total := total + filled;
+    RAISE NOTICE 'add_ulid_column: % rows of {op.table_name}.{op.column_name} filled', total;
+    COMMIT;{pause}
+  END LOOP;
+END
+$ulid$;"""

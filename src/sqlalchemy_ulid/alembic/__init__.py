@@ -29,10 +29,14 @@ work without the import):
 * ``op.alter_ulid_storage(table, column, from_storage=..., to_storage=...)``:
   convert between ``CHAR(26)`` text and 16-byte storage, in SQL;
 * ``op.create_ulid_function()`` / ``op.drop_ulid_function()``: the
-  server-side ``gen_ulid()``.
+  server-side ``gen_ulid()``;
+* ``op.convert_primary_key_to_ulid(table, ...)``: move an integer or UUID
+  primary key and every foreign key to it to ULIDs, keeping the old values
+  in ``legacy_id``; ``op.restore_legacy_primary_key(table, ...)`` undoes it.
 
 The ops live in this package's private modules: ``_add`` (``add_ulid_column``),
-``_drop``, ``_storage``, ``_function`` and ``_inspect`` (reflection and checks
+``_drop``, ``_storage``, ``_function``, ``_primary_key`` (with its plan in
+``_pk_plan`` and its phases in ``_pk_phases``) and ``_inspect`` (reflection and checks
 shared by them). The SQL that converts between storages is per-dialect data
 and stays in ``sqlalchemy_ulid._convert_sql``, beside the dialect table, so
 that the column layer never imports this package (which imports Alembic).
@@ -54,14 +58,19 @@ from .._types import ULIDType
 from ._add import AddULIDColumnOp
 from ._drop import DropULIDColumnOp
 from ._function import CreateULIDFunctionOp, DropULIDFunctionOp
+from ._pk_plan import ConversionRefused
+from ._primary_key import ConvertPrimaryKeyToULIDOp, RestoreLegacyPrimaryKeyOp
 from ._storage import AlterULIDStorageOp
 
 __all__ = [
     "AddULIDColumnOp",
     "AlterULIDStorageOp",
+    "ConversionRefused",
+    "ConvertPrimaryKeyToULIDOp",
     "CreateULIDFunctionOp",
     "DropULIDColumnOp",
     "DropULIDFunctionOp",
+    "RestoreLegacyPrimaryKeyOp",
     "render_item",
 ]
 

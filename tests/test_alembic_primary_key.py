@@ -1,0 +1,552 @@
+"""op.convert_primary_key_to_ulid and its reverse, through real Alembic commands.
+
+A schema of four tables on PostgreSQL and MariaDB: customers (the key that
+changes, with a nullable self-reference), accounts (whose primary key is
+also a foreign key to customers), account events (a second level: they
+reference accounts' key) and orders (a plain foreign key). Row counts and
+the results of joins over every foreign key must be the same before, after
+the upgrade, after the downgrade and after a second upgrade; a kill (or a
+failing statement) at each phase boundary must leave a state the rerun
+finishes, and a second rerun must do nothing.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from alembic.migration import MigrationContext
+from alembic.operations import Operations
+from alembic.util import CommandError
+from sqlalchemy.dialects import mysql
+from sqlalchemy.engine import Connection, Engine
+
+import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
+from conftest import Backend, recording
+from sqlalchemy_ulid import ULID
+from sqlalchemy_ulid.alembic import ConversionRefused
+from sqlalchemy_ulid.alembic._pk_plan import STATE_TABLE
+
+VERSION_TABLE = "alembic_version_pk_test"
+TABLES = ("pk_account_events", "pk_orders", "pk_accounts", "pk_customers")
+DATETIME = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql")
+BASE = datetime(2023, 3, 1, 8, 0, 0)
+
+ENV_PY = f"""
+from alembic import context
+import sqlalchemy_ulid.alembic
+
+context.configure(
+    connection=context.config.attributes["connection"],
+    version_table={VERSION_TABLE!r},
+)
+with context.begin_transaction():
+    context.run_migrations()
+"""
+
+REVISION = """
+from alembic import op
+
+revision = "pk0001"
+down_revision = None
+branch_labels = None
+depends_on = None
+
+
+def upgrade():
+    op.convert_primary_key_to_ulid("pk_customers", from_time="created_at", {extra})
+
+
+def downgrade():
+    op.restore_legacy_primary_key("pk_customers", {extra})
+"""
+
+
+class Interrupted(Exception):
+    """The fault a hook raises in place of a statement."""
+
+
+@pytest.fixture(params=["postgresql", "mysql"])
+def server(request: pytest.FixtureRequest, backends: dict[str, Backend]) -> Iterator[Engine]:
+    """A private engine (no pool) on PostgreSQL or MariaDB."""
+    backend = backends[request.param]
+    if backend.url is None:
+        pytest.fail(f"backend missing: {backend.reason}", pytrace=False)
+    engine = sa.create_engine(backend.url, poolclass=sa.pool.NullPool)
+    _drop(engine)
+    yield engine
+    _drop(engine)
+    engine.dispose()
+
+
+def _drop(engine: Engine) -> None:
+    with engine.begin() as conn:
+        conn.execute(sa.text("DROP VIEW IF EXISTS pk_customer_names"))
+        for name in (*TABLES, "pk_pairs", VERSION_TABLE, STATE_TABLE):
+            conn.execute(sa.text(f"DROP TABLE IF EXISTS {name}"))
+
+
+def _seed(engine: Engine) -> None:
+    metadata = sa.MetaData()
+    customers = sa.Table(
+        "pk_customers",
+        metadata,
+        sa.Column("id", sa.Integer, primary_key=True),
+        sa.Column("created_at", DATETIME, nullable=False),
+        sa.Column("name", sa.String(20), nullable=False),
+        sa.Column(
+            "referrer_id",
+            sa.Integer,
+            sa.ForeignKey("pk_customers.id", name="fk_pk_customers_referrer"),
+            nullable=True,
+        ),
+    )
+    accounts = sa.Table(
+        "pk_accounts",
+        metadata,
+        sa.Column(
+            "customer_id",
+            sa.Integer,
+            sa.ForeignKey("pk_customers.id", name="fk_pk_accounts_customer", ondelete="CASCADE"),
+            primary_key=True,
+            autoincrement=False,
+        ),
+        sa.Column("plan", sa.String(20), nullable=False),
+    )
+    events = sa.Table(
+        "pk_account_events",
+        metadata,
+        sa.Column("id", sa.Integer, primary_key=True),
+        sa.Column(
+            "account_id",
+            sa.Integer,
+            sa.ForeignKey("pk_accounts.customer_id", name="fk_pk_events_account"),
+            nullable=False,
+            index=True,
+        ),
+        sa.Column("kind", sa.String(20), nullable=False),
+    )
+    orders = sa.Table(
+        "pk_orders",
+        metadata,
+        sa.Column("id", sa.Integer, primary_key=True),
+        sa.Column(
+            "customer_id",
+            sa.Integer,
+            sa.ForeignKey("pk_customers.id", name="fk_pk_orders_customer"),
+            nullable=False,
+        ),
+        sa.Column("note", sa.String(20), nullable=False),
+        sa.Index("ix_pk_orders_customer_note", "customer_id", "note"),
+    )
+    with engine.begin() as conn:
+        metadata.create_all(conn)
+        conn.execute(
+            customers.insert(),
+            [
+                {
+                    "id": i,
+                    # ties: two customers per millisecond
+                    "created_at": BASE + timedelta(milliseconds=i // 2),
+                    "name": f"c{i}",
+                    "referrer_id": None if i % 3 == 0 or i == 1 else i - 1,
+                }
+                for i in range(1, 31)
+            ],
+        )
+        conn.execute(accounts.insert(), [{"customer_id": i, "plan": f"p{i}"} for i in range(1, 21)])
+        conn.execute(
+            events.insert(),
+            [{"id": i, "account_id": 1 + i % 20, "kind": f"k{i}"} for i in range(1, 41)],
+        )
+        conn.execute(
+            orders.insert(),
+            [{"id": i, "customer_id": 1 + (i * 7) % 30, "note": f"o{i}"} for i in range(1, 51)],
+        )
+
+
+JOINS = {
+    "counts": "SELECT (SELECT COUNT(*) FROM pk_customers), (SELECT COUNT(*) FROM pk_accounts), "
+    "(SELECT COUNT(*) FROM pk_account_events), (SELECT COUNT(*) FROM pk_orders)",
+    "referrers": "SELECT c.name, r.name FROM pk_customers c "
+    "LEFT JOIN pk_customers r ON r.id = c.referrer_id",
+    "events": "SELECT e.kind, a.plan, c.name FROM pk_account_events e "
+    "JOIN pk_accounts a ON a.customer_id = e.account_id JOIN pk_customers c ON c.id = a.customer_id",
+    "orders": "SELECT o.note, c.name, c.created_at FROM pk_orders o "
+    "JOIN pk_customers c ON c.id = o.customer_id",
+}
+
+
+def _snapshot(engine: Engine) -> dict[str, list[tuple[Any, ...]]]:
+    """Row counts and every join's rows, without the key values themselves."""
+    with engine.connect() as conn:
+        return {
+            name: sorted(tuple(row) for row in conn.exec_driver_sql(sql))
+            for name, sql in JOINS.items()
+        }
+
+
+def _schema(engine: Engine) -> dict[str, Any]:
+    with engine.connect() as conn:
+        inspector = sa.inspect(conn)
+        found: dict[str, Any] = {}
+        for table in TABLES:
+            found[table] = {
+                "columns": sorted(
+                    (c["name"], str(c["type"].compile(dialect=conn.dialect)), c["nullable"])
+                    for c in inspector.get_columns(table)
+                ),
+                "pk": inspector.get_pk_constraint(table)["constrained_columns"],
+                "fks": sorted(
+                    (f["name"], tuple(f["constrained_columns"]), f["referred_table"])
+                    for f in inspector.get_foreign_keys(table)
+                ),
+                "indexes": sorted(
+                    (i["name"], tuple(i["column_names"]), bool(i["unique"]))
+                    for i in inspector.get_indexes(table)
+                ),
+            }
+        found["state"] = inspector.has_table(STATE_TABLE)
+    return found
+
+
+def _check_ulids(engine: Engine) -> None:
+    """Each customer's id is a ULID dated from created_at; legacy_id the old id."""
+    with engine.connect() as conn:
+        rows = conn.exec_driver_sql(
+            "SELECT id, legacy_id, created_at, name FROM pk_customers"
+        ).all()
+    assert len(rows) == 30
+    for raw, legacy, created, name in rows:
+        ulid = ULID.from_bytes(raw) if isinstance(raw, bytes) else ULID.from_uuid(raw)
+        assert ulid.datetime == created.replace(tzinfo=timezone.utc)
+        assert name == f"c{legacy}"
+    ordered = sorted(rows, key=lambda r: r[1])
+    ids = [r[0] if isinstance(r[0], bytes) else r[0].bytes for r in ordered]
+    assert ids == sorted(ids), "new ids sort like the old keys (ties in key order)"
+
+
+def _project(tmp_path: Path, extra: str = "") -> Config:
+    (tmp_path / "versions").mkdir(exist_ok=True)
+    (tmp_path / "env.py").write_text(ENV_PY)
+    (tmp_path / "versions" / "pk0001_convert.py").write_text(REVISION.format(extra=extra))
+    config = Config()
+    config.set_main_option("script_location", str(tmp_path))
+    config.attributes["configure_logger"] = False
+    return config
+
+
+def _alembic(config: Config, engine: Engine, action: str) -> None:
+    with engine.connect() as conn:
+        config.attributes["connection"] = conn
+        if action == "upgrade":
+            command.upgrade(config, "head")
+        else:
+            command.downgrade(config, "base")
+
+
+def test_upgrade_downgrade_upgrade_keeps_every_join(server: Engine, tmp_path: Path) -> None:
+    _seed(server)
+    before = _snapshot(server)
+    legacy_schema = _schema(server)
+    config = _project(tmp_path)
+
+    _alembic(config, server, "upgrade")
+    assert _snapshot(server) == before
+    converted = _schema(server)
+    _check_ulids(server)
+    assert converted["pk_customers"]["pk"] == ["id"]
+    assert converted["pk_accounts"]["pk"] == ["customer_id"]
+    for table in TABLES:  # every foreign key and index is back under its name
+        assert converted[table]["fks"] == legacy_schema[table]["fks"], table
+        assert {i[0] for i in legacy_schema[table]["indexes"]} <= {
+            i[0] for i in converted[table]["indexes"]
+        }
+    assert not converted["state"]
+
+    _alembic(config, server, "downgrade")
+    assert _snapshot(server) == before
+    assert _schema(server) == legacy_schema
+
+    _alembic(config, server, "upgrade")
+    assert _snapshot(server) == before
+    assert _schema(server) == converted
+    _check_ulids(server)
+
+
+# -- kill and rerun --------------------------------------------------------------------
+
+#: Statements that start a phase or a swap step worth interrupting at.
+BOUNDARY_STARTS = ("CREATE TABLE", "ALTER TABLE", "UPDATE", "LOCK", "INSERT", "DROP INDEX")
+
+
+def _boundaries(statements: list[str]) -> list[int]:
+    """1-based positions of one statement of each kind that changes something.
+
+    The first of each distinct (verb, target) pair: the state table, each
+    shadow column, each fill, the lock, and each kind of swap step.
+    """
+    seen: set[str] = set()
+    found = []
+    for i, statement in enumerate(statements):
+        text = " ".join(statement.split()).upper()
+        if not text.startswith(BOUNDARY_STARTS):
+            continue
+        words = text.split()
+        kind = " ".join(words[:2] + words[3:5]) if words[0] == "ALTER" else " ".join(words[:3])
+        if kind not in seen:
+            seen.add(kind)
+            found.append(i + 1)
+    return found
+
+
+def _session_id(conn: Connection) -> int:
+    sql = (
+        "SELECT pg_backend_pid()" if conn.dialect.name == "postgresql" else "SELECT CONNECTION_ID()"
+    )
+    return int(conn.exec_driver_sql(sql).scalar_one())
+
+
+def _interrupted_upgrade(engine: Engine, config: Config, at: int, kill: bool) -> None:
+    count = [0]
+    session = [0]
+
+    def hook(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        count[0] += 1
+        if count[0] == at:
+            if kill:
+                sql = (
+                    f"SELECT pg_terminate_backend({session[0]})"
+                    if engine.dialect.name == "postgresql"
+                    else f"KILL {session[0]}"
+                )
+                with engine.connect() as admin:
+                    admin.exec_driver_sql(sql)
+                time.sleep(0.05)
+            else:
+                raise Interrupted(f"statement {at}: {statement[:60]}")
+
+    with engine.connect() as conn:
+        session[0] = _session_id(conn)
+        config.attributes["connection"] = conn
+        sa.event.listen(engine, "before_cursor_execute", hook)
+        try:
+            with pytest.raises(sa.exc.DBAPIError if kill else Interrupted):
+                command.upgrade(config, "head")
+        finally:
+            sa.event.remove(engine, "before_cursor_execute", hook)
+
+
+@pytest.mark.parametrize("kill", [False, True], ids=["statement fails", "session killed"])
+def test_interrupted_at_each_phase_then_rerun(server: Engine, tmp_path: Path, kill: bool) -> None:
+    _seed(server)
+    before = _snapshot(server)
+    config = _project(tmp_path)
+    with recording(server) as statements:
+        _alembic(config, server, "upgrade")
+    reference = _schema(server)
+    boundaries = _boundaries(statements)
+    assert len(boundaries) >= 8, boundaries
+
+    for at in boundaries:
+        _drop(server)
+        _seed(server)
+        _interrupted_upgrade(server, config, at, kill)
+        assert _snapshot(server) == before, f"joins changed after a fault at {at}"
+        _alembic(config, server, "upgrade")  # the rerun finishes
+        where = statements[at - 1][:80]
+        assert _snapshot(server) == before, where
+        assert _schema(server) == reference, where
+        _check_ulids(server)
+        with recording(server) as again:
+            _alembic(config, server, "upgrade")  # already at head: nothing runs
+        assert not [s for s in again if s.lstrip().upper().startswith(("ALTER", "UPDATE"))]
+
+
+def test_a_second_run_of_the_op_is_a_no_op(server: Engine) -> None:
+    _seed(server)
+    with server.connect() as conn:
+        ops = Operations(MigrationContext.configure(conn))
+        ops.convert_primary_key_to_ulid("pk_customers", from_time="created_at")
+        conn.commit()
+    schema = _schema(server)
+    with recording(server) as statements, server.connect() as conn:
+        ops = Operations(MigrationContext.configure(conn))
+        text = ops.convert_primary_key_to_ulid("pk_customers", from_time="created_at")
+        conn.commit()
+    assert text is not None and "already done" in text
+    assert not [s for s in statements if s.lstrip().upper().startswith(("ALTER", "UPDATE"))]
+    assert _schema(server) == schema
+
+
+# -- dry run and refusals -------------------------------------------------------------------
+
+
+def test_dry_run_names_the_plan_and_changes_nothing(server: Engine, tmp_path: Path) -> None:
+    _seed(server)
+    schema = _schema(server)
+    with recording(server) as statements, server.connect() as conn:
+        ops = Operations(MigrationContext.configure(conn))
+        text = ops.convert_primary_key_to_ulid("pk_customers", from_time="created_at", dry_run=True)
+    assert text is not None
+    for line in (
+        "pk_customers: 30 rows",
+        "pk_accounts: 20 rows",
+        "pk_account_events: 40 rows",
+        "pk_orders: 50 rows",
+        "pk_customers.referrer_id",
+        "pk_account_events.account_id",
+        "foreign key fk_pk_orders_customer",
+        "index ix_pk_orders_customer_note",
+        "swap",
+    ):
+        assert line in text, line
+    assert not [
+        s for s in statements if not s.lstrip().upper().startswith(("SELECT", "SHOW", "WITH"))
+    ]
+    assert _schema(server) == schema
+
+    # The real command line: the plan is printed and the revision not recorded.
+    config = _project(tmp_path, extra="dry_run=True")
+    ini = tmp_path / "alembic.ini"
+    ini.write_text(_CLI_INI.format(path=tmp_path))
+    (tmp_path / "env.py").write_text(_CLI_ENV)
+    url = server.url.render_as_string(hide_password=False)
+    result = subprocess.run(
+        [sys.executable, "-m", "alembic", "-c", str(ini), "-x", f"url={url}", "upgrade", "head"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode != 0
+    assert "dry run, nothing was changed" in result.stderr + result.stdout
+    assert "pk_orders: 50 rows" in result.stderr + result.stdout
+    assert _schema(server) == schema
+    with server.connect() as conn:
+        assert (
+            not sa.inspect(conn).has_table(VERSION_TABLE)
+            or not conn.exec_driver_sql(f"SELECT * FROM {VERSION_TABLE}").all()
+        )
+    del config
+
+
+_CLI_INI = """[alembic]
+script_location = {path}
+
+[loggers]
+keys = root,alembic
+[handlers]
+keys = console
+[formatters]
+keys = generic
+[logger_root]
+level = WARNING
+handlers = console
+[logger_alembic]
+level = INFO
+handlers =
+qualname = alembic
+[handler_console]
+class = StreamHandler
+args = (sys.stderr,)
+formatter = generic
+[formatter_generic]
+format = %%(levelname)s %%(message)s
+"""
+
+_CLI_ENV = f"""
+import sqlalchemy as sa
+from logging.config import fileConfig
+from alembic import context
+import sqlalchemy_ulid.alembic
+
+fileConfig(context.config.config_file_name)
+url = context.get_x_argument(as_dictionary=True)["url"]
+with sa.create_engine(url, poolclass=sa.pool.NullPool).connect() as connection:
+    context.configure(connection=connection, version_table={VERSION_TABLE!r})
+    with context.begin_transaction():
+        context.run_migrations()
+"""
+
+
+def _refused(engine: Engine, table: str = "pk_customers") -> str:
+    schema = _schema(engine)
+    with engine.connect() as conn:
+        ops = Operations(MigrationContext.configure(conn))
+        with pytest.raises(ConversionRefused) as info:
+            ops.convert_primary_key_to_ulid(table)
+    assert _schema(engine) == schema
+    return str(info.value)
+
+
+def test_refuses_a_composite_key(server: Engine) -> None:
+    _seed(server)
+    with server.begin() as conn:
+        conn.exec_driver_sql(
+            "CREATE TABLE pk_pairs (a INTEGER NOT NULL, b INTEGER NOT NULL, PRIMARY KEY (a, b))"
+        )
+    assert "composite primary key (a, b)" in _refused(server, "pk_pairs")
+
+
+def test_refuses_a_view_and_names_it(server: Engine) -> None:
+    _seed(server)
+    with server.begin() as conn:
+        conn.exec_driver_sql("CREATE VIEW pk_customer_names AS SELECT id, name FROM pk_customers")
+    assert "pk_customer_names (on pk_customers)" in _refused(server)
+
+
+def test_refuses_a_trigger_and_names_it(server: Engine) -> None:
+    _seed(server)
+    with server.begin() as conn:
+        if server.dialect.name == "postgresql":
+            conn.exec_driver_sql(
+                "CREATE FUNCTION pk_touch() RETURNS trigger LANGUAGE plpgsql AS "
+                "$$ BEGIN RETURN NEW; END $$"
+            )
+            conn.exec_driver_sql(
+                "CREATE TRIGGER pk_orders_touch BEFORE UPDATE ON pk_orders "
+                "FOR EACH ROW EXECUTE FUNCTION pk_touch()"
+            )
+        else:
+            conn.exec_driver_sql(
+                "CREATE TRIGGER pk_orders_touch BEFORE UPDATE ON pk_orders "
+                "FOR EACH ROW SET NEW.note = NEW.note"
+            )
+    try:
+        assert "pk_orders_touch (on pk_orders)" in _refused(server)
+    finally:
+        with server.begin() as conn:
+            conn.exec_driver_sql(
+                "DROP TRIGGER IF EXISTS pk_orders_touch"
+                + (" ON pk_orders" if server.dialect.name == "postgresql" else "")
+            )
+            if server.dialect.name == "postgresql":
+                conn.exec_driver_sql("DROP FUNCTION IF EXISTS pk_touch()")
+
+
+def test_refuses_offline_mode_and_sqlite(engine: Engine, backend: Backend) -> None:
+    if backend.name != "sqlite":
+        context = MigrationContext.configure(
+            dialect_name=engine.dialect.name, opts={"as_sql": True}
+        )
+        with pytest.raises(CommandError, match="offline"):
+            Operations(context).convert_primary_key_to_ulid("pk_customers")
+        return
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE pk_lonely (id INTEGER PRIMARY KEY)")
+        try:
+            with pytest.raises(ConversionRefused, match="not sqlite"):
+                Operations(MigrationContext.configure(conn)).convert_primary_key_to_ulid(
+                    "pk_lonely"
+                )
+        finally:
+            conn.exec_driver_sql("DROP TABLE pk_lonely")

@@ -291,6 +291,12 @@ def _run(operations: Operations, op: _KeyOp, direction: Literal["ulid", "legacy"
             fill = stack.enter_context(
                 staged_key(connection, plan, timezone=zone, fold=op.fold, batch_size=op.batch_size)
             )
+        if connection.in_transaction() and getattr(context, "_transaction", None) is None:
+            # A transaction the context did not begin (the op called from
+            # Python, or MariaDB outside a per-migration transaction):
+            # autocommit_block() commits the preceding work, as Alembic
+            # documents, but only in the transactions it began itself.
+            connection.commit()
         with context.autocommit_block():
             autocommit = operations.get_bind()
             with strict_mode(autocommit):

@@ -297,10 +297,24 @@ def _run(operations: Operations, op: _KeyOp, direction: Literal["ulid", "legacy"
             # autocommit_block() commits the preceding work, as Alembic
             # documents, but only in the transactions it began itself.
             connection.commit()
-        with context.autocommit_block():
-            autocommit = operations.get_bind()
-            with strict_mode(autocommit):
-                _prepare_and_fill(autocommit, plan, done, op, fill, stored=state is not None)
+        failure: list[BaseException] = []
+        try:
+            with context.autocommit_block():
+                autocommit = operations.get_bind()
+                try:
+                    with strict_mode(autocommit):
+                        _prepare_and_fill(
+                            autocommit, plan, done, op, fill, stored=state is not None
+                        )
+                except BaseException as exc:
+                    failure.append(exc)
+                    raise
+        except sa.exc.PendingRollbackError:
+            # The block's own commit on a killed session must not hide the
+            # error that killed it.
+            if failure:
+                raise failure[0] from None
+            raise
     connection = operations.get_bind()
     with strict_mode(connection):
         swap(

@@ -29,7 +29,7 @@ from ._convert_sql import MYSQL_CONVERT, POSTGRESQL_CONVERT, SQLITE_CONVERT, Con
 __all__ = [
     "FUNCTION_NAME",
     "DialectRow",
-    "KeyConversionSQL",
+    "LockSQL",
     "PagingSQL",
     "ServerSQL",
     "TimeSQL",
@@ -50,6 +50,92 @@ class ServerSQL:
     drop: tuple[str, ...]
     #: storage kind ("uuid", "binary") -> the SQL of a DEFAULT expression
     default: dict[str, str]
+
+
+@dataclass(frozen=True)
+class LockSQL:
+    """One dialect's lock timeouts, for DDL that must not queue the application.
+
+    A DDL statement waiting for its lock makes every later query on the table
+    wait behind it; these bound that wait (see ``alembic/_locks.py``).
+    """
+
+    #: our session's id (PostgreSQL pid, MariaDB connection id)
+    session_id: str
+    #: one row: the session's current lock timeout setting(s)
+    read: str
+    #: (seconds, inside a transaction) -> statements setting the timeout(s)
+    set: Callable[[float, bool], tuple[str, ...]]
+    #: (the row read, inside a transaction) -> statements putting it back
+    restore: Callable[[tuple[Any, ...], bool], tuple[str, ...]]
+    #: error numbers / SQLSTATEs of "lock wait timed out"
+    timeout_codes: frozenset[object]
+    #: the sessions blocking session ``{pid}``: (id, state, query, seconds in transaction)
+    blockers: str
+    #: a failed statement aborts the transaction, so retry inside a savepoint
+    transactional: bool
+
+
+def _pg_lock_set(seconds: float, in_transaction: bool) -> tuple[str, ...]:
+    scope = "LOCAL " if in_transaction else ""
+    return (f"SET {scope}lock_timeout = '{max(1, round(seconds * 1000))}ms'",)
+
+
+def _pg_lock_restore(row: tuple[Any, ...], in_transaction: bool) -> tuple[str, ...]:
+    scope = "LOCAL " if in_transaction else ""
+    value = str(row[0]).replace("'", "''")
+    return (f"SET {scope}lock_timeout = '{value}'",)
+
+
+def _mysql_lock_set(seconds: float, in_transaction: bool) -> tuple[str, ...]:
+    # Whole seconds only. Below one second: 0, which fails at once if the
+    # lock is taken (NOWAIT); the retries then do the waiting, between tries.
+    whole = int(seconds)
+    return (
+        f"SET SESSION lock_wait_timeout = {whole}",
+        f"SET SESSION innodb_lock_wait_timeout = {max(1, whole)}",
+    )
+
+
+def _mysql_lock_restore(row: tuple[Any, ...], in_transaction: bool) -> tuple[str, ...]:
+    return (
+        f"SET SESSION lock_wait_timeout = {int(row[0])}",
+        f"SET SESSION innodb_lock_wait_timeout = {int(row[1])}",
+    )
+
+
+_PG_LOCKS = LockSQL(
+    session_id="SELECT pg_backend_pid()",
+    read="SELECT current_setting('lock_timeout')",
+    set=_pg_lock_set,
+    restore=_pg_lock_restore,
+    timeout_codes=frozenset({"55P03"}),  # lock_not_available
+    blockers=(
+        "SELECT a.pid, a.state, a.query, "
+        "EXTRACT(EPOCH FROM clock_timestamp() - a.xact_start) "
+        "FROM pg_stat_activity a WHERE a.pid = ANY(pg_blocking_pids({pid})) ORDER BY a.pid"
+    ),
+    transactional=True,
+)
+# MariaDB has no pg_blocking_pids(): a metadata lock is held by a session
+# with an open transaction on the table, and INNODB_TRX lists those (a
+# transaction that only read is there too, from its first read).
+_MYSQL_LOCKS = LockSQL(
+    session_id="SELECT CONNECTION_ID()",
+    read="SELECT @@SESSION.lock_wait_timeout, @@SESSION.innodb_lock_wait_timeout",
+    set=_mysql_lock_set,
+    restore=_mysql_lock_restore,
+    timeout_codes=frozenset({1205}),  # ER_LOCK_WAIT_TIMEOUT
+    blockers=(
+        "SELECT p.ID, TRIM(CONCAT_WS(' ', p.COMMAND, p.STATE)), "
+        "COALESCE(p.INFO, t.trx_query), "
+        "TIMESTAMPDIFF(SECOND, t.trx_started, NOW()) "
+        "FROM information_schema.INNODB_TRX t "
+        "JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id "
+        "WHERE p.ID <> {pid} ORDER BY p.ID"
+    ),
+    transactional=False,
+)
 
 
 @dataclass(frozen=True)
@@ -89,6 +175,8 @@ class DialectRow:
     #: SELECT list or RETURNING, so the driver returns ``bytes``, not a
     #: ``uuid.UUID`` to convert again (None: read the uuid as it is).
     uuid_as_bytes: str | None = None
+    #: lock timeouts for DDL (None: the database has no lock waits to bound)
+    locks: LockSQL | None = None
 
     def kind(self, storage: str) -> str:
         """Return the storage kind ("uuid", "binary", "text") of a storage option."""
@@ -475,6 +563,7 @@ _POSTGRESQL = DialectRow(
     # Drivers build a uuid.UUID per value (psycopg in C, asyncpg a subclass);
     # bytes cost them next to nothing, and a ULID is made from bytes directly.
     uuid_as_bytes="uuid_send({})",
+    locks=_PG_LOCKS,
 )
 _MYSQL = DialectRow(
     # Never MariaDB's UUID type: it rejects a quarter of ULIDs and reorders
@@ -502,6 +591,7 @@ _MYSQL = DialectRow(
         explain="EXPLAIN FORMAT=JSON ",
         estimate=_mysql_estimate,
     ),
+    locks=_MYSQL_LOCKS,
 )
 _OTHER = DialectRow(native="binary", binary=_binary16, binary_literal=_x_literal, text=_char26)
 
@@ -511,7 +601,9 @@ _ROWS: dict[str, DialectRow] = {
     "postgresql": _POSTGRESQL,
     # PostgreSQL's storage, but neither gen_ulid() nor the conversion SQL
     # has been tried there.
-    "cockroachdb": replace(_POSTGRESQL, server=None, convert=None, time=None, uuid_as_bytes=None),
+    "cockroachdb": replace(
+        _POSTGRESQL, server=None, convert=None, time=None, uuid_as_bytes=None, locks=None
+    ),
     "mysql": _MYSQL,
     "mariadb": _MYSQL,
     "sqlite": DialectRow(

@@ -12,7 +12,6 @@ between a step and its record.
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable, Iterator
 from datetime import tzinfo
 from typing import Any
@@ -24,48 +23,11 @@ from .._dialects import key_conversion_sql
 from .._generator import MonotonicGenerator
 from .._types import ULIDType
 from ._add import _STAGING, AddULIDColumnOp, _drop_staging, _fill, _stage
-from ._inspect import ColumnState, quote, run
+from ._inspect import ColumnState, quote
+from ._locks import lock_safe_ddl
 from ._pk_plan import KeyColumn, Plan, clear_state, mark_done
 
-__all__ = ["add_shadows", "fill_key", "fill_referencing", "lock_safe", "staged_key", "swap"]
-
-#: How often a DDL statement that timed out waiting for its lock is retried.
-_ATTEMPTS = 5
-
-
-def lock_safe(connection: Connection, statements: list[str], *, lock_timeout: float) -> None:
-    """Run DDL that waits for its lock at most ``lock_timeout`` seconds, retried.
-
-    PostgreSQL: ``lock_timeout``, each attempt in a savepoint when a
-    transaction is open; MariaDB: ``lock_wait_timeout``. After the last
-    attempt the lock error is raised.
-    """
-    postgresql = connection.dialect.name == "postgresql"
-    if postgresql:
-        setting = f"SET lock_timeout = '{max(1, int(lock_timeout * 1000))}ms'"
-    else:
-        setting = f"SET SESSION lock_wait_timeout = {max(1, round(lock_timeout))}"
-    autocommit = connection.get_execution_options().get("isolation_level") == "AUTOCOMMIT"
-    in_transaction = postgresql and not autocommit
-    run(connection, setting)
-    for statement in statements:
-        for attempt in range(_ATTEMPTS):
-            try:
-                if in_transaction:
-                    with connection.begin_nested():
-                        run(connection, statement)
-                else:
-                    run(connection, statement)
-                break
-            except sa.exc.OperationalError as exc:
-                if attempt == _ATTEMPTS - 1 or not _lock_wait(exc):
-                    raise
-                time.sleep(0.1 * 2**attempt)
-
-
-def _lock_wait(exc: sa.exc.OperationalError) -> bool:
-    code = getattr(exc.orig, "sqlstate", None) or (getattr(exc.orig, "args", None) or [None])[0]
-    return code in ("55P03", 1205)
+__all__ = ["add_shadows", "fill_referencing", "staged_key", "swap", "unfilled"]
 
 
 def _q(connection: Connection, plan: Plan, table: str) -> str:
@@ -180,12 +142,7 @@ def add_shadows(connection: Connection, plan: Plan, lock_timeout: float) -> None
             f"ALTER TABLE {_q(connection, plan, column.table)} ADD COLUMN "
             f"{_c(connection, column.shadow)} {plan.new_type} NULL"
         )
-        lock_safe(connection, [statement], lock_timeout=lock_timeout)
-
-
-def fill_key(fill: Callable[[], None]) -> None:
-    """Write the staged ULIDs into the key's shadow (rows that have none)."""
-    fill()
+        lock_safe_ddl(connection, [statement], lock_timeout=lock_timeout)
 
 
 def fill_referencing(
@@ -252,7 +209,7 @@ def swap(
     assert sql is not None
     if sql.lock is not None:
         tables = ", ".join(_q(connection, plan, t) for t in plan.tables)
-        lock_safe(connection, [sql.lock.format(tables=tables)], lock_timeout=lock_timeout)
+        lock_safe_ddl(connection, [sql.lock.format(tables=tables)], lock_timeout=lock_timeout)
     if not any(name.startswith("swap:") for name in done):
         catch_up()
         missing = unfilled(connection, plan)
@@ -266,7 +223,7 @@ def swap(
             continue
         statements = step()
         if statements:
-            lock_safe(connection, statements, lock_timeout=lock_timeout)
+            lock_safe_ddl(connection, statements, lock_timeout=lock_timeout)
         mark_done(connection, plan, done, f"swap:{name}")
     clear_state(connection, plan)
 
@@ -456,16 +413,3 @@ def _steps(
 
 def _key(plan: Plan, table: str) -> str:
     return f"{plan.schema}.{table}" if plan.schema else table
-
-
-def row_counts(connection: Connection, plan: Plan) -> dict[str, int]:
-    """Rows per table now (for the log)."""
-    return {
-        t: int(
-            connection.scalar(
-                sa.select(sa.func.count()).select_from(sa.table(t, schema=plan.schema))
-            )
-            or 0
-        )
-        for t in plan.tables
-    }

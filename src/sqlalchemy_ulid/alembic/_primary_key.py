@@ -11,8 +11,8 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable
+from datetime import timedelta, tzinfo
 from datetime import timezone as _timezone
-from datetime import tzinfo
 from typing import Literal
 
 import sqlalchemy as sa
@@ -22,6 +22,7 @@ from sqlalchemy.engine import Connection
 
 from .._types import Storage, _check_storage
 from ._inspect import strict_mode
+from ._locks import DEFAULT_LOCK_TIMEOUT, check_lock_timeout
 from ._pk_phases import add_shadows, fill_referencing, staged_key, swap
 from ._pk_plan import (
     ConversionRefused,
@@ -52,15 +53,13 @@ class _KeyOp(MigrateOperation):
         batch_size: int = 10_000,
         schema: str | None = None,
         dry_run: bool = False,
-        lock_timeout: float = 5.0,
+        lock_timeout: float | timedelta | None = None,
     ) -> None:
         _check_storage(storage)
         if fold not in (None, 0, 1):
             raise ValueError(f"fold must be None, 0 or 1, got {fold!r}")
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-        if not lock_timeout > 0:
-            raise ValueError(f"lock_timeout must be positive, got {lock_timeout!r}")
         if timezone is not None and not isinstance(timezone, tzinfo):
             raise TypeError(f"timezone must be a datetime.tzinfo, not {type(timezone).__name__}")
         self.table_name = table_name
@@ -72,7 +71,9 @@ class _KeyOp(MigrateOperation):
         self.batch_size = batch_size
         self.schema = schema
         self.dry_run = dry_run
-        self.lock_timeout = lock_timeout
+        self.lock_timeout = (
+            DEFAULT_LOCK_TIMEOUT if lock_timeout is None else check_lock_timeout(lock_timeout)
+        )
 
     def _options(self) -> dict[str, object]:
         return {
@@ -105,7 +106,7 @@ class ConvertPrimaryKeyToULIDOp(_KeyOp):
         batch_size: int = 10_000,
         schema: str | None = None,
         dry_run: bool = False,
-        lock_timeout: float = 5.0,
+        lock_timeout: float | timedelta | None = None,
     ) -> str | None:
         """Give a table ULID primary keys, and every column that references it their ULIDs.
 
@@ -142,8 +143,10 @@ class ConvertPrimaryKeyToULIDOp(_KeyOp):
                 constraints, phases): logged and returned; under an Alembic
                 command it then raises ``CommandError``, so that the
                 revision is not recorded as applied.
-            lock_timeout: seconds each DDL statement waits for its lock
-                before it is retried (a few times, with backoff).
+            lock_timeout: seconds (or a timedelta) each DDL statement may
+                wait for its lock before it is retried, a few times with a
+                backoff; then ``LockTimeoutError`` names the blocking
+                sessions (``None``: the default of every op).
 
         Returns:
             The plan's text.
@@ -197,7 +200,7 @@ class RestoreLegacyPrimaryKeyOp(_KeyOp):
         batch_size: int = 10_000,
         schema: str | None = None,
         dry_run: bool = False,
-        lock_timeout: float = 5.0,
+        lock_timeout: float | timedelta | None = None,
     ) -> str | None:
         """Restore the old primary key from ``legacy_id``, and every foreign key to it.
 

@@ -181,7 +181,8 @@ JOINS = {
     "referrers": "SELECT c.name, r.name FROM pk_customers c "
     "LEFT JOIN pk_customers r ON r.id = c.referrer_id",
     "events": "SELECT e.kind, a.plan, c.name FROM pk_account_events e "
-    "JOIN pk_accounts a ON a.customer_id = e.account_id JOIN pk_customers c ON c.id = a.customer_id",
+    "JOIN pk_accounts a ON a.customer_id = e.account_id "
+    "JOIN pk_customers c ON c.id = a.customer_id",
     "orders": "SELECT o.note, c.name, c.created_at FROM pk_orders o "
     "JOIN pk_customers c ON c.id = o.customer_id",
 }
@@ -369,6 +370,10 @@ def test_interrupted_at_each_phase_then_rerun(server: Engine, tmp_path: Path, ki
     reference = _schema(server)
     boundaries = _boundaries(statements)
     assert len(boundaries) >= (12 if server.dialect.name == "postgresql" else 11), boundaries
+    if not kill:
+        # A failing statement is the same fault as a kill, but for the DDL
+        # (the connection stays): at the DDL boundaries only, to stay quick.
+        boundaries = [b for b in boundaries if b.startswith(("ALTER TABLE", "LOCK"))]
 
     for at in boundaries:
         _drop(server)
@@ -402,7 +407,8 @@ def test_a_second_run_of_the_op_is_a_no_op(server: Engine) -> None:
     schema = _schema(server)
     with recording(server) as statements:
         text = _convert(server, from_time="created_at")
-    assert text is not None and "already done" in text
+    assert text is not None
+    assert "already done" in text
     assert not [s for s in statements if s.lstrip().upper().startswith(("ALTER", "UPDATE"))]
     assert _schema(server) == schema
 

@@ -13,6 +13,7 @@ continues the same plan even after foreign keys were dropped.
 from __future__ import annotations
 
 import json
+import textwrap
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -378,8 +379,8 @@ def describe(plan: Plan, done: list[str]) -> str:
     if plan.direction == "ulid":
         source = f"dated from {plan.from_time}" if plan.from_time else "dated now"
         head = (
-            f"{verb}: {plan.table}.{plan.key} becomes a ULID ({plan.new_type}, new ids "
-            f"{source}); its old values stay in {plan.table}.{plan.legacy_id}"
+            f"{verb}: {plan.table}.{plan.key} becomes a ULID ({plan.new_type})\n"
+            f"  new ids {source}; the old values stay in {plan.table}.{plan.legacy_id}"
         )
     else:
         head = f"{verb}: {plan.table}.{plan.key} gets back its values from {plan.legacy_id}"
@@ -408,7 +409,11 @@ def describe(plan: Plan, done: list[str]) -> str:
     lines.append("phases:")
     for number, (name, text) in enumerate(phases(plan), start=1):
         mark = " (done)" if name in done else ""
-        lines.append(f"  {number}. {text}{mark}")
+        lines.append(
+            textwrap.fill(
+                f"{number}. {text}{mark}", width=84, initial_indent="  ", subsequent_indent="     "
+            )
+        )
     return "\n".join(lines)
 
 

@@ -16,6 +16,7 @@ import re
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -35,6 +36,7 @@ import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from conftest import Backend, recording
 from sqlalchemy_ulid import ULID
 from sqlalchemy_ulid.alembic import ConversionRefused
+from sqlalchemy_ulid.alembic._locks import LockTimeoutError
 from sqlalchemy_ulid.alembic._pk_plan import STATE_TABLE
 
 VERSION_TABLE = "alembic_version_pk_test"
@@ -573,3 +575,99 @@ def test_refuses_offline_mode_and_sqlite(engine: Engine, backend: Backend) -> No
                 )
         finally:
             conn.exec_driver_sql("DROP TABLE pk_lonely")
+
+
+# -- ids from now, UUID keys, lock timeouts ----------------------------------------------
+
+
+def test_ids_from_now_follow_the_old_key_order(server: Engine) -> None:
+    _seed(server)
+    before = _snapshot(server)
+    start = datetime.now(timezone.utc) - timedelta(seconds=1)
+    _convert(server)
+    assert _snapshot(server) == before
+    with server.connect() as conn:
+        rows = conn.exec_driver_sql("SELECT legacy_id, id FROM pk_customers").all()
+    ulids = [
+        (legacy, ULID.from_bytes(raw) if isinstance(raw, bytes) else ULID.from_uuid(raw))
+        for legacy, raw in rows
+    ]
+    assert all(start <= u.datetime <= datetime.now(timezone.utc) for _, u in ulids)
+    by_legacy = [u for _, u in sorted(ulids, key=lambda pair: pair[0])]
+    assert by_legacy == sorted(by_legacy)
+
+
+def test_a_uuid_key(server: Engine) -> None:
+    """A native UUID key converts (PostgreSQL); a UUID kept as text is refused (MariaDB)."""
+    metadata = sa.MetaData()
+    tokens = sa.Table(
+        "pk_customers",  # dropped by the fixture
+        metadata,
+        sa.Column("id", sa.Uuid, primary_key=True),
+        sa.Column("created_at", DATETIME, nullable=False),
+        sa.Column("name", sa.String(20), nullable=False),
+    )
+    uses = sa.Table(
+        "pk_orders",
+        metadata,
+        sa.Column("id", sa.Integer, primary_key=True),
+        sa.Column("customer_id", sa.Uuid, sa.ForeignKey("pk_customers.id"), nullable=True),
+        sa.Column("note", sa.String(20), nullable=False),
+    )
+    keys = [uuid.uuid4() for _ in range(10)]
+    with server.begin() as conn:
+        metadata.create_all(conn)
+        conn.execute(
+            tokens.insert(),
+            [{"id": k, "created_at": BASE, "name": f"c{i}"} for i, k in enumerate(keys)],
+        )
+        conn.execute(
+            uses.insert(),
+            [
+                {"id": i, "customer_id": keys[i % 10] if i % 3 else None, "note": f"o{i}"}
+                for i in range(1, 21)
+            ],
+        )
+    query = (
+        "SELECT o.note, c.name FROM pk_orders o LEFT JOIN pk_customers c ON c.id = o.customer_id"
+    )
+    with server.connect() as conn:
+        before = sorted(tuple(r) for r in conn.exec_driver_sql(query))
+    if server.dialect.name != "postgresql":
+        schema = _schema_of(server, "pk_customers")
+        with pytest.raises(ConversionRefused, match="only integer and UUID"):
+            _convert(server, from_time="created_at")
+        assert _schema_of(server, "pk_customers") == schema
+        return
+    _convert(server, from_time="created_at")
+    with server.connect() as conn:
+        assert sorted(tuple(r) for r in conn.exec_driver_sql(query)) == before
+        legacy = {r[0] for r in conn.exec_driver_sql("SELECT legacy_id FROM pk_customers")}
+        ids = [ULID.from_uuid(r[0]) for r in conn.exec_driver_sql("SELECT id FROM pk_customers")]
+    assert legacy == set(keys)
+    assert all(u.datetime == BASE.replace(tzinfo=timezone.utc) for u in ids)
+
+
+def _schema_of(engine: Engine, table: str) -> list[Any]:
+    with engine.connect() as conn:
+        return [(c["name"], str(c["type"])) for c in sa.inspect(conn).get_columns(table)]
+
+
+def test_a_blocking_reader_makes_the_ddl_give_up_then_the_rerun_finishes(server: Engine) -> None:
+    _seed(server)
+    before = _snapshot(server)
+    reader = server.connect()
+    try:
+        reader.exec_driver_sql("SELECT COUNT(*) FROM pk_orders").all()  # holds its lock
+        started = time.monotonic()
+        with pytest.raises(LockTimeoutError) as info:
+            _convert(server, from_time="created_at", lock_timeout=0.2)
+        assert time.monotonic() - started < 30
+        assert "pk_orders" in str(info.value)
+    finally:
+        reader.rollback()
+        reader.close()
+    assert _snapshot(server) == before
+    _convert(server, from_time="created_at", lock_timeout=0.2)
+    assert _snapshot(server) == before
+    _check_ulids(server)

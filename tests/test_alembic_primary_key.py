@@ -671,3 +671,27 @@ def test_a_blocking_reader_makes_the_ddl_give_up_then_the_rerun_finishes(server:
     _convert(server, from_time="created_at", lock_timeout=0.2)
     assert _snapshot(server) == before
     _check_ulids(server)
+
+
+def test_refuses_a_foreign_key_in_another_schema(backends: dict[str, Backend]) -> None:
+    """PostgreSQL only: on MariaDB a schema is a database, and the suite has just its own."""
+    backend = backends["postgresql"]
+    assert backend.url is not None
+    engine = sa.create_engine(backend.url, poolclass=sa.pool.NullPool)
+    try:
+        _drop(engine)
+        _seed(engine)
+        with engine.begin() as conn:
+            conn.exec_driver_sql("DROP SCHEMA IF EXISTS pk_elsewhere CASCADE")
+            conn.exec_driver_sql("CREATE SCHEMA pk_elsewhere")
+            conn.exec_driver_sql(
+                "CREATE TABLE pk_elsewhere.invoices (id INTEGER PRIMARY KEY, customer_id INTEGER "
+                "CONSTRAINT fk_invoices_customer REFERENCES public.pk_customers (id))"
+            )
+        message = _refused(engine)
+        assert "fk_invoices_customer on pk_elsewhere.invoices" in message
+    finally:
+        with engine.begin() as conn:
+            conn.exec_driver_sql("DROP SCHEMA IF EXISTS pk_elsewhere CASCADE")
+        _drop(engine)
+        engine.dispose()

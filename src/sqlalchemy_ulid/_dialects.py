@@ -693,6 +693,9 @@ class KeyConversionSQL:
     triggers: str
     #: names the views that read the tables: rows of (view, table)
     views: str
+    #: names the foreign keys in other schemas that reference the tables:
+    #: rows of (constraint, its schema, its table, the referenced table)
+    foreign_keys_elsewhere: str
     #: locks every table for the swap (``{tables}``: quoted, comma-separated),
     #: or None where DDL commits on its own and a lock would not outlive it
     lock: str | None = None
@@ -713,6 +716,17 @@ _KEY_CONVERSION: dict[str, KeyConversionSQL] = {
             "WHERE d.classid = 'pg_rewrite'::regclass AND v.oid <> c.oid "
             "AND n.nspname = COALESCE(:schema, current_schema()) AND c.relname IN :tables"
         ),
+        # Reflection names the referred schema unreliably here: it leaves out
+        # a schema on the search path, and guesses wrong when told not to.
+        foreign_keys_elsewhere=(
+            "SELECT con.conname, ns.nspname, cl.relname, rt.relname FROM pg_constraint con "
+            "JOIN pg_class cl ON cl.oid = con.conrelid "
+            "JOIN pg_namespace ns ON ns.oid = cl.relnamespace "
+            "JOIN pg_class rt ON rt.oid = con.confrelid "
+            "JOIN pg_namespace rns ON rns.oid = rt.relnamespace "
+            "WHERE con.contype = 'f' AND rns.nspname = COALESCE(:schema, current_schema()) "
+            "AND ns.nspname <> rns.nspname AND rt.relname IN :tables"
+        ),
         lock="LOCK TABLE {tables} IN ACCESS EXCLUSIVE MODE",
     ),
     "mysql": KeyConversionSQL(
@@ -729,6 +743,12 @@ _KEY_CONVERSION: dict[str, KeyConversionSQL] = {
             "JOIN information_schema.TABLES t ON t.TABLE_SCHEMA = v.TABLE_SCHEMA "
             "WHERE v.TABLE_SCHEMA = COALESCE(:schema, DATABASE()) AND t.TABLE_NAME IN :tables "
             "AND v.VIEW_DEFINITION LIKE CONCAT('%`', t.TABLE_NAME, '`%')"
+        ),
+        foreign_keys_elsewhere=(
+            "SELECT CONSTRAINT_NAME, CONSTRAINT_SCHEMA, TABLE_NAME, REFERENCED_TABLE_NAME "
+            "FROM information_schema.REFERENTIAL_CONSTRAINTS "
+            "WHERE UNIQUE_CONSTRAINT_SCHEMA = COALESCE(:schema, DATABASE()) "
+            "AND CONSTRAINT_SCHEMA <> UNIQUE_CONSTRAINT_SCHEMA AND REFERENCED_TABLE_NAME IN :tables"
         ),
     ),
 }

@@ -44,9 +44,6 @@ Direction = Literal["ulid", "legacy"]
 #: The table that remembers a conversion in progress (one row per table).
 STATE_TABLE = "ulid_key_conversions"
 
-#: Schemas no application table lives in: never searched for foreign keys.
-_SYSTEM_SCHEMAS = {"information_schema", "mysql", "performance_schema", "sys", "pg_catalog"}
-
 
 class ConversionRefused(ValueError):
     """The key cannot be converted safely; raised before any DDL, nothing changed.
@@ -219,7 +216,7 @@ def build_plan(
         storage=storage,
     )
     _follow_references(connection, inspector, plan, suffix)
-    _refuse_other_schemas(inspector, plan)
+    _refuse_other_schemas(connection, plan)
     _refuse_dependants(connection, plan)
     for name in plan.tables:
         count = connection.scalar(
@@ -330,25 +327,20 @@ def _referencing(
     )
 
 
-def _refuse_other_schemas(inspector: Any, plan: Plan) -> None:
-    """Refuse a foreign key in another schema that references a changing column."""
-    own = plan.schema or inspector.default_schema_name
-    changing = {(c.table, c.column) for c in plan.columns}
-    found = []
-    for schema in inspector.get_schema_names():
-        if schema == own or schema in _SYSTEM_SCHEMAS or schema.startswith("pg_"):
-            continue
-        for (_, table), table_fks in inspector.get_multi_foreign_keys(schema=schema).items():
-            for fk in table_fks:
-                if fk.get("referred_schema") != own:
-                    continue
-                if any((fk["referred_table"], c) in changing for c in fk["referred_columns"]):
-                    found.append(f"{fk['name']} on {schema}.{table}")
-    if found:
+def _refuse_other_schemas(connection: Connection, plan: Plan) -> None:
+    """Refuse a foreign key in another schema that references one of the tables."""
+    sql = key_conversion_sql(connection.dialect)
+    assert sql is not None
+    statement = sa.text(sql.foreign_keys_elsewhere).bindparams(
+        sa.bindparam("tables", expanding=True)
+    )
+    rows = connection.execute(statement, {"schema": plan.schema, "tables": plan.tables}).all()
+    if rows:
+        named = ", ".join(sorted(f"{name} on {schema}.{table}" for name, schema, table, _ in rows))
         raise ConversionRefused(
-            "foreign keys in other schemas reference the key, and this op only alters "
-            f"tables in {own}: {', '.join(sorted(found))}. Drop them first and recreate "
-            "them after the conversion"
+            "foreign keys in other schemas reference the tables, and this op only alters "
+            f"tables in the key's own schema: {named}. Drop them first and recreate them "
+            "after the conversion"
         )
 
 

@@ -703,3 +703,15 @@ def test_refuses_a_foreign_key_in_another_schema(backends: dict[str, Backend]) -
             conn.exec_driver_sql("DROP SCHEMA IF EXISTS pk_elsewhere CASCADE")
         _drop(engine)
         engine.dispose()
+
+
+def test_refuses_null_times_before_any_ddl(server: Engine) -> None:
+    _seed(server)
+    with server.begin() as conn:
+        conn.exec_driver_sql("ALTER TABLE pk_customers ADD COLUMN seen_at TIMESTAMP NULL")
+        conn.exec_driver_sql("UPDATE pk_customers SET seen_at = created_at WHERE id > 3")
+    schema = _schema(server)
+    with recording(server) as statements, pytest.raises(ConversionRefused, match="NULL in 3"):
+        _convert(server, from_time="seen_at")
+    assert not [s for s in statements if s.lstrip().upper().startswith(("ALTER", "UPDATE"))]
+    assert _schema(server) == schema

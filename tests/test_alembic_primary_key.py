@@ -311,14 +311,14 @@ PHASES = [
 ]
 
 
-def _boundaries(statements: list[str]) -> list[str]:
+def _boundaries(statements: list[str], phases: list[tuple[str, str]] | None = None) -> list[str]:
     """The start of the statement that opens each phase (and a few swap steps).
 
     By text, not position: reflection does not send the same reads on
     every run.
     """
     found = []
-    for pattern, which in PHASES:
+    for pattern, which in PHASES if phases is None else phases:
         matches = [_normal(s) for s in statements if re.match(pattern, _normal(s))]
         if matches:
             found.append((matches[0] if which == "first" else matches[-1])[:90])
@@ -332,7 +332,16 @@ def _session_id(conn: Connection) -> int:
     return int(conn.exec_driver_sql(sql).scalar_one())
 
 
-def _interrupted_upgrade(engine: Engine, config: Config, at: str, kill: bool) -> None:
+def _migrate(config: Config, action: str) -> None:
+    if action == "upgrade":
+        command.upgrade(config, "head")
+    else:
+        command.downgrade(config, "base")
+
+
+def _interrupted_upgrade(
+    engine: Engine, config: Config, at: str, kill: bool, action: str = "upgrade"
+) -> None:
     session = [0]
     fired = [False]
 
@@ -357,7 +366,7 @@ def _interrupted_upgrade(engine: Engine, config: Config, at: str, kill: bool) ->
         sa.event.listen(engine, "before_cursor_execute", hook)
         try:
             with pytest.raises(sa.exc.DBAPIError if kill else Interrupted):
-                command.upgrade(config, "head")
+                _migrate(config, action)
         finally:
             sa.event.remove(engine, "before_cursor_execute", hook)
 
@@ -715,3 +724,38 @@ def test_refuses_null_times_before_any_ddl(server: Engine) -> None:
         _convert(server, from_time="seen_at")
     assert not [s for s in statements if s.lstrip().upper().startswith(("ALTER", "UPDATE"))]
     assert _schema(server) == schema
+
+
+#: The downgrade's phases: shadows, fills by a join, the swap, the stamp.
+DOWNGRADE_PHASES = [
+    (r"ALTER TABLE \S+ ADD COLUMN", "first"),
+    (r"UPDATE PK_ACCOUNTS(, \S+)? SET", "first"),
+    (r"UPDATE PK_ACCOUNT_EVENTS(, \S+)? SET", "first"),
+    (r"LOCK TABLE", "first"),
+    (r"ALTER TABLE \S+ DROP (CONSTRAINT|FOREIGN KEY)", "first"),
+    (r"ALTER TABLE PK_CUSTOMERS DROP COLUMN ID", "first"),
+    (r"ALTER TABLE \S+ RENAME COLUMN", "last"),
+    (r"ALTER TABLE \S+ ADD CONSTRAINT \S+ FOREIGN KEY", "last"),
+    (r"DELETE FROM ALEMBIC_VERSION", "first"),
+]
+
+
+def test_downgrade_killed_at_each_phase_then_rerun(server: Engine, tmp_path: Path) -> None:
+    _seed(server)
+    before = _snapshot(server)
+    legacy_schema = _schema(server)
+    config = _project(tmp_path)
+    _alembic(config, server, "upgrade")
+    with recording(server) as statements:
+        _alembic(config, server, "downgrade")
+    assert _schema(server) == legacy_schema
+    boundaries = _boundaries(statements, DOWNGRADE_PHASES)
+    assert len(boundaries) >= (9 if server.dialect.name == "postgresql" else 8), boundaries
+    for at in boundaries:
+        _drop(server)
+        _seed(server)
+        _alembic(config, server, "upgrade")
+        _interrupted_upgrade(server, config, at, kill=True, action="downgrade")
+        _alembic(config, server, "downgrade")  # the rerun finishes
+        assert _snapshot(server) == before, at
+        assert _schema(server) == legacy_schema, at

@@ -6,8 +6,9 @@ also a foreign key to customers), account events (a second level: they
 reference accounts' key) and orders (a plain foreign key). Row counts and
 the results of joins over every foreign key must be the same before, after
 the upgrade, after the downgrade and after a second upgrade; a kill (or a
-failing statement) at each phase boundary must leave a state the rerun
-finishes, and a second rerun must do nothing.
+failing statement) at each phase boundary, of the upgrade and of the
+downgrade, must leave a state the rerun finishes, and a second rerun must
+do nothing.
 """
 
 from __future__ import annotations

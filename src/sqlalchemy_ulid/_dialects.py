@@ -177,6 +177,9 @@ class DialectRow:
     uuid_as_bytes: str | None = None
     #: lock timeouts for DDL (None: the database has no lock waits to bound)
     locks: LockSQL | None = None
+    #: ``UPDATE ... FROM unnest(CAST(:a AS t[]), ...)`` takes a batch of values
+    #: as two array parameters (else they go through a temporary table)
+    unnest_arrays: bool = False
 
     def kind(self, storage: str) -> str:
         """Return the storage kind ("uuid", "binary", "text") of a storage option."""
@@ -564,6 +567,7 @@ _POSTGRESQL = DialectRow(
     # bytes cost them next to nothing, and a ULID is made from bytes directly.
     uuid_as_bytes="uuid_send({})",
     locks=_PG_LOCKS,
+    unnest_arrays=True,
 )
 _MYSQL = DialectRow(
     # Never MariaDB's UUID type: it rejects a quarter of ULIDs and reorders
@@ -602,7 +606,13 @@ _ROWS: dict[str, DialectRow] = {
     # PostgreSQL's storage, but neither gen_ulid() nor the conversion SQL
     # has been tried there.
     "cockroachdb": replace(
-        _POSTGRESQL, server=None, convert=None, time=None, uuid_as_bytes=None, locks=None
+        _POSTGRESQL,
+        server=None,
+        convert=None,
+        time=None,
+        uuid_as_bytes=None,
+        locks=None,
+        unnest_arrays=False,
     ),
     "mysql": _MYSQL,
     "mariadb": _MYSQL,

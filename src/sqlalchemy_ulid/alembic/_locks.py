@@ -238,7 +238,14 @@ def _try(
                 _restore(connection, sql, saved, in_transaction)
         raise
     if savepoint is not None:
-        savepoint.commit()
+        try:
+            savepoint.commit()
+        except BaseException:
+            # RELEASE failed: roll back to the savepoint, so the transaction
+            # can still be rolled back cleanly by whoever handles this.
+            with contextlib.suppress(sa.exc.SQLAlchemyError):
+                savepoint.rollback()
+            raise
     _restore(connection, sql, saved, in_transaction)
 
 
@@ -275,18 +282,32 @@ def _read_blockers(
 ) -> None:
     """Add the sessions blocking ``pid`` to ``found``: once, or until ``until`` is set."""
     try:
-        with connection.engine.connect() as other:
-            while True:
-                for row in other.exec_driver_sql(sql.blockers.format(pid=int(pid))):
+        # A bare DBAPI connection from the pool: the engine's statement
+        # events do not see these diagnostic reads.
+        other = connection.engine.raw_connection()
+    except sa.exc.SQLAlchemyError as exc:  # only a diagnostic: never fail the DDL
+        logger.debug("could not read the blocking sessions: %s", exc)
+        return
+    try:
+        while True:
+            cursor = other.cursor()
+            try:
+                cursor.execute(sql.blockers.format(pid=int(pid)))
+                for row in cursor.fetchall():
                     age = None if row[3] is None else float(row[3])
                     found[int(row[0])] = Blocker(
                         int(row[0]), str(row[1] or ""), str(row[2] or ""), age
                     )
-                other.rollback()
-                if until is None or until.wait(interval):
-                    return
-    except sa.exc.SQLAlchemyError as exc:  # only a diagnostic: never fail the DDL
+            finally:
+                cursor.close()
+            other.rollback()
+            if until is None or until.wait(interval):
+                return
+    except Exception as exc:  # the driver's own errors: only a diagnostic
         logger.debug("could not read the blocking sessions: %s", exc)
+    finally:
+        with contextlib.suppress(Exception):
+            other.close()
 
 
 @contextlib.contextmanager

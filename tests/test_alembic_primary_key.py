@@ -523,6 +523,13 @@ def _refused(engine: Engine, table: str = "pk_customers") -> str:
     return str(info.value)
 
 
+def test_refuses_a_legacy_id_column_that_is_already_there(server: Engine) -> None:
+    _seed(server)
+    with server.begin() as conn:
+        conn.exec_driver_sql("ALTER TABLE pk_customers ADD COLUMN legacy_id INTEGER NULL")
+    assert "already has a column 'legacy_id'" in _refused(server)
+
+
 def test_refuses_a_composite_key(server: Engine) -> None:
     _seed(server)
     with server.begin() as conn:

@@ -21,7 +21,7 @@ from alembic.util import CommandError
 from sqlalchemy.engine import Connection
 
 from .._types import Storage, _check_storage
-from ._inspect import strict_mode
+from ._inspect import safe_name, strict_mode, unique_on
 from ._locks import DEFAULT_LOCK_TIMEOUT, check_lock_timeout
 from ._pk_phases import add_shadows, fill_referencing, staged_key, swap
 from ._pk_plan import (
@@ -336,7 +336,14 @@ def _finished(connection: Connection, op: _KeyOp, direction: str) -> bool:
     if not inspector.has_table(op.table_name, schema=op.schema):
         return False
     names = {c["name"] for c in inspector.get_columns(op.table_name, schema=op.schema)}
-    return (op.legacy_id in names) == (direction == "ulid")
+    if direction == "legacy":
+        return op.legacy_id not in names
+    # Converted: legacy_id is there with the unique constraint the op gave it
+    # (a column of that name without it is the user's: build_plan refuses).
+    unique = safe_name(f"uq_{op.table_name}_{op.legacy_id}", connection.dialect)
+    return op.legacy_id in names and unique in unique_on(
+        connection, op.table_name, op.legacy_id, op.schema
+    )
 
 
 def _prepare_and_fill(

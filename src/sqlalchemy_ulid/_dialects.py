@@ -37,6 +37,7 @@ __all__ = [
     "TimeSQL",
     "dialect_row",
     "dialects_with",
+    "key_conversion_sql",
 ]
 
 #: The name of the server-side function on every database.
@@ -717,3 +718,94 @@ def dialects_with(has: Callable[[DialectRow], object]) -> str:
         'mariadb, mysql, postgresql, sqlite'
     """
     return ", ".join(sorted(name for name, row in _ROWS.items() if has(row)))
+
+
+# -- primary-key conversion (op.convert_primary_key_to_ulid) ----------------------
+
+
+@dataclass(frozen=True)
+class KeyConversionSQL:
+    """One dialect's SQL for converting a primary key and its foreign keys.
+
+    Templates take ``{table}`` (quoted, schema-qualified), ``{column}``
+    (quoted) and ``{type}`` (compiled); the queries take ``:schema``
+    (None: the connection's) and ``:tables`` (an expanding list of names).
+    """
+
+    #: makes a column NOT NULL
+    set_not_null: str
+    #: names the triggers on the tables: rows of (trigger, table)
+    triggers: str
+    #: names the views that read the tables: rows of (view, table)
+    views: str
+    #: names the foreign keys in other schemas that reference the tables:
+    #: rows of (constraint, its schema, its table, the referenced table)
+    foreign_keys_elsewhere: str
+    #: locks every table for the swap (``{tables}``: quoted, comma-separated),
+    #: or None where DDL commits on its own and a lock would not outlive it
+    lock: str | None = None
+
+
+_KEY_CONVERSION: dict[str, KeyConversionSQL] = {
+    "postgresql": KeyConversionSQL(
+        set_not_null="ALTER TABLE {table} ALTER COLUMN {column} SET NOT NULL",
+        triggers=(
+            "SELECT t.tgname, c.relname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE NOT t.tgisinternal "
+            "AND n.nspname = COALESCE(:schema, current_schema()) AND c.relname IN :tables"
+        ),
+        views=(
+            "SELECT DISTINCT v.relname, c.relname FROM pg_depend d "
+            "JOIN pg_rewrite r ON r.oid = d.objid JOIN pg_class v ON v.oid = r.ev_class "
+            "JOIN pg_class c ON c.oid = d.refobjid JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE d.classid = 'pg_rewrite'::regclass AND v.oid <> c.oid "
+            "AND n.nspname = COALESCE(:schema, current_schema()) AND c.relname IN :tables"
+        ),
+        # Reflection names the referred schema unreliably here: it leaves out
+        # a schema on the search path, and guesses wrong when told not to.
+        foreign_keys_elsewhere=(
+            "SELECT con.conname, ns.nspname, cl.relname, rt.relname FROM pg_constraint con "
+            "JOIN pg_class cl ON cl.oid = con.conrelid "
+            "JOIN pg_namespace ns ON ns.oid = cl.relnamespace "
+            "JOIN pg_class rt ON rt.oid = con.confrelid "
+            "JOIN pg_namespace rns ON rns.oid = rt.relnamespace "
+            "WHERE con.contype = 'f' AND rns.nspname = COALESCE(:schema, current_schema()) "
+            "AND ns.nspname <> rns.nspname AND rt.relname IN :tables"
+        ),
+        lock="LOCK TABLE {tables} IN ACCESS EXCLUSIVE MODE",
+    ),
+    "mysql": KeyConversionSQL(
+        set_not_null="ALTER TABLE {table} MODIFY {column} {type} NOT NULL",
+        triggers=(
+            "SELECT TRIGGER_NAME, EVENT_OBJECT_TABLE FROM information_schema.TRIGGERS "
+            "WHERE EVENT_OBJECT_SCHEMA = COALESCE(:schema, DATABASE()) "
+            "AND EVENT_OBJECT_TABLE IN :tables"
+        ),
+        # MariaDB 10.11 has no VIEW_TABLE_USAGE: a view whose text names
+        # the table (quoted, as the server stores it) reads it.
+        views=(
+            "SELECT v.TABLE_NAME, t.TABLE_NAME FROM information_schema.VIEWS v "
+            "JOIN information_schema.TABLES t ON t.TABLE_SCHEMA = v.TABLE_SCHEMA "
+            "WHERE v.TABLE_SCHEMA = COALESCE(:schema, DATABASE()) AND t.TABLE_NAME IN :tables "
+            "AND v.VIEW_DEFINITION LIKE CONCAT('%`', t.TABLE_NAME, '`%')"
+        ),
+        foreign_keys_elsewhere=(
+            "SELECT CONSTRAINT_NAME, CONSTRAINT_SCHEMA, TABLE_NAME, REFERENCED_TABLE_NAME "
+            "FROM information_schema.REFERENTIAL_CONSTRAINTS "
+            "WHERE UNIQUE_CONSTRAINT_SCHEMA = COALESCE(:schema, DATABASE()) "
+            "AND CONSTRAINT_SCHEMA <> UNIQUE_CONSTRAINT_SCHEMA AND REFERENCED_TABLE_NAME IN :tables"
+        ),
+    ),
+}
+_KEY_CONVERSION["mariadb"] = _KEY_CONVERSION["mysql"]
+
+
+def key_conversion_sql(dialect: Dialect) -> KeyConversionSQL | None:
+    """Return the dialect's primary-key conversion SQL (None: not supported here).
+
+    Example:
+        >>> from sqlalchemy.dialects import sqlite
+        >>> key_conversion_sql(sqlite.dialect()) is None
+        True
+    """
+    return _KEY_CONVERSION.get(dialect.name)

@@ -34,13 +34,17 @@ work without the import):
 * ``op.add_uuid7_column(table, column, from_column, ...)``: ``add_ulid_column``
   with a UUIDv7 column (``sa.Uuid``, or 16 bytes);
 * ``op.create_uuid7_function()`` / ``op.drop_uuid7_function()``: the
-  server-side ``gen_uuid7()``.
+  server-side ``gen_uuid7()``;
+* ``op.convert_primary_key_to_ulid(table, ...)``: move an integer or UUID
+  primary key and every foreign key to it to ULIDs, keeping the old values
+  in ``legacy_id``; ``op.restore_legacy_primary_key(table, ...)`` undoes it.
 
 The ops live in this package's private modules: ``_add`` (``add_ulid_column``),
 ``_add_uuid7`` (``add_uuid7_column``, on ``_add``'s machinery),
 ``_online``, ``_backfill`` and ``_offline`` (its ``online=True`` phases),
 ``_locks`` (lock timeouts and retries for every DDL statement), ``_drop``,
-``_storage``, ``_function`` and ``_inspect`` (reflection and checks shared by
+``_storage``, ``_function``, ``_primary_key`` (with its plan in ``_pk_plan`` and
+its phases in ``_pk_phases``) and ``_inspect`` (reflection and checks shared by
 them). The SQL that converts between storages is per-dialect data
 and stays in ``sqlalchemy_ulid._convert_sql``, beside the dialect table, so
 that the column layer never imports this package (which imports Alembic).
@@ -70,6 +74,8 @@ from ._function import (
     DropUUID7FunctionOp,
 )
 from ._locks import LockTimeoutError
+from ._pk_plan import ConversionRefused
+from ._primary_key import ConvertPrimaryKeyToULIDOp, RestoreLegacyPrimaryKeyOp
 from ._storage import AlterULIDStorageOp
 
 __all__ = [
@@ -77,12 +83,15 @@ __all__ = [
     "AddUUID7ColumnOp",
     "AlterULIDStorageOp",
     "BackfillProgress",
+    "ConversionRefused",
+    "ConvertPrimaryKeyToULIDOp",
     "CreateULIDFunctionOp",
     "CreateUUID7FunctionOp",
     "DropULIDColumnOp",
     "DropULIDFunctionOp",
     "DropUUID7FunctionOp",
     "LockTimeoutError",
+    "RestoreLegacyPrimaryKeyOp",
     "render_item",
 ]
 

@@ -1,0 +1,491 @@
+"""The plan of a primary-key conversion: found by reflection, checked, described.
+
+``op.convert_primary_key_to_ulid`` and ``op.restore_legacy_primary_key``
+(``_primary_key``) first build a :class:`Plan` here: the key column, every
+column that references it (directly or through other referencing columns,
+self-references included), the foreign keys and indexes to drop and
+recreate, and the row counts. Everything they refuse is refused while the
+plan is built, before any DDL. The plan is stored in a small table
+(``ulid_key_conversions``) before the first change, so a rerun after a kill
+continues the same plan even after foreign keys were dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from .._dialects import key_conversion_sql
+from .._types import Storage, ULIDType
+from ._inspect import check_identifier, safe_name
+
+__all__ = [
+    "STATE_TABLE",
+    "ConversionRefused",
+    "ForeignKeyDef",
+    "IndexDef",
+    "KeyColumn",
+    "Plan",
+    "build_plan",
+    "clear_state",
+    "describe",
+    "load_state",
+    "mark_done",
+    "save_state",
+]
+
+Direction = Literal["ulid", "legacy"]
+
+#: The table that remembers a conversion in progress (one row per table).
+STATE_TABLE = "ulid_key_conversions"
+
+
+class ConversionRefused(ValueError):
+    """The key cannot be converted safely; raised before any DDL, nothing changed.
+
+    Example:
+        >>> from sqlalchemy_ulid.alembic import ConversionRefused
+        >>> issubclass(ConversionRefused, ValueError)
+        True
+    """
+
+
+@dataclass(frozen=True)
+class KeyColumn:
+    """A column whose values change: the key itself, or one that references it."""
+
+    table: str
+    column: str
+    #: the column's type now, as the database's DDL
+    type_sql: str
+    nullable: bool
+    #: the column is its table's whole primary key: the constraint's name
+    #: ("" where the database does not name it)
+    primary_key: str | None
+    #: the (table, column) it references; None for the converted key
+    parent: tuple[str, str] | None
+    #: the column added beside it to receive the new values
+    shadow: str
+
+
+@dataclass(frozen=True)
+class ForeignKeyDef:
+    """A foreign key dropped before the swap and recreated after it."""
+
+    name: str
+    table: str
+    column: str
+    referred_table: str
+    referred_column: str
+    ondelete: str | None
+    onupdate: str | None
+
+
+@dataclass(frozen=True)
+class IndexDef:
+    """An index on a referencing column, dropped with it and recreated."""
+
+    name: str
+    table: str
+    columns: tuple[str, ...]
+    unique: bool
+
+
+@dataclass
+class Plan:
+    """Everything a conversion will do, fixed before its first change."""
+
+    direction: Direction
+    schema: str | None
+    table: str
+    key: str
+    legacy_id: str
+    #: the type the changed columns get, as the database's DDL
+    new_type: str
+    #: the key first, then each referencing column after what it references
+    columns: list[KeyColumn]
+    foreign_keys: list[ForeignKeyDef]
+    indexes: list[IndexDef]
+    rows: dict[str, int]
+    #: the unique constraint that keeps the legacy values unique
+    legacy_unique: str
+    from_time: str | None = None
+    storage: str = "auto"
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def tables(self) -> list[str]:
+        """The tables the conversion changes, in plan order, each once."""
+        return list(dict.fromkeys(c.table for c in self.columns))
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Plan:
+        raw = json.loads(text)
+        raw["columns"] = [
+            KeyColumn(**{**c, "parent": tuple(c["parent"]) if c["parent"] else None})
+            for c in raw["columns"]
+        ]
+        raw["foreign_keys"] = [ForeignKeyDef(**f) for f in raw["foreign_keys"]]
+        raw["indexes"] = [IndexDef(**{**i, "columns": tuple(i["columns"])}) for i in raw["indexes"]]
+        return cls(**raw)
+
+
+def _compiled(type_: sa.types.TypeEngine[Any], connection: Connection) -> str:
+    return str(type_.compile(dialect=connection.dialect))
+
+
+def build_plan(
+    connection: Connection,
+    table: str,
+    *,
+    direction: Direction,
+    legacy_id: str,
+    schema: str | None,
+    storage: Storage = "auto",
+    from_time: str | None = None,
+) -> Plan:
+    """Reflect the key and everything that references it; refuse what is unsafe.
+
+    Raises:
+        ConversionRefused: the table has no single-column key of the right
+            type, a foreign key in another schema or a composite foreign
+            key references it, or a trigger or view uses one of the tables.
+    """
+    dialect = connection.dialect
+    if key_conversion_sql(dialect) is None:
+        raise ConversionRefused(
+            f"primary-key conversion supports PostgreSQL and MariaDB/MySQL, not {dialect.name}; "
+            "on SQLite, recreate the tables with batch_alter_table"
+        )
+    inspector = sa.inspect(connection)
+    if not inspector.has_table(table, schema=schema):
+        raise ConversionRefused(f"there is no table {table!r}")
+    key = _single_key(inspector, table, schema, "the table to convert")
+    if key is None:
+        raise ConversionRefused(f"{table} has no primary key")
+    columns = {c["name"]: c for c in inspector.get_columns(table, schema=schema)}
+    key_type = columns[key]["type"]
+    check_identifier(legacy_id, "legacy_id", dialect)
+    suffix = "__ulid" if direction == "ulid" else "__legacy"
+    if direction == "ulid":
+        if not isinstance(key_type, (sa.Integer, sa.Uuid)):
+            raise ConversionRefused(
+                f"{table}.{key} is {_compiled(key_type, connection)}: only integer and UUID "
+                "primary keys are converted"
+            )
+        if legacy_id in columns:
+            raise ConversionRefused(f"{table} already has a column {legacy_id!r} (legacy_id=)")
+        if from_time is not None and from_time not in columns:
+            raise ConversionRefused(f"{table} has no column {from_time!r} (from_time=)")
+        new_type = _compiled(ULIDType(storage).load_dialect_impl(dialect), connection)
+    else:
+        if legacy_id not in columns:
+            raise ConversionRefused(f"{table} has no column {legacy_id!r} to restore the key from")
+        new_type = _compiled(columns[legacy_id]["type"], connection)
+    pk_name = inspector.get_pk_constraint(table, schema=schema).get("name") or ""
+    root = KeyColumn(
+        table,
+        key,
+        _compiled(key_type, connection),
+        False,
+        pk_name,
+        None,
+        safe_name(key + suffix, dialect),
+    )
+    plan = Plan(
+        direction=direction,
+        schema=schema,
+        table=table,
+        key=key,
+        legacy_id=legacy_id,
+        new_type=new_type,
+        columns=[root],
+        foreign_keys=[],
+        indexes=[],
+        rows={},
+        legacy_unique=safe_name(f"uq_{table}_{legacy_id}", dialect),
+        from_time=from_time,
+        storage=storage,
+    )
+    _follow_references(connection, inspector, plan, suffix)
+    _refuse_other_schemas(connection, plan)
+    _refuse_dependants(connection, plan)
+    for name in plan.tables:
+        count = connection.scalar(
+            sa.select(sa.func.count()).select_from(sa.table(name, schema=schema))
+        )
+        plan.rows[name] = int(count or 0)
+    if direction == "ulid" and from_time is not None:
+        nulls = connection.scalar(
+            sa.select(sa.func.count())
+            .select_from(sa.table(table, sa.column(from_time), schema=schema))
+            .where(sa.column(from_time).is_(None))
+        )
+        if nulls:
+            raise ConversionRefused(
+                f"{table}.{from_time} is NULL in {nulls} rows: fill them before deriving "
+                "ULIDs from it"
+            )
+    return plan
+
+
+def _single_key(inspector: Any, table: str, schema: str | None, what: str) -> str | None:
+    keys = list(inspector.get_pk_constraint(table, schema=schema)["constrained_columns"])
+    if len(keys) > 1:
+        raise ConversionRefused(
+            f"{what}, {table}, has a composite primary key ({', '.join(keys)}): "
+            "only single-column keys are converted"
+        )
+    return keys[0] if keys else None
+
+
+def _follow_references(connection: Connection, inspector: Any, plan: Plan, suffix: str) -> None:
+    """Add every column that references a changing column, until none is left."""
+    fks = inspector.get_multi_foreign_keys(schema=plan.schema)
+    changing = [(plan.table, plan.key)]
+    seen = set(changing)
+    while changing:
+        parent = changing.pop(0)
+        for (_, table), table_fks in sorted(fks.items(), key=lambda item: item[0][1]):
+            for fk in table_fks:
+                if fk["referred_table"] != parent[0] or parent[1] not in fk["referred_columns"]:
+                    continue
+                if fk.get("referred_schema") not in (None, plan.schema):
+                    continue
+                if len(fk["constrained_columns"]) != 1:
+                    raise ConversionRefused(
+                        f"the composite foreign key {fk['name']} on {table}"
+                        f"({', '.join(fk['constrained_columns'])}) references {parent[0]}: "
+                        "only single-column foreign keys are converted"
+                    )
+                column = fk["constrained_columns"][0]
+                options = fk.get("options") or {}
+                plan.foreign_keys.append(
+                    ForeignKeyDef(
+                        fk["name"],
+                        table,
+                        column,
+                        parent[0],
+                        parent[1],
+                        options.get("ondelete"),
+                        options.get("onupdate"),
+                    )
+                )
+                if (table, column) in seen:
+                    continue
+                seen.add((table, column))
+                changing.append((table, column))
+                shadow = safe_name(column + suffix, connection.dialect)
+                plan.columns.append(
+                    _referencing(connection, inspector, plan, table, column, parent, shadow)
+                )
+                for index in inspector.get_indexes(table, schema=plan.schema):
+                    if column in index["column_names"] and index["name"]:
+                        definition = IndexDef(
+                            index["name"],
+                            table,
+                            tuple(index["column_names"]),
+                            bool(index["unique"]),
+                        )
+                        if definition not in plan.indexes:
+                            plan.indexes.append(definition)
+
+
+def _referencing(
+    connection: Connection,
+    inspector: Any,
+    plan: Plan,
+    table: str,
+    column: str,
+    parent: tuple[str, str],
+    shadow: str,
+) -> KeyColumn:
+    info = next(c for c in inspector.get_columns(table, schema=plan.schema) if c["name"] == column)
+    pk = inspector.get_pk_constraint(table, schema=plan.schema)
+    keys = list(pk["constrained_columns"])
+    if column in keys and len(keys) > 1:
+        raise ConversionRefused(
+            f"{table}.{column} references {parent[0]} and is part of the composite primary "
+            f"key ({', '.join(keys)}) of {table}: only single-column keys are converted"
+        )
+    return KeyColumn(
+        table,
+        column,
+        _compiled(info["type"], connection),
+        bool(info["nullable"]),
+        (pk.get("name") or "") if keys == [column] else None,
+        parent,
+        shadow,
+    )
+
+
+def _refuse_other_schemas(connection: Connection, plan: Plan) -> None:
+    """Refuse a foreign key in another schema that references one of the tables."""
+    sql = key_conversion_sql(connection.dialect)
+    assert sql is not None
+    statement = sa.text(sql.foreign_keys_elsewhere).bindparams(
+        sa.bindparam("tables", expanding=True)
+    )
+    rows = connection.execute(statement, {"schema": plan.schema, "tables": plan.tables}).all()
+    if rows:
+        named = ", ".join(sorted(f"{name} on {schema}.{table}" for name, schema, table, _ in rows))
+        raise ConversionRefused(
+            "foreign keys in other schemas reference the tables, and this op only alters "
+            f"tables in the key's own schema: {named}. Drop them first and recreate them "
+            "after the conversion"
+        )
+
+
+def _refuse_dependants(connection: Connection, plan: Plan) -> None:
+    """Refuse triggers and views on the changed tables: their SQL names the columns."""
+    sql = key_conversion_sql(connection.dialect)
+    assert sql is not None
+    tables = plan.tables
+    for what, query in (("triggers", sql.triggers), ("views", sql.views)):
+        statement = sa.text(query).bindparams(sa.bindparam("tables", expanding=True))
+        rows = connection.execute(statement, {"schema": plan.schema, "tables": tables}).all()
+        if rows:
+            named = ", ".join(sorted(f"{name} (on {table})" for name, table in rows))
+            raise ConversionRefused(
+                f"{what} depend on the tables whose key columns would change: {named}. "
+                "Drop them before the conversion and recreate them after it"
+            )
+
+
+# -- the dry run ------------------------------------------------------------------
+
+
+def describe(plan: Plan, done: list[str]) -> str:
+    """The plan as text: tables with row counts, columns, constraints, phases."""
+    verb = (
+        "convert_primary_key_to_ulid" if plan.direction == "ulid" else "restore_legacy_primary_key"
+    )
+    if plan.direction == "ulid":
+        source = f"dated from {plan.from_time}" if plan.from_time else "dated now"
+        head = (
+            f"{verb}: {plan.table}.{plan.key} becomes a ULID ({plan.new_type})\n"
+            f"  new ids {source}; the old values stay in {plan.table}.{plan.legacy_id}"
+        )
+    else:
+        head = f"{verb}: {plan.table}.{plan.key} gets back its values from {plan.legacy_id}"
+    lines = [head, "tables:"]
+    lines += [f"  {name}: {plan.rows.get(name, 0)} rows" for name in plan.tables]
+    lines.append("columns:")
+    for c in plan.columns:
+        role = (
+            "primary key"
+            if c.parent is None
+            else f"references {c.parent[0]}.{c.parent[1]}" + (" (nullable)" if c.nullable else "")
+        )
+        lines.append(f"  {c.table}.{c.column}: {c.type_sql} -> {plan.new_type}, {role}")
+    lines.append("constraints dropped and recreated:")
+    for fk in plan.foreign_keys:
+        lines.append(
+            f"  foreign key {fk.name}: {fk.table}({fk.column}) -> "
+            f"{fk.referred_table}({fk.referred_column})"
+        )
+    for ix in plan.indexes:
+        kind = "unique index" if ix.unique else "index"
+        lines.append(f"  {kind} {ix.name}: {ix.table}({', '.join(ix.columns)})")
+    for c in plan.columns:
+        if c.primary_key is not None:
+            lines.append(f"  primary key {c.primary_key or 'PRIMARY'}: {c.table}({c.column})")
+    lines.append("phases:")
+    for number, (name, text) in enumerate(phases(plan), start=1):
+        mark = " (done)" if name in done else ""
+        lines.append(
+            textwrap.fill(
+                f"{number}. {text}{mark}", width=84, initial_indent="  ", subsequent_indent="     "
+            )
+        )
+    return "\n".join(lines)
+
+
+def phases(plan: Plan) -> list[tuple[str, str]]:
+    """The phases in order: (the name recorded when it is done, what it does)."""
+    shadows = ", ".join(f"{c.table}.{c.shadow}" for c in plan.columns if _has_shadow(plan, c))
+    result = [("prepare", f"record the plan in {STATE_TABLE}; add {shadows} (nullable)")]
+    if plan.direction == "ulid":
+        result.append(
+            ("fill:" + plan.table, f"fill {plan.table}.{plan.columns[0].shadow} with new ULIDs")
+        )
+    for c in plan.columns[1:]:
+        parent = c.parent[0] if c.parent else plan.table
+        result.append(
+            (f"fill:{c.table}.{c.column}", f"fill {c.table}.{c.shadow} by a join on {parent}")
+        )
+    result.append(
+        (
+            "swap",
+            "swap (one transaction on PostgreSQL, under ACCESS EXCLUSIVE locks): catch up "
+            "rows written meanwhile, drop the foreign keys, swap the columns and the primary "
+            "keys, recreate indexes and foreign keys",
+        )
+    )
+    return result
+
+
+def _has_shadow(plan: Plan, column: KeyColumn) -> bool:
+    # Restoring, the key's new values are already in the legacy column.
+    return column.parent is not None or plan.direction == "ulid"
+
+
+# -- the stored plan ----------------------------------------------------------------
+
+
+def _state_table(schema: str | None) -> sa.Table:
+    return sa.Table(
+        STATE_TABLE,
+        sa.MetaData(),
+        sa.Column("name", sa.String(190), primary_key=True),
+        sa.Column("plan", sa.Text, nullable=False),
+        sa.Column("done", sa.Text, nullable=False),
+        schema=schema,
+    )
+
+
+def load_state(
+    connection: Connection, schema: str | None, table: str
+) -> tuple[Plan, list[str]] | None:
+    """The stored plan of a conversion in progress on the table, and its done phases."""
+    if not sa.inspect(connection).has_table(STATE_TABLE, schema=schema):
+        return None
+    state = _state_table(schema)
+    row = connection.execute(
+        sa.select(state.c.plan, state.c.done).where(state.c.name == table)
+    ).first()
+    if row is None:
+        return None
+    return Plan.from_json(row[0]), list(json.loads(row[1]))
+
+
+def save_state(connection: Connection, plan: Plan) -> None:
+    """Store a new plan (creating the table the first time)."""
+    state = _state_table(plan.schema)
+    state.create(connection, checkfirst=True)
+    connection.execute(state.insert().values(name=plan.table, plan=plan.to_json(), done="[]"))
+
+
+def mark_done(connection: Connection, plan: Plan, done: list[str], name: str) -> None:
+    """Record a finished phase or step."""
+    done.append(name)
+    state = _state_table(plan.schema)
+    connection.execute(
+        state.update().where(state.c.name == plan.table).values(done=json.dumps(done))
+    )
+
+
+def clear_state(connection: Connection, plan: Plan) -> None:
+    """Forget a finished conversion; drop the table when no other is in progress."""
+    state = _state_table(plan.schema)
+    connection.execute(state.delete().where(state.c.name == plan.table))
+    if not connection.scalar(sa.select(sa.func.count()).select_from(state)):
+        state.drop(connection)

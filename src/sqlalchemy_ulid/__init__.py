@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         ulid_server_default,
     )
     from ._feed import afollow, follow
+    from ._guard import StaleULIDError, guard_ulid_age
     from ._mixins import ULIDAuditBase, ULIDBase, ULIDPrimaryKey
     from ._paging import (
         Page,
@@ -63,6 +64,7 @@ __all__ = [
     "PaginationError",
     "Retry",
     "SettleError",
+    "StaleULIDError",
     "ULIDAuditBase",
     "ULIDBase",
     "ULIDPrimaryKey",
@@ -80,6 +82,7 @@ __all__ = [
     "drop_ulid_function",
     "drop_ulid_function_ddl",
     "follow",
+    "guard_ulid_age",
     "install_ulid_function",
     "new_ulid",
     "paginate",
@@ -115,6 +118,8 @@ _LAZY = {
     "ClockSkew": "_clock",
     "ClockSkewError": "_clock",
     "check_clock_skew": "_clock",
+    "StaleULIDError": "_guard",
+    "guard_ulid_age": "_guard",
     "create_partitions": "_partitions",
     "partition_ddl": "_partitions",
     "created_before": "_timerange",

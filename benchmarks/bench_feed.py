@@ -9,9 +9,11 @@ settle=...)``:
 * ``none``: no settle; the cursor is the last id seen (what the docs used to
   show, and what a hand-written ``WHERE id > :last`` poller does);
 * ``fixed N s``: ``settle=timedelta(seconds=N)``;
-* ``auto``: ``settle="auto"`` with the default 1 s margin, and again with
-  ``margin=timedelta(milliseconds=500)`` (these writers send their INSERT
-  within milliseconds of making the id).
+* ``auto``: ``settle="auto"`` with the default margin (0.2 s), and again
+  with ``margin=timedelta(seconds=1)``, the default before 0.2 s (these
+  writers send their INSERT within milliseconds of making the id, and each
+  runs ``guard_ulid_age()`` with the default margin, which would refuse an
+  INSERT of an older id).
 
 Scenarios: transactions of 0-200 ms, 0-600 ms, and 0-200 ms with one 10 s
 transaction among them (writer 0, from the 4th second). Three more are the
@@ -55,7 +57,8 @@ from typing import Any
 import sqlalchemy as sa
 from _servers import URLS  # benchmarks/ is on sys.path when a script runs
 
-from sqlalchemy_ulid import ULID, ULIDType, new_ulid, paginate
+from sqlalchemy_ulid import ULID, ULIDType, guard_ulid_age, new_ulid, paginate
+from sqlalchemy_ulid._settle import DEFAULT_MARGIN
 
 WRITERS = 6
 POLL = 0.05
@@ -93,9 +96,9 @@ def modes(max_tx: float, long_tx: float, kind: str = "plain") -> dict[str, Any]:
         chosen[f"fixed {seconds:g} s"] = timedelta(seconds=seconds)
     chosen["auto"] = "auto"
     if kind == "plain":
-        chosen["auto, margin 0.5 s"] = ("auto", timedelta(milliseconds=500))
+        chosen["auto, margin 1 s"] = ("auto", timedelta(seconds=1))
     else:
-        chosen["auto before the fix"] = ("auto", timedelta(seconds=1), "before the fix")
+        chosen["auto before the fix"] = ("auto", DEFAULT_MARGIN, "before the fix")
     return chosen
 
 
@@ -103,6 +106,7 @@ def writer(
     url: str, number: int, seconds: float, max_tx: float, long_tx: float, kind: str, out: Any
 ) -> None:
     engine = sa.create_engine(url)
+    guard_ulid_age(engine, DEFAULT_MARGIN)
     rng = random.Random(number)
     committed: list[tuple[str, float]] = []
     start = time.time()
@@ -182,7 +186,7 @@ def follow_feed(url: str, settle: Any, kind: str, stop: Any) -> list[tuple[str, 
     if isinstance(settle, tuple) and len(settle) == 3:
         before_the_fix()
         settle = settle[:2]
-    settle, margin = settle if isinstance(settle, tuple) else (settle, timedelta(seconds=1))
+    settle, margin = settle if isinstance(settle, tuple) else (settle, DEFAULT_MARGIN)
     engine = sa.create_engine(url)
     stmt = sa.select(feed.c.id).where(feed.c.tenant == 1)
     got: list[tuple[str, float]] = []

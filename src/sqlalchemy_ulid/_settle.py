@@ -118,7 +118,11 @@ from ._keys import table_column
 #: What ``settle=`` accepts: a fixed window, or "auto".
 Settle = Union[timedelta, Literal["auto"]]  # noqa: UP007
 
-DEFAULT_MARGIN = timedelta(seconds=1)
+#: The margin of ``settle="auto"``: how long after making an id a writer may
+#: send its INSERT, clock skew included. Ids made at flush
+#: (``default=new_ulid``) or by the server reach it within milliseconds
+#: (benchmarks/bench_mint_gap.py); guard_ulid_age() makes writers keep to it.
+DEFAULT_MARGIN = timedelta(milliseconds=200)
 
 # Server clock as integer Unix milliseconds, taken when the statement starts
 # (never later than anything else the statement reads).

@@ -200,8 +200,10 @@ def follow_feed(url: str, settle: Any, kind: str, stop: Any) -> list[tuple[str, 
                 )
             except sa.exc.DBAPIError as error:
                 orig = error.orig
-                code = getattr(orig, "sqlstate", None) or (getattr(orig, "args", None) or [0])[0]
-                if code not in RETRYABLE:
+                # psycopg names the SQLSTATE; PyMySQL the error number (first
+                # argument), and newer PyMySQL a SQLSTATE too (40001 for both)
+                codes = {getattr(orig, "sqlstate", None), (getattr(orig, "args", None) or [0])[0]}
+                if not codes & RETRYABLE:
                     raise
                 retries += 1  # nothing delivered, the cursor has not moved
                 time.sleep(POLL)

@@ -287,3 +287,31 @@ def test_a_bad_text_anywhere_in_a_str_in_list_raises_at_once(bad: str) -> None:
     for values in ([bad, *good], [*good, bad], [good[0], bad, good[1]]):
         with pytest.raises(InvalidULID):
             Note.id.in_(values)
+
+
+def test_str_in_lists_inside_subqueries_ctes_and_unions(session: Session) -> None:
+    notes = _notes(session, 4)
+    texts = [str(notes[1].id).lower(), str(notes[3].id)]
+    inner = sa.select(Note.id).where(Note.id.in_(texts))
+    # a subquery, a CTE and an IN (SELECT ...) each bind the decoded ids
+    sub = inner.subquery()
+    assert session.scalars(
+        sa.select(Note.n).join(sub, sub.c.id == Note.id).order_by(Note.n)
+    ).all() == [1, 3]
+    cte = inner.cte("picked")
+    assert session.scalars(
+        sa.select(Note.n).where(Note.id.in_(sa.select(cte.c.id))).order_by(Note.n)
+    ).all() == [1, 3]
+    both = sa.union_all(
+        sa.select(Note.n).where(Note.id.in_(texts[:1])),
+        sa.select(Note.n).where(Note.id.in_(texts[1:])),
+    )
+    assert sorted(session.scalars(both).all()) == [1, 3]
+    # text storage and as_str columns bind canonical text
+    tags = [Tag() for _ in range(2)]
+    session.add_all(tags)
+    session.commit()
+    wanted = [str(tags[1].id).lower()]
+    assert session.scalars(sa.select(Tag).where(Tag.id.in_(wanted))).all() == [tags[1]]
+    public = [tags[0].public_id.lower()]
+    assert session.scalars(sa.select(Tag).where(Tag.public_id.in_(public))).all() == [tags[0]]

@@ -221,3 +221,24 @@ def test_an_async_engine_is_guarded(backend: Backend) -> None:
             await engine.dispose()
 
     asyncio.run(run())
+
+
+def test_each_insertmanyvalues_batch_is_checked(tables: Engine) -> None:
+    engine = tables
+    reads: list[float] = []
+
+    def clock() -> float:
+        # this process's clock jumps 10 s after the first batch was checked
+        reads.append(time.time())
+        return reads[-1] + (10 if len(reads) > 1 else 0)
+
+    remove = guard_ulid_age(engine, timedelta(seconds=5), clock=clock)
+    stmt = sa.insert(Event.__table__).returning(Event.__table__.c.id)
+    rows = [{"n": i} for i in range(2500)]  # more than one batch on every backend
+    try:
+        with pytest.raises(StaleULIDError), engine.begin() as conn:
+            conn.execute(stmt, rows)
+    finally:
+        remove()
+    assert len(reads) >= 2  # refused at a later batch, not the first
+    assert count(engine) == 0  # the transaction rolled back

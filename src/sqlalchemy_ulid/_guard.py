@@ -53,8 +53,9 @@ class StaleULIDError(SettleError):
 
 
 # Per execution: the oldest id its INSERT binds (timestamp ms, the id), or
-# None. One executemany (ORM flushes, insertmanyvalues) is sent in several
-# batches; its ids are read once, at the first.
+# None. An INSERT ... RETURNING of many rows is sent in several batches
+# (insertmanyvalues), each through the hook; its ids are read once, at the
+# first, and the age checked at each.
 _OLDEST: weakref.WeakKeyDictionary[Any, tuple[int, ULID] | None] = weakref.WeakKeyDictionary()
 
 
@@ -153,8 +154,10 @@ def guard_ulid_age(
     compared with this process's clock (the one :func:`new_ulid` reads),
     and one older than ``max_age`` raises :class:`StaleULIDError`; nothing
     is sent. Foreign keys, UPDATEs, DELETEs and SELECTs are never refused.
-    ORM flushes are covered (the hook sees every INSERT statement, each
-    batch of a bulk one). Give the readers a ``margin`` of at least
+    ORM flushes are covered: the hook sees each INSERT as it is handed to
+    the driver (each batch of SQLAlchemy's ``insertmanyvalues``); a
+    driver's own ``executemany`` sends its rows after that one check.
+    Give the readers a ``margin`` of at least
     ``max_age`` plus the clock skew :func:`check_clock_skew` bounds.
 
     Ids made by the database (``ulid_server_default()``) are not seen and

@@ -270,6 +270,15 @@ def test_short_str_in_lists_share_one_cached_statement(session: Session) -> None
         assert session.scalars(
             sa.select(Note.n).where(Note.id.not_in(texts)).order_by(Note.n)
         ).all() == [other.n for other in notes if other is not note]
+    # and the cache key does not depend on the ids: later statements hit it
+    conn = session.connection()
+    hits = []
+    for _ in range(3):
+        texts = [str(new_ulid()) for _ in range(6)]
+        result = conn.execute(sa.select(Note.__table__.c.n).where(Note.id.in_(texts)))
+        assert result.all() == []
+        hits.append(result.context.cache_hit)
+    assert hits[1:] == [result.context.cache_hit.CACHE_HIT] * 2
 
 
 @pytest.mark.parametrize(

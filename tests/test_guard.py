@@ -242,3 +242,29 @@ def test_each_insertmanyvalues_batch_is_checked(tables: Engine) -> None:
         remove()
     assert len(reads) >= 2  # refused at a later batch, not the first
     assert count(engine) == 0  # the transaction rolled back
+
+
+def test_the_default_margin_is_each_databases_own(engine: Engine) -> None:
+    from sqlalchemy_ulid._settle import DEFAULT_MARGIN, margin_for
+
+    # PostgreSQL: 0.2 s; MariaDB (gap locks can hold an INSERT before its
+    # row exists) and SQLite (no "auto"): 1 s. An explicit margin is kept.
+    expected = 0.2 if engine.dialect.name == "postgresql" else 1.0
+    assert margin_for(DEFAULT_MARGIN, engine.dialect).total_seconds() == expected
+    assert margin_for(timedelta(seconds=3), engine.dialect) == timedelta(seconds=3)
+    assert "database's default" in repr(DEFAULT_MARGIN)
+    # the guard's default max_age is that margin: an id 0.5 s old passes
+    # on MariaDB and SQLite, and is refused on PostgreSQL
+    remove = guard_ulid_age(engine)
+    try:
+        Base.metadata.create_all(engine)
+        insert = sa.insert(Event.__table__).values(id=aged(0.5))
+        if expected < 0.5:
+            with pytest.raises(StaleULIDError), engine.begin() as conn:
+                conn.execute(insert)
+        else:
+            with engine.begin() as conn:
+                conn.execute(insert)
+    finally:
+        remove()
+        Base.metadata.drop_all(engine)

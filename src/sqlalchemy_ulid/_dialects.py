@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from typing import Any, Literal
 
 import sqlalchemy as sa
@@ -87,6 +88,11 @@ class DialectRow:
     #: SELECT list or RETURNING, so the driver returns ``bytes``, not a
     #: ``uuid.UUID`` to convert again (None: read the uuid as it is).
     uuid_as_bytes: str | None = None
+    #: ``settle="auto"``'s margin when ``margin=`` is left at its default:
+    #: what must cover the time from making an id to its row being where the
+    #: horizon looks (measured in benchmarks/bench_mint_gap.py and
+    #: bench_follow_soak.py).
+    settle_margin: timedelta = timedelta(seconds=1)
 
     def kind(self, storage: str) -> str:
         """Return the storage kind ("uuid", "binary", "text") of a storage option."""
@@ -473,6 +479,13 @@ _POSTGRESQL = DialectRow(
     # Drivers build a uuid.UUID per value (psycopg in C, asyncpg a subclass);
     # bytes cost them next to nothing, and a ULID is made from bytes directly.
     uuid_as_bytes="uuid_send({})",
+    # An INSERT holds its table lock, which the horizon waits for, from the
+    # start of the statement: row-level waits come after it. So the margin
+    # covers making the id to sending the statement (milliseconds at flush)
+    # plus clock skew. MariaDB keeps 1 s: at REPEATABLE READ an INSERT can
+    # wait on another statement's gap lock before its row exists, and 0.2 s
+    # lost rows to a 0.2 s range UPDATE in bench_follow_soak.py.
+    settle_margin=timedelta(milliseconds=200),
 )
 _MYSQL = DialectRow(
     # Never MariaDB's UUID type: it rejects a quarter of ULIDs and reorders

@@ -27,7 +27,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from ._settle import DEFAULT_MARGIN, SettleError, check_settle
+from ._settle import DEFAULT_MARGIN, SettleError, check_settle, margin_for
 from ._types import ULIDType, to_bytes
 from ._ulid import ULID
 
@@ -167,7 +167,9 @@ def guard_ulid_age(
         bind: the writers' Engine or Connection (an ``AsyncEngine`` or
             ``AsyncConnection``: pass its ``sync_engine`` /
             ``sync_connection``, or the async object itself).
-        max_age: the oldest an id may be when its INSERT is sent.
+        max_age: the oldest an id may be when its INSERT is sent; by
+            default the database's default margin (0.2 s on PostgreSQL,
+            1 s on MariaDB/MySQL).
         clock: this process's clock as Unix seconds (``time.time`` by
             default); tests inject a skewed one.
 
@@ -202,6 +204,7 @@ def guard_ulid_age(
     target = getattr(bind, "sync_engine", None) or getattr(bind, "sync_connection", None) or bind
     if not isinstance(target, (Engine, Connection)):
         raise TypeError(f"bind must be an Engine or a Connection, not {type(bind).__name__}")
+    max_age = margin_for(max_age, target.dialect)
     hook = _hook(max_age // timedelta(milliseconds=1), clock or time.time)
     sa.event.listen(target, "before_cursor_execute", hook)
 

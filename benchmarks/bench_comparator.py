@@ -12,6 +12,11 @@ instead. Figures are minimums over interleaved rounds, in microseconds per
 expression, of this process's CPU time (``time.process_time``), so other
 jobs on a shared machine move them less than wall time.
 
+It also builds and executes ``select(id).where(id.in_(100 values))`` on
+in-memory SQLite: a list of str ids is checked when the expression is built
+but decoded when the statement first runs, so building alone does not show
+that cost.
+
 It also times one ``conn.execute(select ... where id == :id)`` on in-memory
 SQLite with and without the ``before_execute`` listener that lets bulk
 ``INSERT ... RETURNING`` match str ids (``_bulk.py``), which every statement
@@ -25,6 +30,7 @@ import platform
 import statistics
 import time
 import timeit
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -83,6 +89,45 @@ def _execute_cost(rounds: int, number: int) -> dict[str, list[float]]:
     return times
 
 
+def _in_execute_cost(rounds: int, number: int) -> dict[str, list[float]]:
+    """Build and execute ``select(id).where(id.in_(100 values))`` on in-memory SQLite.
+
+    A str list is checked when built and decoded when executed, so building
+    alone does not show the decode; this does (CPU time, µs per statement).
+    """
+    engine = sa.create_engine("sqlite://")
+    metadata = sa.MetaData()
+    ulid_table = sa.Table("e_ulid", metadata, sa.Column("id", ULIDType(), primary_key=True))
+    uuid_table = sa.Table("e_uuid", metadata, sa.Column("id", sa.Uuid(), primary_key=True))
+    metadata.create_all(engine)
+    cases = {
+        "ULIDType.in_(100 str)": (ulid_table.c.id, TEXTS),
+        "ULIDType.in_(100 ULIDs)": (ulid_table.c.id, IDS),
+        "Uuid.in_(100 uuid.UUID)": (uuid_table.c.id, UUIDS),
+    }
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    with engine.connect() as conn:
+        conn.execute(ulid_table.insert(), [{"id": u} for u in IDS[:10]])
+        conn.execute(uuid_table.insert(), [{"id": u} for u in UUIDS[:10]])
+        for column, values in cases.values():  # every case finds the same 10 rows
+            assert len(conn.execute(sa.select(column).where(column.in_(values))).all()) == 10
+
+        def run(column: Any, values: Any) -> None:
+            conn.execute(sa.select(column).where(column.in_(values))).all()
+
+        names = list(cases)
+        for r in range(rounds):
+            for name in names[r % len(names) :] + names[: r % len(names)]:
+                column, values = cases[name]
+                seconds = timeit.Timer(
+                    lambda: run(column, values),  # noqa: B023 (timed at once, in this iteration)
+                    timer=time.process_time,
+                ).timeit(number)
+                times[name].append(seconds / number * 1e6)
+    engine.dispose()
+    return times
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=40)
@@ -108,6 +153,12 @@ def main() -> None:
             f"| `{name}` | {min(times[name]):.2f} | {statistics.median(times[name]):.2f} "
             f"| {ratio:.2f}x |"
         )
+    in_executes = _in_execute_cost(args.rounds, max(args.number // 10, 1))
+    print("\n| build + execute on in-memory SQLite | µs (min) | µs (median) | ratio to Uuid |")
+    print("|---|---:|---:|---:|")
+    for name, values in in_executes.items():
+        ratio = min(values) / min(in_executes["Uuid.in_(100 uuid.UUID)"])
+        print(f"| `{name}` | {min(values):.1f} | {statistics.median(values):.1f} | {ratio:.2f}x |")
     executes = _execute_cost(args.rounds, args.number)
     print("\n| one cached SELECT on SQLite | µs (min) | µs (median) |")
     print("|---|---:|---:|")

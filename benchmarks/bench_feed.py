@@ -9,9 +9,11 @@ settle=...)``:
 * ``none``: no settle; the cursor is the last id seen (what the docs used to
   show, and what a hand-written ``WHERE id > :last`` poller does);
 * ``fixed N s``: ``settle=timedelta(seconds=N)``;
-* ``auto``: ``settle="auto"`` with the default 1 s margin, and again with
-  ``margin=timedelta(milliseconds=500)`` (these writers send their INSERT
-  within milliseconds of making the id).
+* ``auto``: ``settle="auto"`` with ``margin=timedelta(milliseconds=200)``
+  (PostgreSQL's default), and with 1 s (MariaDB's default, and the
+  default everywhere before) (these writers send their INSERT within
+  milliseconds of making the id, and each runs ``guard_ulid_age()`` with
+  0.2 s, which would refuse an INSERT of an older id).
 
 Scenarios: transactions of 0-200 ms, 0-600 ms, and 0-200 ms with one 10 s
 transaction among them (writer 0, from the 4th second). Three more are the
@@ -55,7 +57,8 @@ from typing import Any
 import sqlalchemy as sa
 from _servers import URLS  # benchmarks/ is on sys.path when a script runs
 
-from sqlalchemy_ulid import ULID, ULIDType, new_ulid, paginate
+from sqlalchemy_ulid import ULID, ULIDType, guard_ulid_age, new_ulid, paginate
+from sqlalchemy_ulid._settle import DEFAULT_MARGIN
 
 WRITERS = 6
 POLL = 0.05
@@ -69,6 +72,8 @@ SCENARIOS = {
     "updater": (0.2, 0.0, "updater"),
 }
 LONG_TX_AT = 4.0
+# PostgreSQL's default margin; MariaDB's is 1 s (see DialectRow.settle_margin).
+SHORT_MARGIN = timedelta(milliseconds=200)
 PARENTS = 4
 RETRYABLE = {1205, 1213, "40P01", "55P03"}  # lock wait timeout, deadlock (both servers)
 
@@ -91,11 +96,11 @@ def modes(max_tx: float, long_tx: float, kind: str = "plain") -> dict[str, Any]:
     fixed = [1.0] if long_tx == 0 else [1.0, long_tx + 1]
     for seconds in fixed:
         chosen[f"fixed {seconds:g} s"] = timedelta(seconds=seconds)
-    chosen["auto"] = "auto"
+    chosen["auto, margin 0.2 s"] = ("auto", SHORT_MARGIN)
     if kind == "plain":
-        chosen["auto, margin 0.5 s"] = ("auto", timedelta(milliseconds=500))
+        chosen["auto, margin 1 s"] = ("auto", timedelta(seconds=1))
     else:
-        chosen["auto before the fix"] = ("auto", timedelta(seconds=1), "before the fix")
+        chosen["auto before the fix"] = ("auto", SHORT_MARGIN, "before the fix")
     return chosen
 
 
@@ -103,6 +108,7 @@ def writer(
     url: str, number: int, seconds: float, max_tx: float, long_tx: float, kind: str, out: Any
 ) -> None:
     engine = sa.create_engine(url)
+    guard_ulid_age(engine, SHORT_MARGIN)
     rng = random.Random(number)
     committed: list[tuple[str, float]] = []
     start = time.time()
@@ -182,7 +188,7 @@ def follow_feed(url: str, settle: Any, kind: str, stop: Any) -> list[tuple[str, 
     if isinstance(settle, tuple) and len(settle) == 3:
         before_the_fix()
         settle = settle[:2]
-    settle, margin = settle if isinstance(settle, tuple) else (settle, timedelta(seconds=1))
+    settle, margin = settle if isinstance(settle, tuple) else (settle, DEFAULT_MARGIN)
     engine = sa.create_engine(url)
     stmt = sa.select(feed.c.id).where(feed.c.tenant == 1)
     got: list[tuple[str, float]] = []
@@ -196,8 +202,10 @@ def follow_feed(url: str, settle: Any, kind: str, stop: Any) -> list[tuple[str, 
                 )
             except sa.exc.DBAPIError as error:
                 orig = error.orig
-                code = getattr(orig, "sqlstate", None) or (getattr(orig, "args", None) or [0])[0]
-                if code not in RETRYABLE:
+                # psycopg names the SQLSTATE; PyMySQL the error number (first
+                # argument), and newer PyMySQL a SQLSTATE too (40001 for both)
+                codes = {getattr(orig, "sqlstate", None), (getattr(orig, "args", None) or [0])[0]}
+                if not codes & RETRYABLE:
                     raise
                 retries += 1  # nothing delivered, the cursor has not moved
                 time.sleep(POLL)

@@ -174,12 +174,88 @@ async def _bench_async(url: str, rows: int, rounds: int) -> dict[str, list[float
     return {name: values[1:] for name, values in times.items()}
 
 
+# -- where the time goes on PostgreSQL (--breakdown) ---------------------------------
+
+
+class _Identity(sa.types.TypeDecorator[Any]):
+    """Bytes in, the same bytes out, through a result processor: SQLAlchemy's per-value path."""
+
+    impl = sa.LargeBinary
+    cache_ok = True
+
+    def result_processor(self, dialect: Any, coltype: object) -> Callable[[Any], Any] | None:
+        return lambda value: value
+
+
+class _ToInt(_Identity):
+    """Bytes in, an int out: the processor path plus int.from_bytes."""
+
+    cache_ok = True
+
+    def result_processor(self, dialect: Any, coltype: object) -> Callable[[Any], Any] | None:
+        return lambda value, from_bytes=int.from_bytes: from_bytes(value, "big")
+
+
+def bench_breakdown(url: str, rows: int, rounds: int) -> None:
+    """Read the same uuid column five ways, with the garbage collector on and off."""
+    import gc
+
+    engine = sa.create_engine(url)
+    tables = _tables(engine.dialect.name)[1]
+    column = tables["Uuid"].c.id
+    ulid_column = tables["ULIDType"].c.id
+    statements = {
+        "uuid_send(id), bytes out (no processor)": sa.select(
+            sa.func.uuid_send(column, type_=sa.LargeBinary())
+        ),
+        "uuid_send(id), identity processor": sa.select(
+            sa.func.uuid_send(column, type_=_Identity())
+        ),
+        "uuid_send(id), processor to int": sa.select(sa.func.uuid_send(column, type_=_ToInt())),
+        "ULIDType (uuid_send(id), processor to ULID)": sa.select(ulid_column),
+        "Uuid (psycopg's uuid.UUID, no processor)": sa.select(column),
+    }
+    print("\n| read of the uuid column | GC on (ms) | GC off (ms) |")
+    print("|---|---:|---:|")
+    results: dict[tuple[str, bool], list[float]] = {}
+    with engine.connect() as conn:
+        for _ in range(rounds + 1):
+            for collect in (True, False):
+                for name, stmt in statements.items():
+                    gc.collect()
+                    if not collect:
+                        gc.disable()
+                    began = time.perf_counter()
+                    got = conn.execute(stmt).all()
+                    elapsed = time.perf_counter() - began
+                    gc.enable()
+                    assert len(got) == rows
+                    del got
+                    results.setdefault((name, collect), []).append(elapsed)
+    for name in statements:
+        on, off = (statistics.median(results[name, c][1:]) * 1000 for c in (True, False))
+        print(f"| {name} | {on:.0f} | {off:.0f} |")
+    engine.dispose()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--servers", default=",".join(SERVERS), help="comma-separated names")
+    parser.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="PostgreSQL (psycopg) only: where the time of a ULIDType read goes",
+    )
     args = parser.parse_args()
+    if args.breakdown:
+        _load(POSTGRESQL_URL, args.rows)
+        try:
+            bench_breakdown(POSTGRESQL_URL, args.rows, args.rounds)
+        finally:
+            _drop(POSTGRESQL_URL)
+        return
     chosen = [name for name in SERVERS if name in args.servers.split(",")]
     print(
         f"SELECT of {args.rows:,} ids, median of {args.rounds} rounds (ms); "

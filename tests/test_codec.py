@@ -10,7 +10,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sqlalchemy_ulid import ULID, InvalidULID
-from sqlalchemy_ulid._codec import ALPHABET, decode, decode_int, decode_ints, encode, parse_hex
+from sqlalchemy_ulid._codec import (
+    ALPHABET,
+    decode,
+    decode_int,
+    decode_ints,
+    encode,
+    parse_hex,
+    valid_texts,
+)
 from strategies import ulid_bytes, ulid_ints, ulid_texts
 
 VALID = "01HTQW311N1KR5G0Y75M3EF00H"
@@ -114,11 +122,21 @@ def test_decode_ints_rejects_a_bad_text_anywhere_in_the_list(text: str, message:
     for texts in ([text], [VALID, text], [text, VALID.lower()], [VALID, VALID, text, VALID]):
         with pytest.raises(InvalidULID, match=re.escape(message)):
             decode_ints(texts)
+        assert not valid_texts(texts)
 
 
 @given(st.lists(ulid_texts(), max_size=30))
 def test_decode_ints_is_decode_int_of_each(texts: list[str]) -> None:
     assert decode_ints(texts) == [decode_int(text) for text in texts]
+    assert valid_texts(texts) is bool(texts)  # an empty list is not "valid texts"
+
+
+def test_a_comma_inside_a_text_is_refused() -> None:
+    # The one-pass check joins texts with commas: a text's own comma is caught.
+    texts = [VALID, VALID[:10] + "," + VALID[11:]]
+    assert not valid_texts(texts)
+    with pytest.raises(InvalidULID):
+        decode_ints(texts)
 
 
 def test_decode_ints_extremes_and_non_str() -> None:

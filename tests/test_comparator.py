@@ -94,8 +94,10 @@ def test_in_lists_of_one_kind_convert_as_a_whole(session: Session) -> None:
     ids = [note.id for note in notes]
     for values in ([str(u).lower() for u in ids], [str(u) for u in ids], ids, tuple(ids)):
         expression = Note.id.in_(values)
-        bound = expression.right.value  # type: ignore[attr-defined]
+        # str lists are decoded when first needed, once: effective_value
+        bound = expression.right.effective_value  # type: ignore[attr-defined]
         assert bound == ids
+        assert expression.right.effective_value is bound  # type: ignore[attr-defined]
         assert all(type(u) is ULID for u in bound)
         assert session.scalars(sa.select(Note.n).where(expression).order_by(Note.n)).all() == [
             0,
@@ -103,10 +105,18 @@ def test_in_lists_of_one_kind_convert_as_a_whole(session: Session) -> None:
             2,
         ]
     # from a generator (read once), and on an as_str column: canonical text
-    assert Note.id.in_(str(u) for u in ids).right.value == ids  # type: ignore[attr-defined]
-    texts = Tag.public_id.in_([str(u).lower() for u in ids]).right.value  # type: ignore[attr-defined]
+    assert Note.id.in_(str(u) for u in ids).right.effective_value == ids  # type: ignore[attr-defined]
+    texts = Tag.public_id.in_([str(u).lower() for u in ids]).right.effective_value  # type: ignore[attr-defined]
     assert texts == [str(u) for u in ids]
-    assert Tag.public_id.in_(ids).right.value == [str(u) for u in ids]  # type: ignore[attr-defined]
+    assert Tag.public_id.in_(ids).right.effective_value == [str(u) for u in ids]  # type: ignore[attr-defined]
+    # the literal SQL of a str list names the same ids as a ULID list's
+    for dialect in (session.get_bind().dialect,):
+        as_text = sa.select(Note.n).where(Note.id.in_([str(u) for u in ids]))
+        as_ulids = sa.select(Note.n).where(Note.id.in_(ids))
+        literal = {"literal_binds": True}
+        assert str(as_text.compile(dialect=dialect, compile_kwargs=literal)) == str(
+            as_ulids.compile(dialect=dialect, compile_kwargs=literal)
+        )
 
 
 def test_every_id_form_becomes_a_ulid_in_the_expression(session: Session) -> None:
@@ -248,3 +258,69 @@ def test_in_with_a_single_str_is_sqlalchemy_s_own_error() -> None:
     # Not 26 one-character "ids": SQLAlchemy says what in_() takes.
     with pytest.raises(sa.exc.ArgumentError, match="IN expression list"):
         Note.id.in_(str(new_ulid()))  # type: ignore[arg-type]
+
+
+def test_short_str_in_lists_share_one_cached_statement(session: Session) -> None:
+    notes = _notes(session, 3)
+    # The same statement shape each time: SQLAlchemy's cache serves the
+    # later ones, and each must still bind its own ids.
+    for note in notes:
+        texts = [str(new_ulid()) for _ in range(5)] + [str(note.id).lower()]
+        assert session.scalars(sa.select(Note.n).where(Note.id.in_(texts))).all() == [note.n]
+        assert session.scalars(
+            sa.select(Note.n).where(Note.id.not_in(texts)).order_by(Note.n)
+        ).all() == [other.n for other in notes if other is not note]
+    # and the cache key does not depend on the ids: later statements hit it
+    conn = session.connection()
+    hits = []
+    for _ in range(3):
+        texts = [str(new_ulid()) for _ in range(6)]
+        result = conn.execute(sa.select(Note.__table__.c.n).where(Note.id.in_(texts)))
+        assert result.all() == []
+        hits.append(result.context.cache_hit)
+    assert hits[1:] == [result.context.cache_hit.CACHE_HIT] * 2
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "01HTQW311N1KR5G0Y75M3EF0,H",  # a comma, the separator of the one-pass check
+        "01HTQW311N1KR5G0Y75M3EF00U",  # U is not in the alphabet
+        "81HTQW311N1KR5G0Y75M3EF00H",  # first character above 7: over 128 bits
+        "01HTQW311N1KR5G0Y75M3EF00",  # 25 characters
+        "01HTQW311N1KR5G0Y75M3EF0 H",  # a space, which int() would skip
+    ],
+)
+def test_a_bad_text_anywhere_in_a_str_in_list_raises_at_once(bad: str) -> None:
+    good = [str(new_ulid()) for _ in range(3)]
+    for values in ([bad, *good], [*good, bad], [good[0], bad, good[1]]):
+        with pytest.raises(InvalidULID):
+            Note.id.in_(values)
+
+
+def test_str_in_lists_inside_subqueries_ctes_and_unions(session: Session) -> None:
+    notes = _notes(session, 4)
+    texts = [str(notes[1].id).lower(), str(notes[3].id)]
+    inner = sa.select(Note.id).where(Note.id.in_(texts))
+    # a subquery, a CTE and an IN (SELECT ...) each bind the decoded ids
+    sub = inner.subquery()
+    assert session.scalars(
+        sa.select(Note.n).join(sub, sub.c.id == Note.id).order_by(Note.n)
+    ).all() == [1, 3]
+    cte = inner.cte("picked")
+    assert session.scalars(
+        sa.select(Note.n).where(Note.id.in_(sa.select(cte.c.id))).order_by(Note.n)
+    ).all() == [1, 3]
+    both = sa.union_all(
+        sa.select(Note.n).where(Note.id.in_(texts[:1])),
+        sa.select(Note.n).where(Note.id.in_(texts[1:])),
+    )
+    assert sorted(session.scalars(both).all()) == [1, 3]
+    # text storage and as_str columns bind canonical text
+    tags = [Tag() for _ in range(2)]
+    session.add_all(tags)
+    session.commit()
+    wanted = [str(tags[1].id).lower()]
+    assert session.scalars(sa.select(Tag).where(Tag.id.in_(wanted))).all() == [tags[1]]
+    public = [tags[0].public_id.lower()]
+    assert session.scalars(sa.select(Tag).where(Tag.public_id.in_(public))).all() == [tags[0]]

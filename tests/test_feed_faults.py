@@ -211,9 +211,9 @@ def skewed(seconds: float) -> Callable[[], float]:
 
 
 def test_clock_skew_is_measured_and_refused(engine: Engine) -> None:
-    # The case: the application clock 2 s behind the database, with
-    # the default 1 s margin. PostgreSQL lost about half the rows with it.
-    fine = check_clock_skew(engine)
+    # The application clock 2 s behind the database, with a 1 s margin
+    # (the default was 1 s): PostgreSQL lost about half the rows with it.
+    fine = check_clock_skew(engine)  # the database's default margin: one machine is within it
     assert fine.bound < timedelta(milliseconds=250)
     assert fine.round_trip >= timedelta(0)
     with pytest.raises(ClockSkewError, match=r"[12]\.\d+ s ahead of this process") as raised:
@@ -222,8 +222,20 @@ def test_clock_skew_is_measured_and_refused(engine: Engine) -> None:
     skew = raised.value.skew
     assert abs(skew.offset - timedelta(seconds=2)) < timedelta(milliseconds=100)
     assert skew.bound == abs(skew.offset) + skew.round_trip / 2
-    # Ahead by 0.3 s: within half of a 1 s margin, not of a 0.5 s one.
-    assert check_clock_skew(engine, clock=skewed(-0.3)).offset < timedelta(seconds=-0.25)
+    # Ahead by 0.3 s: within half of a 1 s margin, not of a 0.5 s one, nor
+    # of a 0.2 s one.
+    one_second = timedelta(seconds=1)
+    assert check_clock_skew(engine, one_second, clock=skewed(-0.3)).offset < timedelta(
+        seconds=-0.25
+    )
+    with pytest.raises(ClockSkewError, match="behind this process"):
+        check_clock_skew(engine, timedelta(milliseconds=200), clock=skewed(-0.3))
+    # by default each database's own margin: 0.2 s on PostgreSQL, 1 s on MariaDB
+    if engine.dialect.name == "postgresql":
+        with pytest.raises(ClockSkewError, match=r"settle margin 0\.2 s"):
+            check_clock_skew(engine, clock=skewed(-0.3))
+    else:
+        assert check_clock_skew(engine, clock=skewed(-0.3)).bound < timedelta(seconds=0.5)
     with pytest.raises(ClockSkewError, match="behind this process"):
         check_clock_skew(engine, timedelta(milliseconds=500), clock=skewed(-0.3))
     with engine.connect() as conn:  # a Connection works too

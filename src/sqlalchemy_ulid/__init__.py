@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         ulid_server_default,
     )
     from ._feed import afollow, follow
+    from ._guard import StaleULIDError, guard_ulid_age
     from ._mixins import (
         ULIDAuditBase,
         ULIDBase,
@@ -79,6 +80,7 @@ __all__ = [
     "PaginationError",
     "Retry",
     "SettleError",
+    "StaleULIDError",
     "ULIDAuditBase",
     "ULIDBase",
     "ULIDPrimaryKey",
@@ -102,6 +104,7 @@ __all__ = [
     "drop_uuid7_function",
     "drop_uuid7_function_ddl",
     "follow",
+    "guard_ulid_age",
     "install_ulid_function",
     "install_uuid7_function",
     "new_ulid",
@@ -147,6 +150,8 @@ _LAZY = {
     "ClockSkew": "_clock",
     "ClockSkewError": "_clock",
     "check_clock_skew": "_clock",
+    "StaleULIDError": "_guard",
+    "guard_ulid_age": "_guard",
     "create_partitions": "_partitions",
     "partition_ddl": "_partitions",
     "created_before": "_timerange",

@@ -17,6 +17,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from typing import Any, Literal
 
 import sqlalchemy as sa
@@ -184,6 +185,11 @@ class DialectRow:
     #: ``UPDATE ... FROM unnest(CAST(:a AS t[]), ...)`` takes a batch of values
     #: as two array parameters (else they go through a temporary table)
     unnest_arrays: bool = False
+    #: ``settle="auto"``'s margin when ``margin=`` is left at its default:
+    #: what must cover the time from making an id to its row being where the
+    #: horizon looks (measured in benchmarks/bench_mint_gap.py and
+    #: bench_follow_soak.py).
+    settle_margin: timedelta = timedelta(seconds=1)
 
     def kind(self, storage: str) -> str:
         """Return the storage kind ("uuid", "binary", "text") of a storage option."""
@@ -598,6 +604,13 @@ _POSTGRESQL = DialectRow(
     uuid7=POSTGRESQL_UUID7,
     locks=_PG_LOCKS,
     unnest_arrays=True,
+    # An INSERT holds its table lock, which the horizon waits for, from the
+    # start of the statement: row-level waits come after it. So the margin
+    # covers making the id to sending the statement (milliseconds at flush)
+    # plus clock skew. MariaDB keeps 1 s: at REPEATABLE READ an INSERT can
+    # wait on another statement's gap lock before its row exists, and 0.2 s
+    # lost rows to a 0.2 s range UPDATE in bench_follow_soak.py.
+    settle_margin=timedelta(milliseconds=200),
 )
 _MYSQL = DialectRow(
     # Never MariaDB's UUID type: it rejects a quarter of ULIDs and reorders

@@ -28,7 +28,7 @@ from ._clock import ClockSkew, ClockSkewError, judge, measure_skew
 from ._keys import column_expression, keys_of
 from ._paging import Cursor, Page, ULIDColumn, apaginate, paginate
 from ._retry import Retry, classify, logger, wrap_driver_error
-from ._settle import DEFAULT_MARGIN, Settle, check_settle, plan_horizon
+from ._settle import DEFAULT_MARGIN, Settle, check_settle, margin_for, plan_horizon
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
@@ -135,10 +135,10 @@ class _Loop:
             plan_horizon("auto", self.margin, dialect, column_expression(self.column))
         return self.skew_pending
 
-    def skew_measured(self, skew: ClockSkew) -> None:
+    def skew_measured(self, skew: ClockSkew, dialect: Dialect) -> None:
         """Warn or raise if this process's clock is too far from the server's."""
         self.skew_pending = False
-        problem = judge(skew, self.margin, _SKEW_FRACTION)
+        problem = judge(skew, margin_for(self.margin, dialect), _SKEW_FRACTION)
         if problem is None:
             return
         if self.check_skew == "raise":
@@ -192,7 +192,7 @@ def _poll_engine(engine: Engine, stmt: sa.Select[Any], column: ULIDColumn, loop:
                 conn.invalidate()  # not back to the pool, whose reset would fail too
                 raise
             if loop.skew_check(autocommit.dialect):
-                loop.skew_measured(measure_skew(autocommit, _SKEW_SAMPLES))
+                loop.skew_measured(measure_skew(autocommit, _SKEW_SAMPLES), autocommit.dialect)
             return paginate(autocommit, stmt, column, **loop.kwargs())
     except Exception as error:
         wrapped = _as_dbapi_error(error, engine)
@@ -214,7 +214,8 @@ def _poll_sessions(
             with source() as probe:
                 bind = probe.get_bind(clause=stmt)
                 if loop.skew_check(bind.dialect):
-                    loop.skew_measured(measure_skew(probe.connection(), _SKEW_SAMPLES))
+                    probe_conn = probe.connection()
+                    loop.skew_measured(measure_skew(probe_conn, _SKEW_SAMPLES), probe_conn.dialect)
         with source() as session:
             bind = session.get_bind(clause=stmt)
             return paginate(session, stmt, column, **loop.kwargs())
@@ -357,7 +358,7 @@ async def _apoll_engine(
                 await conn.invalidate()
                 raise
             if loop.skew_check(autocommit.dialect):
-                loop.skew_measured(await _askew(autocommit))
+                loop.skew_measured(await _askew(autocommit), autocommit.dialect)
             return await apaginate(autocommit, stmt, column, **loop.kwargs())
     except Exception as error:
         wrapped = _as_dbapi_error(error, engine.sync_engine)
@@ -382,7 +383,8 @@ async def _apoll_sessions(
             async with source() as probe:
                 bind = probe.get_bind(clause=stmt)
                 if loop.skew_check(bind.dialect):
-                    loop.skew_measured(await _askew(await probe.connection()))
+                    probe_conn = await probe.connection()
+                    loop.skew_measured(await _askew(probe_conn), probe_conn.dialect)
         async with source() as session:
             bind = session.get_bind(clause=stmt)
             return await apaginate(session, stmt, column, **loop.kwargs())

@@ -118,7 +118,38 @@ from ._keys import table_column
 #: What ``settle=`` accepts: a fixed window, or "auto".
 Settle = Union[timedelta, Literal["auto"]]  # noqa: UP007
 
-DEFAULT_MARGIN = timedelta(seconds=1)
+
+class _DatabaseDefault(timedelta):
+    """``margin=`` left out: each database's own margin (``DialectRow.settle_margin``)."""
+
+    def __repr__(self) -> str:
+        return "<the database's default: 0.2 s on PostgreSQL, 1 s on MariaDB/MySQL>"
+
+
+#: The default of every ``margin=``: resolved per database by :func:`margin_for`
+#: (0.2 s on PostgreSQL, 1 s elsewhere). Its value, 1 s, is what code that
+#: reads it as a plain timedelta gets.
+DEFAULT_MARGIN: timedelta = _DatabaseDefault(seconds=1)
+
+
+def margin_for(margin: timedelta, dialect: Dialect) -> timedelta:
+    """The margin to use on ``dialect``: the database's own for the default.
+
+    Example:
+        >>> from sqlalchemy.dialects import mysql, postgresql
+        >>> margin_for(DEFAULT_MARGIN, postgresql.dialect()).total_seconds()
+        0.2
+        >>> margin_for(DEFAULT_MARGIN, mysql.dialect()).total_seconds()
+        1.0
+        >>> margin_for(timedelta(seconds=3), postgresql.dialect()).total_seconds()
+        3.0
+    """
+    if type(margin) is _DatabaseDefault:
+        from ._dialects import dialect_row
+
+        return dialect_row(dialect).settle_margin
+    return margin
+
 
 # Server clock as integer Unix milliseconds, taken when the statement starts
 # (never later than anything else the statement reads).
@@ -510,6 +541,7 @@ def plan_horizon(
     settle: Settle, margin: timedelta, dialect: Dialect, column: sa.ColumnElement[Any]
 ) -> Horizon:
     """Choose how this dialect computes the horizon (no SQL runs here)."""
+    margin = margin_for(margin, dialect)
     name = _dialect_key(dialect)
     if name not in _ISOLATION:
         raise SettleError(

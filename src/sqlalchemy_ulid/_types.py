@@ -20,11 +20,19 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql import operators
 from sqlalchemy.sql.compiler import SQLCompiler
-from sqlalchemy.sql.elements import ClauseElement, ColumnElement
+from sqlalchemy.sql.elements import BindParameter, ClauseElement, ColumnElement
 from sqlalchemy.sql.visitors import InternalTraversal
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
-from ._codec import InvalidULID, decode_int, decode_ints, encode, encode_int, parse_hex
+from ._codec import (
+    InvalidULID,
+    decode_int,
+    decode_ints,
+    encode,
+    encode_int,
+    parse_hex,
+    valid_texts,
+)
 from ._codec import decode as decode_text
 from ._dialects import dialect_row
 from ._in_list import ARRAY_THRESHOLD, InArray
@@ -174,16 +182,58 @@ def _operands(column_type: ULIDType, values: Any) -> list[Any]:
     items = list(values)
     kinds = set(map(type, items))
     if kinds == {str}:
-        numbers = decode_ints(items)
-        if column_type.as_str:
-            return list(map(encode_int, numbers))
-        # Every step a C call over the whole list: no Python frame per id.
-        ulids = list(map(_new, repeat(ULID, len(numbers))))
-        deque(map(_set_int, ulids, numbers), maxlen=0)
-        return ulids
+        return _decoded(column_type, items)
     if kinds == {ULID}:
         return list(map(encode_int, (u._int for u in items))) if column_type.as_str else items
     return [_operand(column_type, value) for value in items]
+
+
+def _decoded(column_type: ULIDType, texts: list[str]) -> list[Any]:
+    numbers = decode_ints(texts)
+    if column_type.as_str:
+        return list(map(encode_int, numbers))
+    # Every step a C call over the whole list: no Python frame per id.
+    ulids = list(map(_new, repeat(ULID, len(numbers))))
+    deque(map(_set_int, ulids, numbers), maxlen=0)
+    return ulids
+
+
+def _in_values(column: ColumnElement[Any], column_type: ULIDType, values: Any) -> Any:
+    """The right side of ``column.in_(values)``: a list, or one expanding parameter.
+
+    A list of ``ULID`` objects becomes the parameter as it is. A list of
+    str ids is checked in one pass here, so a malformed id raises before any
+    SQL exists, and decoded in one pass when the statement first needs its
+    values (executing, compiling with literal values, the ORM's
+    ``synchronize_session`` evaluator), once: the parameter's ``callable_``
+    keeps what it made. Either way SQLAlchemy does not look at each value
+    again. Longer lists and mixed ones go through :func:`_operands`.
+    """
+    items = list(values)
+    kinds = set(map(type, items))
+    if len(items) > ARRAY_THRESHOLD or not (kinds == {str} or kinds == {ULID}):
+        return _operands(column_type, items)
+    key = getattr(column, "key", None)
+    if kinds == {ULID}:
+        # Already checked: one parameter, without SQLAlchemy's look at each value.
+        bound = _operands(column_type, items)
+        return BindParameter(key, bound, type_=column_type, unique=True, expanding=True)
+    if not valid_texts(items):
+        decode_ints(items)  # raises InvalidULID for the first bad text
+    made: list[list[Any]] = []
+
+    def decoded() -> list[Any]:
+        if not made:
+            made.append(_decoded(column_type, items))
+        return made[0]
+
+    return BindParameter(
+        key,
+        callable_=decoded,
+        type_=column_type,
+        unique=True,
+        expanding=True,
+    )
 
 
 class _Comparator(TypeDecorator.Comparator[Any]):
@@ -210,8 +260,8 @@ class _Comparator(TypeDecorator.Comparator[Any]):
             # in_("01H...") is a mistake SQLAlchemy itself reports
             and not isinstance(other[0], (str, bytes))
         ):
-            values = _operands(column_type, other[0])
-            if len(values) > ARRAY_THRESHOLD:
+            values = _in_values(self.expr, column_type, other[0])
+            if isinstance(values, list) and len(values) > ARRAY_THRESHOLD:
                 return InArray(self.expr, values, negate=op is operators.not_in_op)
             other = (values, *other[1:])
         elif op in _PATTERN_OPS:

@@ -457,8 +457,10 @@ def paginate(
       transactions in flight, ``margin`` behind the oldest writer of the
       table (PostgreSQL, needs ``pg_read_all_stats``) or behind the server's
       clock with a locking read that waits for uncommitted rows (MariaDB).
-      ``margin`` must cover the time from making an id to sending its
-      INSERT, plus clock skew. It raises :class:`SettleError` on SQLite,
+      ``margin`` (by default 0.2 s on PostgreSQL, 1 s on MariaDB/MySQL)
+      must cover the time from making an id to
+      sending its INSERT, plus clock skew: :func:`guard_ulid_age` makes the
+      writers keep to it. It raises :class:`SettleError` on SQLite,
       on a PostgreSQL hot standby and on a Galera node, which cannot see
       the transactions open elsewhere: pass a ``timedelta`` there.
 
@@ -500,7 +502,9 @@ def paginate(
         settle: None for browsing; a ``timedelta`` or ``"auto"`` for tailing
             (forward, ascending only).
         margin: with ``settle="auto"``, the allowance for the time from
-            making an id to sending its INSERT, plus clock skew.
+            making an id to sending its INSERT, plus clock skew (by default
+            0.2 s on PostgreSQL, 1 s on MariaDB/MySQL, where an INSERT can
+            also wait on gap locks before its row exists).
         total: None (no count), ``"exact"`` (one ``COUNT(*)`` of the
             filtered statement), ``"estimate"`` (the planner's row estimate
             from ``EXPLAIN``; PostgreSQL and MariaDB/MySQL), or an int ``N``

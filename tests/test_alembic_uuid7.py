@@ -217,3 +217,60 @@ def test_real_alembic_upgrade_and_downgrade(clean: Engine, tmp_path: Path) -> No
                 conn.execute(sa.text("SELECT gen_uuid7()"))
     if engine is not clean:
         engine.dispose()
+
+
+def _online(engine: Engine, storage: str) -> None:
+    """The op with online=True, as `alembic upgrade` runs it (in Alembic's transaction)."""
+    with engine.connect() as conn:
+        context = MigrationContext.configure(conn)
+        with context.begin_transaction(), context.begin_transaction(_per_migration=True):
+            Operations(context).add_uuid7_column(
+                ORDERS,
+                "public_id",
+                "created_at",
+                storage=storage,  # type: ignore[arg-type]
+                online=True,
+                server_default=True,
+                batch_size=300,
+            )
+
+
+@pytest.mark.parametrize("storage", ["auto", "binary"])
+def test_online_backfill_dates_uuid7s_and_new_rows_get_them(clean: Engine, storage: str) -> None:
+    times = TIMES * 200  # 1,000 rows over 4 batches, with ties in every one
+    _seed(clean, times)
+    if clean.dialect.name == "sqlite":
+        with pytest.raises(ValueError, match="SQLite"):
+            _online(clean, storage)
+        assert "public_id" not in {c["name"] for c in sa.inspect(clean).get_columns(ORDERS)}
+        return
+    with clean.begin() as conn:
+        _op(conn).create_uuid7_function()
+    _online(clean, storage)
+    rows = _read(clean, storage)
+    assert len({value for _, value in rows}) == len(times)
+    for (_, value), when in zip(rows, times, strict=True):
+        assert (value.version, value.variant) == (7, uuid.RFC_4122)
+        assert value.int >> 80 == uuid7_min_at(when).int >> 80
+    with clean.connect() as conn:
+        column = {c["name"]: c for c in sa.inspect(conn).get_columns(ORDERS)}["public_id"]
+        assert column["nullable"] is False
+    # The column's DEFAULT gives a row inserted without it a UUIDv7 of now.
+    with clean.begin() as conn:
+        conn.execute(sa.text(f"INSERT INTO {ORDERS} (id, created_at) VALUES (5000, :t)"), {"t": T0})
+    new = dict(_read(clean, storage))[5000]
+    assert new.version == 7
+    assert abs((new.int >> 80) - int(datetime.now(timezone.utc).timestamp() * 1000)) < 60_000
+    # A rerun finds the work done and changes nothing.
+    before = _read(clean, storage)
+    _online(clean, storage)
+    assert _read(clean, storage) == before
+
+
+def test_online_offline_is_refused_clearly(engine: Engine) -> None:
+    buffer = io.StringIO()
+    context = MigrationContext.configure(
+        dialect_name=engine.dialect.name, opts={"as_sql": True, "output_buffer": buffer}
+    )
+    with pytest.raises(CommandError, match="no offline"):
+        Operations(context).add_uuid7_column(ORDERS, "public_id", "created_at", online=True)

@@ -9,7 +9,7 @@ server default differ. ``op.drop_ulid_column`` undoes either.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import tzinfo
+from datetime import timedelta, tzinfo
 from typing import Any
 
 import sqlalchemy as sa
@@ -21,6 +21,7 @@ from .._dialects import dialect_row
 from .._uuid7 import UUIDv7Generator
 from .._uuid7_defaults import _STORAGES, UUID7Storage, _kind, uuid7_server_default
 from ._add import AddULIDColumnOp, _add_ulid_column
+from ._backfill import BackfillProgress
 
 __all__ = ["AddUUID7ColumnOp"]
 
@@ -71,12 +72,16 @@ class AddUUID7ColumnOp(AddULIDColumnOp):
         *,
         storage: UUID7Storage = "auto",
         timezone: tzinfo | None = None,
-        batch_size: int = 10_000,
+        batch_size: int | None = None,
         unique: bool = True,
         constraint_name: str | None = None,
         schema: str | None = None,
         fold: int | None = None,
         server_default: bool = False,
+        online: bool = False,
+        pause: float | timedelta = 0.0,
+        progress: Callable[[BackfillProgress], object] | None = None,
+        lock_timeout: float | timedelta | None = None,
     ) -> None:
         """Add a UUIDv7 column to a populated table, backfilled from a timestamp.
 
@@ -106,6 +111,14 @@ class AddUUID7ColumnOp(AddULIDColumnOp):
                 :func:`~sqlalchemy_ulid.uuid7_server_default` right after
                 ``ADD COLUMN`` (on PostgreSQL before 18 run
                 ``op.create_uuid7_function()`` first).
+            online: the phases of ``add_ulid_column(online=True)`` (PostgreSQL
+                and MariaDB), so that no writer waits longer than a metadata
+                change; not offline (``--sql``).
+            pause: with ``online=True``, seconds to sleep between two batches.
+            progress: with ``online=True``, called after every batch with a
+                :class:`~sqlalchemy_ulid.alembic.BackfillProgress`.
+            lock_timeout: seconds each DDL statement may wait for its lock
+                before it gives up and retries (default 1 s).
 
         Raises:
             alembic.util.CommandError: in offline mode, or rows were written
@@ -125,6 +138,10 @@ class AddUUID7ColumnOp(AddULIDColumnOp):
                 schema=schema,
                 fold=fold,
                 server_default=server_default,
+                online=online,
+                pause=pause,
+                progress=progress,
+                lock_timeout=lock_timeout,
             )
         )
 

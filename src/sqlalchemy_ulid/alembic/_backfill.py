@@ -23,7 +23,6 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from .._dialects import dialect_row
-from .._generator import MonotonicGenerator
 
 __all__ = ["Backfill", "BackfillProgress", "logger"]
 
@@ -88,6 +87,8 @@ class Backfill:
     batch_size: int
     pause: float
     progress: Callable[[BackfillProgress], object] | None
+    #: the op's generator of ids on a given clock (ULIDs, or UUIDv7s)
+    make_ids: Callable[[Callable[[], int]], Callable[[], Any]]
     rows_done: int = 0
 
     def run(self) -> int:
@@ -152,7 +153,7 @@ class Backfill:
         # numbers ids made live within one millisecond.
         timed = sorted(((self.millis(row[1]), row[0]) for row in rows), key=lambda p: p)
         now = [0]
-        generate = MonotonicGenerator(clock=lambda: now[0])
+        generate = self.make_ids(lambda: now[0])
         staged = []
         for ms, key in timed:
             now[0] = ms

@@ -56,6 +56,12 @@ def add_offline(operations: Operations, op: AddULIDColumnOp) -> None:
     """Write the online op's phases into the ``--sql`` script."""
     context = operations.get_context()
     dialect = context.dialect
+    if op.op_name != "add_ulid_column":
+        # The script computes ULIDs in SQL; no UUIDv7 version of it is written.
+        raise CommandError(
+            f"{op.op_name}(online=True) has no offline (--sql) script; run this "
+            "migration online (alembic upgrade without --sql)"
+        )
     if dialect.name != "postgresql":
         raise CommandError(
             f"add_ulid_column(online=True) writes an offline (--sql) script for "

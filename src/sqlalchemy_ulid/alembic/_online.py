@@ -40,7 +40,6 @@ from alembic.util import CommandError
 from sqlalchemy.engine import Connection
 
 from .._dialects import dialect_row
-from .._types import ULIDType
 from ._backfill import Backfill, error_code
 from ._inspect import (
     check_identifier,
@@ -94,11 +93,11 @@ def add_online(operations: Operations, op: AddULIDColumnOp, millis: Any) -> None
     dialect = connection.dialect
     if dialect.name == "sqlite":
         raise ValueError(
-            "add_ulid_column(online=True) is for PostgreSQL and MariaDB/MySQL, whose "
+            f"{op.op_name}(online=True) is for PostgreSQL and MariaDB/MySQL, whose "
             "writers it keeps going; SQLite has one writer at a time: drop online=True"
         )
     if dialect.name not in ("postgresql", "mysql", "mariadb"):
-        raise ValueError(f"add_ulid_column(online=True) is not supported on {dialect.name}")
+        raise ValueError(f"{op.op_name}(online=True) is not supported on {dialect.name}")
     check_online_context(operations)
     plan = _Plan(connection, op)
     plan.check_times(connection, op, millis)
@@ -132,6 +131,7 @@ def _phases(operations: Operations, op: AddULIDColumnOp, plan: _Plan, millis: An
             op.batch_size,
             op.pause,
             op.progress,
+            op.id_maker,
         )
         if connection.dialect.name == "postgresql":
             _postgresql(connection, op, plan, backfill)
@@ -148,16 +148,16 @@ class _Plan:
         keys = list(table.primary_key.columns)
         if len(keys) != 1:
             raise ValueError(
-                f"add_ulid_column(online=True) needs a single-column primary key on "
+                f"{op.op_name}(online=True) needs a single-column primary key on "
                 f"{op.table_name} to walk it in batches; it has {len(keys) or 'none'}"
             )
         self.key = keys[0].name
         if op.from_column not in table.c:
             raise ValueError(f"{op.table_name} has no column {op.from_column!r}")
-        self.column_type = ULIDType(op.storage)
+        self.column_type = op.column_type(dialect)
         self.table_sql = quote(dialect, op.table_name, op.schema)
         self.column_sql = quote(dialect, op.column_name)
-        self.type_sql = self.column_type.load_dialect_impl(dialect).compile(dialect=dialect)
+        self.type_sql = self.column_type.compile(dialect=dialect)
         self.constraint = op.constraint_name or safe_name(
             f"uq_{op.table_name}_{op.column_name}", dialect
         )
@@ -184,14 +184,13 @@ class _Plan:
             sa.Column("ulid", self.column_type, nullable=False),
             prefixes=["TEMPORARY"],
         )
-        server = dialect_row(dialect).server
-        kind = dialect_row(dialect).kind(op.storage)
-        if op.server_default and (server is None or kind not in server.default):
-            raise ValueError(
-                f"{dialect.name} has no server-side ULID generator for storage "
-                f"{op.storage!r}: server_default=True cannot be honoured"
-            )
-        self.default_sql = server.default[kind] if server and op.server_default else None
+        # The op's own DEFAULT (ValueError, before any DDL, where the database
+        # has no generator for this storage), as the SQL after SET DEFAULT: in
+        # parentheses, as MariaDB needs an expression default to be.
+        self.default_sql = None
+        if op.server_default:
+            default = op.make_server_default(dialect)
+            self.default_sql = str(default.compile(dialect=dialect))
         self.lock_timeout = op.lock_timeout if op.lock_timeout is not None else DEFAULT_LOCK_TIMEOUT
         if dialect.name != "postgresql":
             _mysql_refusals(connection, op)
@@ -262,12 +261,10 @@ def _add_column(connection: Connection, op: AddULIDColumnOp, plan: _Plan, suffix
         state = column_state(connection, op.table_name, op.column_name, op.schema)
     assert state is not None
     if plan.default_sql is not None and state.default is None:
-        default = (
-            plan.default_sql if connection.dialect.name == "postgresql" else f"({plan.default_sql})"
-        )
         plan.ddl(
             connection,
-            f"ALTER TABLE {plan.table_sql} ALTER COLUMN {plan.column_sql} SET DEFAULT {default}",
+            f"ALTER TABLE {plan.table_sql} ALTER COLUMN {plan.column_sql} "
+            f"SET DEFAULT {plan.default_sql}",
         )
 
 
@@ -280,7 +277,7 @@ def _nulls(connection: Connection, plan: _Plan, op: AddULIDColumnOp) -> int:
 def _late_rows_error(op: AddULIDColumnOp, late: int) -> CommandError:
     return CommandError(
         f"{late} rows were written to {op.table_name} without {op.column_name} while "
-        "add_ulid_column(online=True) ran, so it cannot be made NOT NULL yet. Deploy the "
+        f"{op.op_name}(online=True) ran, so it cannot be made NOT NULL yet. Deploy the "
         "application with a default for the column (or pass server_default=True), then "
         "rerun the migration: it carries on from where it stopped"
     )
@@ -399,7 +396,7 @@ def _mysql_refusals(connection: Connection, op: AddULIDColumnOp) -> None:
     ).first()
     if row is None or str(row[0]).lower() != "innodb":
         raise ValueError(
-            f"add_ulid_column(online=True) needs an InnoDB table; {op.table_name} is "
+            f"{op.op_name}(online=True) needs an InnoDB table; {op.table_name} is "
             f"{row[0] if row else 'missing'}"
         )
     special = connection.execute(

@@ -16,6 +16,7 @@ import pytest
 import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
+from alembic.util import CommandError
 from sqlalchemy.engine import Engine
 
 from conftest import Backend
@@ -133,6 +134,10 @@ def test_offline_sql_is_complete_and_runs(clean: Engine, backend: Backend) -> No
     and says so in a comment.
     """
     output = io.StringIO()
+    if backend.name == "sqlite":
+        with pytest.raises(CommandError, match="no offline script for sqlite"):
+            command.upgrade(_config(backend, output), "head", sql=True)
+        return
     command.upgrade(_config(backend, output), "head", sql=True)
     script = output.getvalue()
     assert "UPDATE alembic_version SET version_num='0004'" in script
@@ -146,18 +151,63 @@ def test_offline_sql_is_complete_and_runs(clean: Engine, backend: Backend) -> No
         assert columns["public_id"]["nullable"] is False
         assert [u["column_names"] for u in unique] == [["public_id"]]
         return
-    assert "orders.public_id is left NULL" in script
-    with clean.begin() as conn:
-        driver = conn.connection.driver_connection
-        if hasattr(driver, "create_function"):  # sqlite3 before 3.41 lacks unhex()
-            driver.create_function("unhex", 1, bytes.fromhex)
-        for statement in _statements(script):
-            code = "\n".join(
-                line for line in statement.splitlines() if not line.startswith("--")
-            ).strip()
-            if code and code.upper() not in ("BEGIN", "COMMIT", "START TRANSACTION"):
-                conn.exec_driver_sql(code)
-    _check_head(clean, backfilled=False)
+    _mariadb(clean, script)
+    _check_head(clean)
+    with clean.connect() as conn:
+        columns = {c["name"]: c for c in sa.inspect(conn).get_columns("orders")}
+        unique = sa.inspect(conn).get_unique_constraints("orders")
+        # A row inserted without a public id gets one from the column's DEFAULT.
+        conn.exec_driver_sql(
+            "INSERT INTO orders (customer, total_cents, created_at) VALUES ('new', 1, NOW(6))"
+        )
+        made = conn.exec_driver_sql("SELECT public_id FROM orders WHERE customer = 'new'")
+        assert len(ULID.from_bytes(made.scalar_one()).bytes) == 16
+        conn.rollback()
+    assert columns["public_id"]["nullable"] is False
+    assert [u["column_names"] for u in unique] == [["public_id"]]
+
+
+@pytest.fixture
+def clean_mariadb(backends: dict[str, Backend]) -> Iterator[tuple[Backend, Engine]]:
+    backend = backends["mysql"]
+    if backend.engine is None:
+        pytest.fail(f"required backend missing: {backend.reason}", pytrace=False)
+    _drop_all(backend.engine)
+    yield backend, backend.engine
+    _drop_all(backend.engine)
+
+
+def test_offline_sql_stops_at_a_time_no_ulid_holds(clean_mariadb: tuple[Backend, Engine]) -> None:
+    """MariaDB: a created_at before 1970 is left NULL, and NOT NULL stops the script."""
+    backend, clean = clean_mariadb
+    output = io.StringIO()
+    command.upgrade(_config(backend, output), "0003", sql=True)
+    script = output.getvalue()
+    early = "INSERT INTO orders (id, customer, total_cents, created_at) VALUES (1, 'ada'"
+    assert early in script
+    script = script.replace("'2023-11-02 08:15:00.125000'", "'1969-12-31 23:59:59.999000'", 1)
+    failed = _mariadb(clean, script, check=False)
+    assert failed.returncode != 0
+    with clean.connect() as conn:
+        rows = conn.exec_driver_sql("SELECT id, public_id FROM orders ORDER BY id").all()
+    assert rows[0] == (1, None)  # never an id of a time it does not hold
+    assert all(public_id is not None for _, public_id in rows[1:])
+
+
+def _mariadb(
+    engine: Engine, script: str, *, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """Run a script with the real mariadb client, stopping at the first error."""
+    url = engine.url
+    result = subprocess.run(
+        ["mariadb", "--batch", "-h", url.host or "127.0.0.1", "-P", str(url.port or 3306),
+         "-u", url.username or "root", *([f"-p{url.password}"] if url.password else []),
+         url.database or ""],
+        input=script, capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    if check:
+        assert result.returncode == 0, result.stderr
+    return result
 
 
 def _psql(engine: Engine, script: str) -> None:

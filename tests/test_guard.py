@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 
 import pytest
@@ -223,18 +223,40 @@ def test_an_async_engine_is_guarded(backend: Backend) -> None:
     asyncio.run(run())
 
 
-def test_each_insertmanyvalues_batch_is_checked(tables: Engine) -> None:
-    engine = tables
-    reads: list[float] = []
-
+def _jumping_clock(reads: list[float]) -> Callable[[], float]:
     def clock() -> float:
-        # this process's clock jumps 10 s after the first batch was checked
+        # this process's clock jumps 10 s after the first batch was checked:
+        # a slow network between batches, seen from the guard
         reads.append(time.time())
         return reads[-1] + (10 if len(reads) > 1 else 0)
 
-    remove = guard_ulid_age(engine, timedelta(seconds=5), clock=clock)
+    return clock
+
+
+def test_later_batches_of_rising_ids_are_not_refused(tables: Engine) -> None:
+    # Ids made at flush rise in the order the rows are sent: a later batch
+    # sits behind rows the first one wrote, uncommitted, which a reader's
+    # scan waits for. It is sent, however long the first batch took.
+    engine = tables
+    reads: list[float] = []
+    remove = guard_ulid_age(engine, timedelta(seconds=5), clock=_jumping_clock(reads))
     stmt = sa.insert(Event.__table__).returning(Event.__table__.c.id)
-    rows = [{"n": i} for i in range(2500)]  # more than one batch on every backend
+    try:
+        with engine.begin() as conn:
+            sent = conn.execute(stmt, [{"n": i} for i in range(2500)]).all()
+    finally:
+        remove()
+    assert len(sent) == 2500 == count(engine)
+    assert len(reads) == 1  # checked once, before the first batch
+
+
+def test_later_batches_of_ids_out_of_order_are_checked(tables: Engine) -> None:
+    engine = tables
+    reads: list[float] = []
+    remove = guard_ulid_age(engine, timedelta(seconds=5), clock=_jumping_clock(reads))
+    stmt = sa.insert(Event.__table__).returning(Event.__table__.c.id)
+    falling = sorted((new_ulid() for _ in range(2500)), reverse=True)
+    rows = [{"id": ident, "n": i} for i, ident in enumerate(falling)]  # > 1 batch anywhere
     try:
         with pytest.raises(StaleULIDError), engine.begin() as conn:
             conn.execute(stmt, rows)

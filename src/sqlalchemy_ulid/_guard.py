@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 import weakref
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -52,11 +53,19 @@ class StaleULIDError(SettleError):
         self.age = age
 
 
-# Per execution: the oldest id its INSERT binds (timestamp ms, the id), or
-# None. An INSERT ... RETURNING of many rows is sent in several batches
-# (insertmanyvalues), each through the hook; its ids are read once, at the
-# first, and the age checked at each.
-_OLDEST: weakref.WeakKeyDictionary[Any, tuple[int, ULID] | None] = weakref.WeakKeyDictionary()
+@dataclass
+class _Ids:
+    """What the hook knows of one execution's new-row ids."""
+
+    oldest_ms: int  # the oldest id's Unix milliseconds
+    oldest: ULID
+    ascending: bool  # the rows' ids rise in the order the rows are sent
+
+
+# Per execution: its new-row ids, or None. An INSERT ... RETURNING of many
+# rows is sent in several batches (insertmanyvalues), each through the hook;
+# the ids are read once, at the first.
+_IDS: weakref.WeakKeyDictionary[Any, _Ids | None] = weakref.WeakKeyDictionary()
 
 
 # Per compiled INSERT: the parameter keys of the ids it checks.
@@ -90,25 +99,34 @@ def _checked_keys(compiled: Any) -> list[str]:
     return keys
 
 
-def _oldest(context: Any) -> tuple[int, ULID] | None:
-    """The oldest new-row id this INSERT binds, or None."""
-    if context in _OLDEST:
-        return _OLDEST[context]
+def _ids(context: Any) -> _Ids | None:
+    """The new-row ids this INSERT binds, or None."""
+    if context in _IDS:
+        return _IDS[context]
     keys = _checked_keys(context.compiled)
-    oldest: tuple[int, ULID] | None = None
+    found: _Ids | None = None
+    previous: ULID | None = None
     for parameters in context.compiled_parameters if keys else ():
         for key in keys:
             value = parameters.get(key)
             if value is None:
                 continue
             ulid = value if type(value) is ULID else ULID.from_bytes(to_bytes(value))
-            if oldest is None or ulid < oldest[1]:
-                oldest = (ulid._int >> 80, ulid)
-    _OLDEST[context] = oldest
-    return oldest
+            if found is None:
+                found = _Ids(ulid._int >> 80, ulid, ascending=True)
+            elif ulid < found.oldest:
+                found.oldest_ms, found.oldest = ulid._int >> 80, ulid
+            if previous is not None and ulid <= previous:
+                found.ascending = False
+            previous = ulid
+    _IDS[context] = found
+    return found
 
 
 def _hook(max_ms: int, clock: Callable[[], float]) -> Callable[..., None]:
+    # The executions whose first batch this guard checked and let through.
+    checked: weakref.WeakSet[Any] = weakref.WeakSet()
+
     def before_cursor_execute(
         conn: Connection,
         cursor: Any,
@@ -119,21 +137,26 @@ def _hook(max_ms: int, clock: Callable[[], float]) -> Callable[..., None]:
     ) -> None:
         if context is None or not getattr(context, "isinsert", False) or context.compiled is None:
             return
-        oldest = _oldest(context)
-        if oldest is None:
+        ids = _ids(context)
+        if ids is None or (ids.ascending and context in checked):
+            # A later batch of rising ids sits behind the rows its first batch
+            # sent, uncommitted in this transaction: a reader's scan stops at
+            # those until the commit, so it cannot pass these. (Ids out of
+            # order are checked again at every batch.)
             return
-        age_ms = int(clock() * 1000) - oldest[0]
+        age_ms = int(clock() * 1000) - ids.oldest_ms
         if age_ms > max_ms:
             age = timedelta(milliseconds=age_ms)
             raise StaleULIDError(
-                f"refusing an INSERT of the id {oldest[1]}, made {age.total_seconds():.3f} s "
+                f"refusing an INSERT of the id {ids.oldest}, made {age.total_seconds():.3f} s "
                 f"ago: the guard allows {max_ms / 1000:g} s (max_age=). A feed with "
                 "settle='auto' and a margin of that size could skip the row. Make the id "
                 "at flush (default=new_ulid), or raise max_age= and the readers' margin= "
                 "together",
-                oldest[1],
+                ids.oldest,
                 age,
             )
+        checked.add(context)
 
     return before_cursor_execute
 
@@ -155,8 +178,12 @@ def guard_ulid_age(
     and one older than ``max_age`` raises :class:`StaleULIDError`; nothing
     is sent. Foreign keys, UPDATEs, DELETEs and SELECTs are never refused.
     ORM flushes are covered: the hook sees each INSERT as it is handed to
-    the driver (each batch of SQLAlchemy's ``insertmanyvalues``); a
-    driver's own ``executemany`` sends its rows after that one check.
+    the driver. A statement of many rows is checked before its first batch
+    (SQLAlchemy's ``insertmanyvalues``; a driver's own ``executemany``
+    sends all its rows after that one check). Its later batches are checked
+    again only when its ids do not rise in the order the rows are sent:
+    rising ids sit behind the rows the first batch already wrote, which a
+    reader's scan waits for until the commit.
     Give the readers a ``margin`` of at least
     ``max_age`` plus the clock skew :func:`check_clock_skew` bounds.
 

@@ -380,67 +380,39 @@ def _convert(
     converted: str,
 ) -> None:
     old_type, new_type = ULIDType(op.from_storage), ULIDType(op.to_storage)
+
+    def alter(**changes: Any) -> None:
+        """One ALTER of the column, waiting for its lock only briefly (see _ddl)."""
+        change = partial(
+            operations.alter_column, op.table_name, op.column_name, schema=op.schema, **changes
+        )
+        _ddl(operations, op, change)
+
     default = None if plan.default is None else sa.text(plan.default)
     if sql.alter_using:
         if plan.default is not None:
             # PostgreSQL converts the default by cast, not by USING.
-            _ddl(
-                operations,
-                op,
-                partial(
-                    operations.alter_column,
-                    op.table_name,
-                    op.column_name,
-                    server_default=None,
-                    schema=op.schema,
-                ),
-            )
-        _ddl(
-            operations,
-            op,
-            partial(
-                operations.alter_column,
-                op.table_name,
-                op.column_name,
-                type_=new_type,
-                existing_type=old_type,
-                existing_nullable=plan.nullable,
-                existing_comment=plan.comment,
-                schema=op.schema,
-                postgresql_using=converted,
-            ),
+            alter(server_default=None)
+        alter(
+            type_=new_type,
+            existing_type=old_type,
+            existing_nullable=plan.nullable,
+            existing_comment=plan.comment,
+            postgresql_using=converted,
         )
         if default is not None:
-            _ddl(
-                operations,
-                op,
-                partial(
-                    operations.alter_column,
-                    op.table_name,
-                    op.column_name,
-                    server_default=default,
-                    schema=op.schema,
-                ),
-            )
+            alter(server_default=default)
         return
     holding = sql.holding() if sql.holding is not None else old_type
     if plan.to_holding:
-        _ddl(
-            operations,
-            op,
-            partial(
-                operations.alter_column,
-                op.table_name,
-                op.column_name,
-                type_=holding,
-                existing_type=old_type,
-                existing_nullable=plan.nullable,
-                # MariaDB's MODIFY restates the whole column: without these the
-                # DEFAULT (no text default fits the new type) and COMMENT go.
-                existing_server_default=None,
-                existing_comment=plan.comment,
-                schema=op.schema,
-            ),
+        alter(
+            type_=holding,
+            existing_type=old_type,
+            existing_nullable=plan.nullable,
+            # MariaDB's MODIFY restates the whole column: without these the
+            # DEFAULT (no text default fits the new type) and COMMENT go.
+            existing_server_default=None,
+            existing_comment=plan.comment,
         )
     if plan.update:
         execute(operations, f"UPDATE {table} SET {column} = {converted} WHERE {column} IS NOT NULL")

@@ -426,6 +426,8 @@ def test_sqlite_refuses_online(backends: dict[str, Backend]) -> None:
         {"lock_timeout": timedelta(seconds=-1)},  # negative, as a timedelta
         {"batch_size": 0},  # an empty batch
         {"batch_size": True},  # a bool is not a size
+        {"batch_size": 1_000_001},  # past the cap
+        {"batch_size": 2**64},  # past any LIMIT the databases take
     ],
 )
 def test_bad_options_refused_when_the_op_is_built(options: dict[str, Any]) -> None:
@@ -433,3 +435,13 @@ def test_bad_options_refused_when_the_op_is_built(options: dict[str, Any]) -> No
 
     with pytest.raises(ValueError, match=r"pause|lock_timeout|batch_size"):
         AddULIDColumnOp(TABLE, "public_id", "created_at", online=True, **options)
+
+
+def test_huge_batch_size_refused_before_any_sql(server: Engine) -> None:
+    # It once passed the check; ADD COLUMN ran, then the LIMIT failed in the driver.
+    _seed(server, 3)
+    with pytest.raises(ValueError, match="batch_size"):
+        _online(server, batch_size=2**64)
+    with server.connect() as conn:
+        columns = sa.inspect(conn).get_columns(TABLE)
+    assert [c["name"] for c in columns] == ["id", "created_at", "note"]

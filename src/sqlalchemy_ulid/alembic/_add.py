@@ -37,6 +37,7 @@ from ._inspect import (
     strict_mode,
     unique_name,
     unique_on,
+    utc_session,
 )
 from ._locks import DEFAULT_LOCK_TIMEOUT, check_lock_timeout, lock_safe
 from ._online import add_online
@@ -382,7 +383,8 @@ def _add_ulid_column(operations: Operations, op: AddULIDColumnOp) -> None:
         sa.Column("ulid", column_type, nullable=False),
         prefixes=["TEMPORARY"],
     )
-    with strict_mode(connection):
+    # utc_session: TIMESTAMP times read in UTC, whatever the session's time_zone.
+    with strict_mode(connection), utc_session(connection):
         _drop_staging(connection, staging)  # left by an earlier attempt in this session
         staging.create(connection)
         try:

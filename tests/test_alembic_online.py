@@ -491,11 +491,9 @@ def test_null_time_written_during_the_backfill_is_reported_clearly(server: Engin
                 )
                 conn.execute(sa.text(f"INSERT INTO {TABLE} (id, created_at) VALUES (99, NULL)"))
 
-    with pytest.raises(ValueError) as caught:
+    with pytest.raises(ValueError, match=rf"{TABLE}\.created_at of the row with id = 99") as caught:
         _online(server, batch_size=1, server_default=False, progress=write_a_row_without_a_time)
-    message = str(caught.value)
-    assert f"{TABLE}.created_at" in message, message
-    assert "id = 99" in message and "rerun" in message, message
+    assert "rerun the migration" in str(caught.value)
     # The rows before it kept their ids; once the row has a time, a rerun finishes.
     with server.begin() as conn:
         conn.execute(sa.text(f"UPDATE {TABLE} SET created_at = :t WHERE id = 99"), {"t": BASE})

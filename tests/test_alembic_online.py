@@ -100,7 +100,7 @@ def _online(engine: Engine, **options: Any) -> None:
                 "public_id",
                 "created_at",
                 online=True,
-                server_default=True,
+                server_default=options.pop("server_default", True),
                 batch_size=options.pop("batch_size", 1000),
                 **options,
             )
@@ -426,6 +426,8 @@ def test_sqlite_refuses_online(backends: dict[str, Backend]) -> None:
         {"lock_timeout": timedelta(seconds=-1)},  # negative, as a timedelta
         {"batch_size": 0},  # an empty batch
         {"batch_size": True},  # a bool is not a size
+        {"batch_size": 1_000_001},  # past the cap
+        {"batch_size": 2**64},  # past any LIMIT the databases take
     ],
 )
 def test_bad_options_refused_when_the_op_is_built(options: dict[str, Any]) -> None:
@@ -433,3 +435,118 @@ def test_bad_options_refused_when_the_op_is_built(options: dict[str, Any]) -> No
 
     with pytest.raises(ValueError, match=r"pause|lock_timeout|batch_size"):
         AddULIDColumnOp(TABLE, "public_id", "created_at", online=True, **options)
+
+
+def test_huge_batch_size_refused_before_any_sql(server: Engine) -> None:
+    # It once passed the check; ADD COLUMN ran, then the LIMIT failed in the driver.
+    _seed(server, 3)
+    with pytest.raises(ValueError, match="batch_size"):
+        _online(server, batch_size=2**64)
+    with server.connect() as conn:
+        columns = sa.inspect(conn).get_columns(TABLE)
+    assert [c["name"] for c in columns] == ["id", "created_at", "note"]
+
+
+def test_online_add_on_a_table_whose_name_has_a_percent(server: Engine) -> None:
+    # PostgreSQL's batch UPDATE escaped the % twice: UPDATE "on%line" failed after ADD COLUMN.
+    name = "on%line"
+    quoted = server.dialect.identifier_preparer.quote(name)  # % doubled for the driver
+    when = "timestamp" if server.dialect.name == "postgresql" else "datetime(6)"
+    with server.begin() as conn:
+        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {quoted}")
+        conn.exec_driver_sql(f"CREATE TABLE {quoted} (id int PRIMARY KEY, created_at {when})")
+        conn.exec_driver_sql(f"INSERT INTO {quoted} VALUES (1, '2024-01-01'), (2, '2024-01-02')")
+    try:
+        with server.connect() as conn:
+            context = MigrationContext.configure(conn)
+            with context.begin_transaction(), context.begin_transaction(_per_migration=True):
+                Operations(context).add_ulid_column(name, "public_id", "created_at", online=True)
+        table = sa.Table(
+            name, sa.MetaData(), sa.Column("id", sa.Integer), sa.Column("created_at", DATETIME),
+            sa.Column("public_id", sqlalchemy_ulid.ULIDType()),
+        )  # fmt: skip
+        with server.connect() as conn:
+            rows = conn.execute(sa.select(table).order_by(table.c.id)).all()
+        assert [r.public_id.timestamp_ms for r in rows] == [
+            to_ms(r.created_at.replace(tzinfo=timezone.utc)) for r in rows
+        ]
+    finally:
+        with server.begin() as conn:
+            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {quoted}")
+
+
+def test_null_time_written_during_the_backfill_is_reported_clearly(server: Engine) -> None:
+    # It ended with a bare TypeError from the time conversion, naming nothing.
+    _seed(server, 3)
+    written: list[int] = []
+
+    def write_a_row_without_a_time(_: BackfillProgress) -> None:
+        if not written:
+            written.append(99)
+            with server.begin() as conn:
+                conn.execute(
+                    sa.text(f"ALTER TABLE {TABLE} MODIFY created_at DATETIME(6) NULL")
+                    if server.dialect.name != "postgresql"
+                    else sa.text(f"ALTER TABLE {TABLE} ALTER COLUMN created_at DROP NOT NULL")
+                )
+                conn.execute(sa.text(f"INSERT INTO {TABLE} (id, created_at) VALUES (99, NULL)"))
+
+    with pytest.raises(ValueError, match=rf"{TABLE}\.created_at of the row with id = 99") as caught:
+        _online(server, batch_size=1, server_default=False, progress=write_a_row_without_a_time)
+    assert "rerun the migration" in str(caught.value)
+    # The rows before it kept their ids; once the row has a time, a rerun finishes.
+    with server.begin() as conn:
+        conn.execute(sa.text(f"UPDATE {TABLE} SET created_at = :t WHERE id = 99"), {"t": BASE})
+    _online(server, batch_size=1, server_default=False)
+    table = sa.Table(
+        TABLE, sa.MetaData(), sa.Column("id", sa.Integer), sa.Column("created_at", DATETIME),
+        sa.Column("public_id", sqlalchemy_ulid.ULIDType()),
+    )  # fmt: skip
+    with server.connect() as conn:
+        rows = conn.execute(sa.select(table).order_by(table.c.id)).all()
+    assert [r.id for r in rows] == [1, 2, 3, 99]
+    assert [r.public_id.timestamp_ms for r in rows] == [
+        to_ms(r.created_at.replace(tzinfo=timezone.utc)) for r in rows
+    ]
+
+
+@pytest.mark.parametrize("online", [True, False], ids=["online", "one-transaction"])
+def test_mariadb_timestamp_column_is_read_in_utc_whatever_the_session_zone(
+    backends: dict[str, Backend], online: bool
+) -> None:
+    # A TIMESTAMP stored as 12:00 UTC read as 17:00 in a '+05:00' session: ids 5 hours late.
+    url = backends["mysql"].url
+    if url is None:
+        pytest.fail(f"backend missing: {backends['mysql'].reason}", pytrace=False)
+    utc = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    app = sa.create_engine(
+        url, poolclass=sa.pool.NullPool, connect_args={"init_command": "SET time_zone = '+05:00'"}
+    )
+    try:
+        with utc.begin() as conn:
+            conn.exec_driver_sql("SET time_zone = '+00:00'")
+            conn.exec_driver_sql("DROP TABLE IF EXISTS online_ts")
+            conn.exec_driver_sql(
+                "CREATE TABLE online_ts (id int PRIMARY KEY, created_at TIMESTAMP(3) NOT NULL)"
+            )
+            conn.exec_driver_sql(
+                "INSERT INTO online_ts VALUES (1, '2024-01-01 12:00:00.000'), "
+                "(2, '2024-07-01 23:30:00.250')"
+            )
+        with app.connect() as conn:
+            context = MigrationContext.configure(conn)
+            with context.begin_transaction(), context.begin_transaction(_per_migration=True):
+                Operations(context).add_ulid_column(
+                    "online_ts", "public_id", "created_at", online=online
+                )
+            # The session's own time zone is put back.
+            assert conn.exec_driver_sql("SELECT @@SESSION.time_zone").scalar() == "+05:00"
+        with utc.connect() as conn:
+            stored = conn.exec_driver_sql("SELECT public_id FROM online_ts ORDER BY id").scalars()
+            made = [ULID.from_bytes(raw).datetime.isoformat() for raw in stored]
+        assert made == ["2024-01-01T12:00:00+00:00", "2024-07-01T23:30:00.250000+00:00"]
+    finally:
+        with utc.begin() as conn:
+            conn.exec_driver_sql("DROP TABLE IF EXISTS online_ts")
+        utc.dispose()
+        app.dispose()

@@ -192,3 +192,22 @@ def test_unsupported_dialect_is_named() -> None:
 def test_server_default_rejects_unknown_storage() -> None:
     with pytest.raises(ValueError, match="storage must be one of"):
         ulid_server_default("uuid")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("helper", "bad"),
+    [
+        ("register_ulid_function", "sqlite://"),  # a URL, not an engine
+        ("install_ulid_function", None),  # nothing
+        ("drop_ulid_function", "sqlite://"),  # a URL, not a connection
+        ("ulid_function_ddl", None),  # neither a dialect nor its name
+        ("drop_ulid_function_ddl", 5),  # neither a dialect nor its name
+    ],
+)
+def test_ulid_function_helpers_refuse_a_non_engine_with_type_error(
+    helper: str, bad: object
+) -> None:
+    import sqlalchemy_ulid
+
+    with pytest.raises(TypeError, match=helper):
+        getattr(sqlalchemy_ulid, helper)(bad)

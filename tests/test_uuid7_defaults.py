@@ -379,3 +379,25 @@ def test_postgresql_counter_steps_back_and_overflow(
         assert count == 0
         assert abs(now_ms - _now_ms()) < 5_000
         conn.rollback()
+
+
+@pytest.mark.parametrize(
+    ("helper", "bad"),
+    [
+        ("register_uuid7_function", "sqlite://"),  # a URL, not an engine
+        ("register_uuid7_function", None),  # nothing
+        ("install_uuid7_function", "sqlite://"),  # a URL, not a connection
+        ("install_uuid7_function", sa.create_engine("sqlite://")),  # an engine, not a connection
+        ("drop_uuid7_function", None),  # nothing
+        ("uuid7_function_ddl", None),  # neither a dialect nor its name
+        ("drop_uuid7_function_ddl", 5),  # neither a dialect nor its name
+    ],
+)
+def test_uuid7_function_helpers_refuse_a_non_engine_with_type_error(
+    helper: str, bad: object
+) -> None:
+    # They read .dialect / .name of what they got, and raised AttributeError.
+    import sqlalchemy_ulid
+
+    with pytest.raises(TypeError, match=helper):
+        getattr(sqlalchemy_ulid, helper)(bad)

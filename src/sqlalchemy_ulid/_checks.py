@@ -1,4 +1,4 @@
-"""Argument checks that paginate() and follow() share, run before any SQL.
+"""Argument checks run before any SQL: page sizes, seconds, binds.
 
 A page size goes into the page's LIMIT (plus two rows: the cursor's own and
 the one past the page). PostgreSQL binds an int over 2**63 as NUMERIC and
@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import math
 import numbers
+
+from sqlalchemy.engine import Connection, Dialect, Engine
 
 #: The largest ``limit=`` / ``max_limit=`` accepted: 2**31 - 1.
 MAX_LIMIT = 2**31 - 1
@@ -59,3 +61,30 @@ def check_seconds(name: str, value: object, *, zero: bool = False) -> float:
             f"{MAX_SECONDS:g}, got {value!r}"
         )
     return seconds
+
+
+def check_dialect(func: str, dialect: object) -> None:
+    """Refuse, with TypeError, anything but a SQLAlchemy dialect or a dialect name."""
+    if not isinstance(dialect, (str, Dialect)):
+        raise TypeError(
+            f"{func}() takes a SQLAlchemy dialect or its name (e.g. 'postgresql'), "
+            f"not {type(dialect).__name__}"
+        )
+
+
+def check_connection(func: str, connection: object) -> None:
+    """Refuse, with TypeError, anything but a SQLAlchemy ``Connection``."""
+    if not isinstance(connection, Connection):
+        raise TypeError(
+            f"{func}() takes a SQLAlchemy Connection (engine.connect()), not "
+            f"{type(connection).__name__}; with asyncio, await conn.run_sync({func})"
+        )
+
+
+def check_engine(func: str, engine: object) -> None:
+    """Refuse, with TypeError, anything but a SQLAlchemy ``Engine``."""
+    if not isinstance(engine, Engine):
+        raise TypeError(
+            f"{func}() takes a SQLAlchemy Engine (sa.create_engine(url)), not "
+            f"{type(engine).__name__}; for an AsyncEngine pass async_engine.sync_engine"
+        )

@@ -32,6 +32,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.visitors import InternalTraversal
 
+from ._checks import check_connection, check_dialect, check_engine
 from ._dialects import FUNCTION_NAME, ServerSQL, dialect_row, dialects_with
 from ._generator import new_ulid
 from ._types import Storage, _check_storage
@@ -74,6 +75,7 @@ def ulid_function_ddl(dialect: Dialect | str) -> list[str]:
         >>> ulid_function_ddl("sqlite")
         []
     """
+    check_dialect("ulid_function_ddl", dialect)
     return list(_server_sql(dialect).create)
 
 
@@ -85,6 +87,7 @@ def drop_ulid_function_ddl(dialect: Dialect | str) -> list[str]:
         >>> drop_ulid_function_ddl("mysql")
         ['DROP FUNCTION IF EXISTS gen_ulid']
     """
+    check_dialect("drop_ulid_function_ddl", dialect)
     return list(_server_sql(dialect).drop)
 
 
@@ -124,6 +127,7 @@ def install_ulid_function(connection: Connection) -> None:
         >>> len(ULID.from_bytes(raw).bytes)
         16
     """
+    check_connection("install_ulid_function", connection)
     sql = _server_sql(connection.dialect)
     for statement in sql.create:
         connection.exec_driver_sql(statement)
@@ -142,6 +146,7 @@ def drop_ulid_function(connection: Connection) -> None:
         >>> with sa.create_engine("sqlite://").connect() as conn:
         ...     drop_ulid_function(conn)
     """
+    check_connection("drop_ulid_function", connection)
     for statement in _server_sql(connection.dialect).drop:
         connection.exec_driver_sql(statement)
 
@@ -171,10 +176,12 @@ def register_ulid_function(engine: Engine) -> None:
         True
 
     Raises:
+        TypeError: ``engine`` is not an ``Engine`` (a URL, an ``AsyncEngine``).
         ValueError: the engine is not a SQLite engine (the listener would
             break every later connection); use :func:`install_ulid_function`
             on PostgreSQL and MySQL/MariaDB.
     """
+    check_engine("register_ulid_function", engine)
     if engine.dialect.name != "sqlite":
         raise ValueError(
             f"register_ulid_function() is for SQLite engines, not {engine.dialect.name}: "

@@ -34,6 +34,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.visitors import InternalTraversal
 
+from ._checks import check_connection, check_dialect, check_engine
 from ._dialects import dialect_row, dialects_with
 from ._generator_sql import UUID7_FUNCTION, UUID7SQL
 from ._uuid7 import new_uuid7
@@ -93,6 +94,7 @@ def uuid7_function_ddl(dialect: Dialect | str) -> list[str]:
         >>> uuid7_function_ddl("sqlite")
         []
     """
+    check_dialect("uuid7_function_ddl", dialect)
     return list(_create_statements(dialect))
 
 
@@ -104,6 +106,7 @@ def drop_uuid7_function_ddl(dialect: Dialect | str) -> list[str]:
         >>> drop_uuid7_function_ddl("mysql")
         ['DROP FUNCTION IF EXISTS gen_uuid7']
     """
+    check_dialect("drop_uuid7_function_ddl", dialect)
     return list(_uuid7_sql(dialect).drop)
 
 
@@ -147,6 +150,7 @@ def install_uuid7_function(connection: Connection) -> None:
         >>> uuid.UUID(bytes=raw).version
         7
     """
+    check_connection("install_uuid7_function", connection)
     statements = _create_statements(connection.dialect)
     for statement in statements:
         connection.exec_driver_sql(statement)
@@ -165,6 +169,7 @@ def drop_uuid7_function(connection: Connection) -> None:
         >>> with sa.create_engine("sqlite://").connect() as conn:
         ...     drop_uuid7_function(conn)
     """
+    check_connection("drop_uuid7_function", connection)
     for statement in _uuid7_sql(connection.dialect).drop:
         connection.exec_driver_sql(statement)
 
@@ -177,6 +182,7 @@ def register_uuid7_function(engine: Engine) -> None:
     connection. For an ``AsyncEngine`` pass ``async_engine.sync_engine``.
 
     Raises:
+        TypeError: ``engine`` is not an ``Engine`` (a URL, an ``AsyncEngine``).
         ValueError: the engine is not a SQLite engine; use
             :func:`install_uuid7_function` on PostgreSQL and MySQL/MariaDB.
 
@@ -195,6 +201,7 @@ def register_uuid7_function(engine: Engine) -> None:
         ...     conn.scalar(sa.select(t.c.id)).version
         7
     """
+    check_engine("register_uuid7_function", engine)
     if engine.dialect.name != "sqlite":
         raise ValueError(
             f"register_uuid7_function() is for SQLite engines, not {engine.dialect.name}: "

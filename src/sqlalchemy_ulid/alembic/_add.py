@@ -37,11 +37,17 @@ from ._inspect import (
     strict_mode,
     unique_name,
     unique_on,
+    utc_session,
 )
 from ._locks import DEFAULT_LOCK_TIMEOUT, check_lock_timeout, lock_safe
 from ._online import add_online
 
-__all__ = ["AddULIDColumnOp"]
+__all__ = ["MAX_BATCH_SIZE", "AddULIDColumnOp"]
+
+#: The largest ``batch_size``: a batch is held in memory and sent as one
+#: statement, and a ``LIMIT`` past the database's integer range would fail
+#: only after the column was added.
+MAX_BATCH_SIZE = 1_000_000
 
 
 @Operations.register_operation("add_ulid_column")
@@ -79,8 +85,14 @@ class AddULIDColumnOp(MigrateOperation):
             raise ValueError(f"fold must be None, 0 or 1, got {fold!r}")
         if batch_size is None:
             batch_size = 5_000 if online else 10_000
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be an int of at least 1, got {batch_size!r}")
+        if (
+            isinstance(batch_size, bool)
+            or not isinstance(batch_size, int)
+            or not 1 <= batch_size <= MAX_BATCH_SIZE
+        ):
+            raise ValueError(
+                f"batch_size must be an int from 1 to {MAX_BATCH_SIZE:,}, got {batch_size!r}"
+            )
         # None, not a default of timezone.utc: Alembic re-creates this
         # signature from source text, where only simple literals survive.
         if timezone is None:
@@ -169,7 +181,8 @@ class AddULIDColumnOp(MigrateOperation):
                 as the machine's local time. Aware values keep their own
                 offset.
             batch_size: rows read and updated per round trip (default
-                10,000; with ``online=True`` 5,000, one transaction each).
+                10,000; with ``online=True`` 5,000, one transaction each; at
+                most 1,000,000).
             unique: add a unique constraint on the new column.
             constraint_name: its name; default ``uq_<table>_<column>``.
             schema: the table's schema.
@@ -370,7 +383,8 @@ def _add_ulid_column(operations: Operations, op: AddULIDColumnOp) -> None:
         sa.Column("ulid", column_type, nullable=False),
         prefixes=["TEMPORARY"],
     )
-    with strict_mode(connection):
+    # utc_session: TIMESTAMP times read in UTC, whatever the session's time_zone.
+    with strict_mode(connection), utc_session(connection):
         _drop_staging(connection, staging)  # left by an earlier attempt in this session
         staging.create(connection)
         try:

@@ -23,6 +23,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from .._dialects import dialect_row
+from ._inspect import quote
 
 __all__ = ["Backfill", "BackfillProgress", "logger"]
 
@@ -151,7 +152,7 @@ class Backfill:
         """Give one batch its ids: staged, then one UPDATE bounded by the batch's keys."""
         # Ties in one millisecond are numbered in key order, as the generator
         # numbers ids made live within one millisecond.
-        timed = sorted(((self.millis(row[1]), row[0]) for row in rows), key=lambda p: p)
+        timed = sorted((self._row_millis(row[1], row[0]), row[0]) for row in rows)
         now = [0]
         generate = self.make_ids(lambda: now[0])
         staged = []
@@ -179,12 +180,32 @@ class Backfill:
 
         return self._retrying(low, through_staging)
 
+    def _row_millis(self, value: Any, key: Any) -> int:
+        """The row's time as Unix milliseconds; a clear error for a row written meanwhile.
+
+        The times were checked before the first DDL; a row written since
+        (NULL or out-of-range time) stops the backfill here, named.
+        """
+        try:
+            if value is None:
+                raise ValueError("it is NULL")
+            return self.millis(value)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(
+                f"{self.target.name}.{self.time_column} of the row with "
+                f"{self.key} = {key!r}, written while the online backfill of "
+                f"{self.target.name}.{self.column} ran, cannot date an id: {exc}. "
+                f"Give the row a valid {self.time_column} (or delete it) and rerun "
+                "the migration: it carries on from where it stopped"
+            ) from None
+
     def _update_from_arrays(self, staged: list[dict[str, Any]], low: Any, high: Any) -> int:
         """PostgreSQL: the batch's keys and ids as two array parameters, one statement."""
         dialect = self.connection.dialect
-        quote = dialect.identifier_preparer.quote
-        table = dialect.identifier_preparer.format_table(self.target)
-        key, column = quote(self.key), quote(self.column)
+        # Names unescaped: text() escapes a % once for the driver, as it sends
+        # the statement (the preparer's own quoting would make that twice).
+        table = quote(dialect, self.target.name, self.target.schema)
+        key, column = quote(dialect, self.key), quote(dialect, self.column)
         key_type = self.target.c[self.key].type.compile(dialect=dialect)
         id_type = self.target.c[self.column].type
         bind = id_type.bind_processor(dialect)

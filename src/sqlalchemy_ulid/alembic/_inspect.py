@@ -214,3 +214,32 @@ def strict_mode(connection: Connection) -> Iterator[None]:
             connection.execute(restore, {"mode": mode})
         raise
     connection.execute(restore, {"mode": mode})
+
+
+@contextlib.contextmanager
+def utc_session(connection: Connection) -> Iterator[None]:
+    """Read MySQL/MariaDB ``TIMESTAMP`` values in UTC while the block runs.
+
+    The server returns a ``TIMESTAMP`` in the session's ``time_zone``, and
+    the driver hands it over naive: in a ``'+05:00'`` session a time stored
+    as 12:00 UTC reads as 17:00, and every id made from it would be five
+    hours late. ``DATETIME`` values are not converted either way. Other
+    databases return their time zone with the value, or do not convert.
+    """
+    if connection.dialect.name not in ("mysql", "mariadb"):
+        yield
+        return
+    zone = str(connection.exec_driver_sql("SELECT @@SESSION.time_zone").scalar())
+    if zone == "+00:00":
+        yield
+        return
+    connection.exec_driver_sql("SET SESSION time_zone = '+00:00'")
+    restore = sa.text("SET SESSION time_zone = :zone")
+    try:
+        yield
+    except BaseException:
+        # As in strict_mode(): the session may be gone; report the first error.
+        with contextlib.suppress(sa.exc.SQLAlchemyError):
+            connection.execute(restore, {"zone": zone})
+        raise
+    connection.execute(restore, {"zone": zone})

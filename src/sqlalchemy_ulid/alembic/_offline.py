@@ -9,6 +9,12 @@ outside a transaction, as ``psql`` runs a script). The block finds the
 table's primary key in the catalog, so the script needs no database to be
 written.
 
+A first ``DO`` block checks the table before any change: a single-column
+primary key, and a time column that is a timestamp or an integer of Unix
+milliseconds (a ``date``, a float or a ``numeric`` would date ids wrongly;
+online refuses them too). Names go into the SQL quoted, and escaped again
+where they sit in a ``format()`` template or a string literal.
+
 The ids: the time part is the row's time, exactly (``floor(epoch * 1000)``,
 a timestamp without time zone read as UTC), and a time before 1970, past
 the ULID range or NULL fails the batch, naming the value: nothing is
@@ -91,12 +97,14 @@ def add_offline(operations: Operations, op: AddULIDColumnOp) -> None:
     out = context.impl.static_output
     with context.autocommit_block():
         out(
-            f"-- add_ulid_column({op.table_name}.{op.column_name}, online=True): each "
+            f"-- add_ulid_column({_comment(op.table_name)}.{_comment(op.column_name)}, "
+            "online=True): each "
             "statement below commits on its own (run them outside a transaction, as psql "
             "does). If one fails with 'canceling statement due to lock timeout', run it "
             "again and go on from there."
         )
         out(f"SET lock_timeout = '{max(1, round(timeout * 1000))}ms';")
+        out(_check_block(op, table))
         out(f"-- Phase 1: the column, nullable (no table rewrite)\nALTER TABLE {table} "
             f"ADD COLUMN IF NOT EXISTS {column} {type_sql};")  # fmt: skip
         if op.server_default:
@@ -109,7 +117,7 @@ def add_offline(operations: Operations, op: AddULIDColumnOp) -> None:
         out(_backfill_block(op, table, column, when, kind))
         out(
             f"-- Phase 3: NOT NULL without a long lock. If VALIDATE fails, rows were "
-            f"written without {op.column_name}: run the DO block above again, then "
+            f"written without {_comment(op.column_name)}: run the DO block above again, then "
             f"VALIDATE\nALTER TABLE {table} ADD CONSTRAINT {check} "
             f"CHECK ({column} IS NOT NULL) NOT VALID;"
         )
@@ -126,51 +134,111 @@ def add_offline(operations: Operations, op: AddULIDColumnOp) -> None:
         out("RESET lock_timeout;")
 
 
-def _backfill_block(op: AddULIDColumnOp, table: str, column: str, when: str, kind: str) -> str:
-    ulid = _ULID_UUID if kind == "uuid" else _ULID_BYTEA
-    # %1$I: the key column, %2$s: the row's Unix milliseconds, both found below.
-    batch = (
-        f"UPDATE {table} AS t SET {column} = s.ulid FROM ("
-        f"SELECT b.k, {ulid} AS ulid FROM ("
-        "SELECT c.k, c.ms, row_number() OVER (PARTITION BY c.ms ORDER BY c.k) AS rank FROM ("
-        "SELECT r.k, CASE WHEN r.m BETWEEN 0 AND 281474976710655 THEN r.m ELSE "
-        f"('add_ulid_column: {op.table_name}.{op.from_column} is out of the ULID range "
-        "(1970 to 10889) or NULL: ' || coalesce(r.v::text, 'NULL'))::bigint END AS ms "
-        f"FROM (SELECT %1$I AS k, {when} AS v, %2$s AS m FROM {table} "
-        f"WHERE {column} IS NULL ORDER BY %1$I LIMIT {op.batch_size}) AS r"
-        ") AS c) AS b) AS s "
-        f"WHERE t.%1$I = s.k AND t.{column} IS NULL"
-    )
-    pause = f"\n    PERFORM pg_sleep({op.pause:g});" if op.pause else ""
-    name = _literal(table)
+def _dollar_quoted(tag: str, body: str) -> str:
+    """``body`` as a dollar-quoted string whose tag does not occur in it."""
+    while f"${tag}$" in body:
+        tag += "_"
+    return f"${tag}${body}${tag}$"
+
+
+def _comment(text: str) -> str:
+    """Text for a ``--`` comment line: a line break in a name must not end it."""
+    return text.replace("\r", " ").replace("\n", " ")
+
+
+#: The time column's type -> the SQL of its Unix milliseconds (%I: its name).
+#: Integers are taken as milliseconds, as online; a timestamp without time
+#: zone is read as UTC. Any other type (a date, a float or numeric of epoch
+#: seconds) is refused, as online: it would date ids wrongly.
+_MILLIS_BY_TYPE = (
+    "CASE WHEN a.atttypid IN ('int2'::regtype, 'int4'::regtype, 'int8'::regtype) "
+    "THEN format('%I::bigint', a.attname) "
+    "WHEN a.atttypid IN ('timestamp'::regtype, 'timestamptz'::regtype) "
+    "THEN format('floor(extract(epoch FROM %I) * 1000)::bigint', a.attname) END"
+)
+
+
+def _lookups(op: AddULIDColumnOp, name: str) -> str:
+    """PL/pgSQL that sets key_column and millis, or raises naming what is wrong."""
+    time_column = _literal(op.from_column)
     return f"""\
--- Phase 2: the backfill, {op.batch_size} rows a transaction, in key order. This block
--- runs the batch UPDATE (the EXECUTE below) until it fills no row, and commits after
--- each batch; run it again after an interruption: it goes on where it stopped.
-DO $ulid$
-DECLARE
-  key_column name;
-  millis text;
-  filled bigint;
-  total bigint := 0;
-BEGIN
   SELECT a.attname INTO key_column FROM pg_index i
     JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
     WHERE i.indrelid = {name}::regclass AND i.indisprimary AND i.indnkeyatts = 1;
   IF key_column IS NULL THEN
     RAISE EXCEPTION 'add_ulid_column: % needs a single-column primary key', {name};
   END IF;
-  SELECT CASE WHEN t.typcategory = 'N' THEN format('%I::bigint', a.attname)
-    ELSE format('floor(extract(epoch FROM %I) * 1000)::bigint', a.attname) END
-    INTO millis FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
-    WHERE a.attrelid = {name}::regclass AND a.attname = {_literal(op.from_column)};
+  SELECT format_type(a.atttypid, a.atttypmod), {_MILLIS_BY_TYPE}
+    INTO time_type, millis FROM pg_attribute a
+    WHERE a.attrelid = {name}::regclass AND a.attname = {time_column}
+    AND a.attnum > 0 AND NOT a.attisdropped;
+  IF time_type IS NULL THEN
+    RAISE EXCEPTION 'add_ulid_column: % has no column %', {name}, {time_column};
+  END IF;
+  IF millis IS NULL THEN
+    RAISE EXCEPTION 'add_ulid_column: %.% is %, not a timestamp or an integer of Unix milliseconds',
+      {name}, {time_column}, time_type;
+  END IF;"""
+
+
+def _declarations() -> str:
+    return "  key_column name;\n  time_type text;\n  millis text;\n"
+
+
+def _check_block(op: AddULIDColumnOp, table: str) -> str:
+    """A DO block that stops the script before any change, on a table it cannot fill."""
+    body = f"""
+DECLARE
+{_declarations()}BEGIN
+{_lookups(op, _literal(table))}
+END
+"""
+    return (
+        "-- The table's primary key and time column, checked before any change\n"
+        f"DO {_dollar_quoted('ulid', body)};"
+    )
+
+
+def _backfill_block(op: AddULIDColumnOp, table: str, column: str, when: str, kind: str) -> str:
+    ulid = _ULID_UUID if kind == "uuid" else _ULID_BYTEA
+    # The batch is a format() template: a % of a name or of the message is
+    # doubled there; %1$I is the key column, %2$s the row's milliseconds.
+    out_of_range = _literal(
+        f"add_ulid_column: {op.table_name}.{op.from_column} is out of the ULID range "
+        "(1970 to 10889) or NULL: "
+    ).replace("%", "%%")
+    table_f, column_f, when_f = (name.replace("%", "%%") for name in (table, column, when))
+    batch = (
+        f"UPDATE {table_f} AS t SET {column_f} = s.ulid FROM ("
+        f"SELECT b.k, {ulid} AS ulid FROM ("
+        "SELECT c.k, c.ms, row_number() OVER (PARTITION BY c.ms ORDER BY c.k) AS rank FROM ("
+        "SELECT r.k, CASE WHEN r.m BETWEEN 0 AND 281474976710655 THEN r.m ELSE "
+        f"({out_of_range} || coalesce(r.v::text, 'NULL'))::bigint END AS ms "
+        f"FROM (SELECT %1$I AS k, {when_f} AS v, %2$s AS m FROM {table_f} "
+        f"WHERE {column_f} IS NULL ORDER BY %1$I LIMIT {op.batch_size}) AS r"
+        ") AS c) AS b) AS s "
+        f"WHERE t.%1$I = s.k AND t.{column_f} IS NULL"
+    )
+    pause = f"\n    PERFORM pg_sleep({op.pause:g});" if op.pause else ""
+    filled_name = _literal(f"{op.table_name}.{op.column_name}")
+    body = f"""
+DECLARE
+{_declarations()}  filled bigint;
+  total bigint := 0;
+BEGIN
+{_lookups(op, _literal(table))}
   LOOP
-    EXECUTE format($batch${batch}$batch$, key_column, millis);
+    EXECUTE format({_dollar_quoted("batch", batch)}, key_column, millis);
     GET DIAGNOSTICS filled = ROW_COUNT;
     EXIT WHEN filled = 0;
     total := total + filled;
-    RAISE NOTICE 'add_ulid_column: % rows of {op.table_name}.{op.column_name} filled', total;
+    RAISE NOTICE 'add_ulid_column: % rows of % filled', total, {filled_name};
     COMMIT;{pause}
   END LOOP;
 END
-$ulid$;"""
+"""
+    return f"""\
+-- Phase 2: the backfill, {op.batch_size} rows a transaction, in key order. This block
+-- runs the batch UPDATE (the EXECUTE below) until it fills no row, and commits after
+-- each batch; run it again after an interruption: it goes on where it stopped.
+DO {_dollar_quoted("ulid", body)};"""

@@ -49,6 +49,7 @@ from ._inspect import (
     safe_name,
     strict_mode,
     unique_on,
+    utc_session,
 )
 from ._locks import DEFAULT_LOCK_TIMEOUT, lock_safe_ddl
 from ._offline import add_offline
@@ -99,22 +100,24 @@ def add_online(operations: Operations, op: AddULIDColumnOp, millis: Any) -> None
     if dialect.name not in ("postgresql", "mysql", "mariadb"):
         raise ValueError(f"{op.op_name}(online=True) is not supported on {dialect.name}")
     check_online_context(operations)
-    plan = _Plan(connection, op)
-    plan.check_times(connection, op, millis)
     failure: list[BaseException] = []
-    try:
-        with operations.get_context().autocommit_block():
-            try:
-                _phases(operations, op, plan, millis)
-            except BaseException as exc:
-                failure.append(exc)
-                raise
-    except sa.exc.SQLAlchemyError as exc:
-        # With the session gone (killed, a failover) Alembic cannot commit
-        # the block's transaction as it leaves it: report why we stopped.
-        if failure and exc is not failure[0]:
-            raise failure[0] from None
-        raise
+    # TIMESTAMP times read in UTC, whatever the session's time_zone (MariaDB).
+    with utc_session(connection):
+        plan = _Plan(connection, op)
+        plan.check_times(connection, op, millis)
+        try:
+            with operations.get_context().autocommit_block():
+                try:
+                    _phases(operations, op, plan, millis)
+                except BaseException as exc:
+                    failure.append(exc)
+                    raise
+        except sa.exc.SQLAlchemyError as exc:
+            # With the session gone (killed, a failover) Alembic cannot commit
+            # the block's transaction as it leaves it: report why we stopped.
+            if failure and exc is not failure[0]:
+                raise failure[0] from None
+            raise
 
 
 def _phases(operations: Operations, op: AddULIDColumnOp, plan: _Plan, millis: Any) -> None:

@@ -177,7 +177,9 @@ def unique_name(table_name: str, column_name: str, dialect: Dialect) -> str:
 
 
 def check_identifier(name: str, what: str, dialect: Dialect) -> None:
-    """Refuse a name the database would cut short or reject."""
+    """Refuse a name the database would cut short or reject (or an empty one)."""
+    if not name.strip():
+        raise ValueError(f"{what} must not be empty, got {name!r}")
     limit = _name_limit(dialect)
     if len(name.encode()) > limit:
         raise ValueError(

@@ -216,6 +216,7 @@ def build_plan(
         storage=storage,
     )
     _follow_references(connection, inspector, plan, suffix)
+    _refuse_taken_names(inspector, plan)
     _refuse_other_schemas(connection, plan)
     _refuse_dependants(connection, plan)
     for name in plan.tables:
@@ -325,6 +326,29 @@ def _referencing(
         parent,
         shadow,
     )
+
+
+def _refuse_taken_names(inspector: Any, plan: Plan) -> None:
+    """Refuse a column that already has a name the op would add.
+
+    Called only for a new plan: a shadow column of a stored plan is the
+    op's own, and a rerun continues it.
+    """
+    for column in plan.columns:
+        if not _has_shadow(plan, column):
+            continue
+        names = {c["name"] for c in inspector.get_columns(column.table, schema=plan.schema)}
+        if column.shadow in names:
+            raise ConversionRefused(
+                f"{column.table} already has a column {column.shadow!r}, the name this op "
+                f"gives the new values of {column.table}.{column.column} before the swap: "
+                "rename that column first"
+            )
+        if column.parent is None and plan.legacy_id == column.shadow:
+            raise ConversionRefused(
+                f"legacy_id={plan.legacy_id!r} is the name this op gives the new values of "
+                f"{column.table}.{column.column} before the swap: choose another name"
+            )
 
 
 def _refuse_other_schemas(connection: Connection, plan: Plan) -> None:

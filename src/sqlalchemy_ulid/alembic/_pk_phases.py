@@ -23,7 +23,7 @@ from .._dialects import key_conversion_sql
 from .._generator import MonotonicGenerator
 from .._types import ULIDType
 from ._add import _STAGING, AddULIDColumnOp, _drop_staging, _fill, _stage
-from ._inspect import ColumnState, quote
+from ._inspect import ColumnState, quote, unescape_percent
 from ._locks import lock_safe_ddl
 from ._pk_plan import KeyColumn, Plan, clear_state, mark_done
 
@@ -249,7 +249,9 @@ def _steps(
         return sa.inspect(connection)
 
     def compiled(element: sa.schema.ExecutableDDLElement) -> str:
-        return str(element.compile(dialect=dialect))
+        # The compiler escapes % for the driver already, and lock_safe_ddl
+        # escapes the text once more where it is sent: undo the first.
+        return unescape_percent(dialect, str(element.compile(dialect=dialect)))
 
     def columns(name: str) -> dict[str, dict[str, Any]]:
         return _columns(connection, plan, name)

@@ -747,6 +747,9 @@ class KeyConversionSQL:
 
     #: makes a column NOT NULL
     set_not_null: str
+    #: gives a column its comment (``{comment}``: a string literal; ``{null}``:
+    #: ``NULL`` or ``NOT NULL``, for the databases that restate the column)
+    set_comment: str
     #: names the triggers on the tables: rows of (trigger, table)
     triggers: str
     #: names the views that read the tables: rows of (view, table)
@@ -762,6 +765,7 @@ class KeyConversionSQL:
 _KEY_CONVERSION: dict[str, KeyConversionSQL] = {
     "postgresql": KeyConversionSQL(
         set_not_null="ALTER TABLE {table} ALTER COLUMN {column} SET NOT NULL",
+        set_comment="COMMENT ON COLUMN {table}.{column} IS {comment}",
         triggers=(
             "SELECT t.tgname, c.relname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
             "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE NOT t.tgisinternal "
@@ -789,6 +793,7 @@ _KEY_CONVERSION: dict[str, KeyConversionSQL] = {
     ),
     "mysql": KeyConversionSQL(
         set_not_null="ALTER TABLE {table} MODIFY {column} {type} NOT NULL",
+        set_comment="ALTER TABLE {table} MODIFY {column} {type} {null} COMMENT {comment}",
         triggers=(
             "SELECT TRIGGER_NAME, EVENT_OBJECT_TABLE FROM information_schema.TRIGGERS "
             "WHERE EVENT_OBJECT_SCHEMA = COALESCE(:schema, DATABASE()) "

@@ -22,7 +22,7 @@ from sqlalchemy.engine import Connection
 
 from .._dialects import key_conversion_sql
 from .._types import Storage, ULIDType
-from ._inspect import check_identifier, safe_name
+from ._inspect import check_identifier, column_state, safe_name
 
 __all__ = [
     "STATE_TABLE",
@@ -71,6 +71,8 @@ class KeyColumn:
     parent: tuple[str, str] | None
     #: the column added beside it to receive the new values
     shadow: str
+    #: the column's comment, given again to the column that replaces it
+    comment: str | None = None
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,9 @@ class ForeignKeyDef:
     referred_column: str
     ondelete: str | None
     onupdate: str | None
+    deferrable: bool | None = None
+    initially: str | None = None
+    match: str | None = None
 
 
 @dataclass(frozen=True)
@@ -278,6 +283,9 @@ def _follow_references(connection: Connection, inspector: Any, plan: Plan, suffi
                         parent[1],
                         options.get("ondelete"),
                         options.get("onupdate"),
+                        options.get("deferrable"),
+                        options.get("initially"),
+                        options.get("match"),
                     )
                 )
                 if (table, column) in seen:
@@ -312,6 +320,7 @@ def _referencing(
     info = next(c for c in inspector.get_columns(table, schema=plan.schema) if c["name"] == column)
     pk = inspector.get_pk_constraint(table, schema=plan.schema)
     keys = list(pk["constrained_columns"])
+    state = column_state(connection, table, column, plan.schema)
     if column in keys and len(keys) > 1:
         raise ConversionRefused(
             f"{table}.{column} references {parent[0]} and is part of the composite primary "
@@ -325,6 +334,7 @@ def _referencing(
         (pk.get("name") or "") if keys == [column] else None,
         parent,
         shadow,
+        state.comment if state is not None else None,
     )
 
 

@@ -359,7 +359,7 @@ def _steps(
         state = column_state(connection, column.table, column.column, plan.schema)
         if column.comment is None or state is None or state.comment == column.comment:
             return []
-        literal = sa.String().literal_processor(dialect)
+        literal = sa.String().literal_processor(dialect)  # type: ignore[no-untyped-call]
         assert literal is not None
         text = set_comment.format(
             table=_q(connection, plan, column.table),

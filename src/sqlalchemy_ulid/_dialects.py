@@ -757,6 +757,11 @@ class KeyConversionSQL:
     #: names the foreign keys in other schemas that reference the tables:
     #: rows of (constraint, its schema, its table, the referenced table)
     foreign_keys_elsewhere: str
+    #: names the indexes that use a column (``:table``, ``:column``) with what
+    #: the op would not recreate: rows of (index, access method, has a
+    #: predicate, has expressions, has INCLUDE columns, has DESC or NULLS
+    #: FIRST); None where the op recreates what reflection reports
+    index_options: str | None = None
     #: locks every table for the swap (``{tables}``: quoted, comma-separated),
     #: or None where DDL commits on its own and a lock would not outlive it
     lock: str | None = None
@@ -788,6 +793,21 @@ _KEY_CONVERSION: dict[str, KeyConversionSQL] = {
             "JOIN pg_namespace rns ON rns.oid = rt.relnamespace "
             "WHERE con.contype = 'f' AND rns.nspname = COALESCE(:schema, current_schema()) "
             "AND ns.nspname <> rns.nspname AND rt.relname IN :tables"
+        ),
+        # pg_depend lists every column an index uses: key, INCLUDE,
+        # expression and predicate columns alike.
+        index_options=(
+            "SELECT DISTINCT i.relname, am.amname, x.indpred IS NOT NULL, "
+            "x.indexprs IS NOT NULL, x.indnkeyatts <> x.indnatts, "
+            "EXISTS (SELECT 1 FROM unnest(x.indoption::int2[]) o WHERE o <> 0) "
+            "FROM pg_depend d JOIN pg_class i ON i.oid = d.objid "
+            "JOIN pg_index x ON x.indexrelid = i.oid JOIN pg_am am ON am.oid = i.relam "
+            "JOIN pg_class t ON t.oid = d.refobjid "
+            "JOIN pg_namespace n ON n.oid = t.relnamespace "
+            "JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = d.refobjsubid "
+            "WHERE d.classid = 'pg_class'::regclass AND d.refclassid = 'pg_class'::regclass "
+            "AND NOT x.indisprimary AND n.nspname = COALESCE(:schema, current_schema()) "
+            "AND t.relname = :table AND a.attname = :column"
         ),
         lock="LOCK TABLE {tables} IN ACCESS EXCLUSIVE MODE",
     ),

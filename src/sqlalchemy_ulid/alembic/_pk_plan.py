@@ -222,6 +222,7 @@ def build_plan(
     )
     _follow_references(connection, inspector, plan, suffix)
     _refuse_taken_names(inspector, plan)
+    _refuse_index_options(connection, plan)
     _refuse_other_schemas(connection, plan)
     _refuse_dependants(connection, plan)
     for name in plan.tables:
@@ -359,6 +360,42 @@ def _refuse_taken_names(inspector: Any, plan: Plan) -> None:
                 f"legacy_id={plan.legacy_id!r} is the name this op gives the new values of "
                 f"{column.table}.{column.column} before the swap: choose another name"
             )
+
+
+def _refuse_index_options(connection: Connection, plan: Plan) -> None:
+    """Refuse an index on a referencing column that would come back different.
+
+    The op drops such an index with the column and recreates it from its
+    name, columns and uniqueness: a WHERE, another access method, DESC,
+    INCLUDE columns or expressions would be lost.
+    """
+    sql = key_conversion_sql(connection.dialect)
+    assert sql is not None
+    if sql.index_options is None:
+        return
+    for column in plan.columns[1:]:
+        rows = connection.execute(
+            sa.text(sql.index_options),
+            {"schema": plan.schema, "table": column.table, "column": column.column},
+        ).all()
+        for name, method, predicate, expressions, include, ordering in sorted(rows):
+            found = [
+                what
+                for what, present in (
+                    (f"USING {method}", method != "btree"),
+                    ("a WHERE clause", predicate),
+                    ("expressions", expressions),
+                    ("INCLUDE columns", include),
+                    ("DESC or NULLS FIRST", ordering),
+                )
+                if present
+            ]
+            if found:
+                raise ConversionRefused(
+                    f"the index {name} on {column.table} uses {column.table}.{column.column} "
+                    f"with {', '.join(found)}, which this op does not recreate: drop the "
+                    "index before the conversion and create it again after it"
+                )
 
 
 def _refuse_other_schemas(connection: Connection, plan: Plan) -> None:

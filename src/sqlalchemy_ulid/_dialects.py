@@ -757,6 +757,10 @@ class KeyConversionSQL:
     #: names the foreign keys in other schemas that reference the tables:
     #: rows of (constraint, its schema, its table, the referenced table)
     foreign_keys_elsewhere: str
+    #: names every foreign key in the schema that references the tables, from
+    #: the catalog: rows of (constraint, its table, the referenced table, the
+    #: referenced column)
+    foreign_keys_to: str
     #: names the indexes that use a column (``:table``, ``:column``) with what
     #: the op would not recreate: rows of (index, access method, has a
     #: predicate, has expressions, has INCLUDE columns, has DESC or NULLS
@@ -793,6 +797,16 @@ _KEY_CONVERSION: dict[str, KeyConversionSQL] = {
             "JOIN pg_namespace rns ON rns.oid = rt.relnamespace "
             "WHERE con.contype = 'f' AND rns.nspname = COALESCE(:schema, current_schema()) "
             "AND ns.nspname <> rns.nspname AND rt.relname IN :tables"
+        ),
+        foreign_keys_to=(
+            "SELECT con.conname, cl.relname, rt.relname, a.attname FROM pg_constraint con "
+            "JOIN pg_class cl ON cl.oid = con.conrelid "
+            "JOIN pg_namespace ns ON ns.oid = cl.relnamespace "
+            "JOIN pg_class rt ON rt.oid = con.confrelid "
+            "JOIN pg_namespace rns ON rns.oid = rt.relnamespace "
+            "JOIN pg_attribute a ON a.attrelid = rt.oid AND a.attnum = ANY (con.confkey) "
+            "WHERE con.contype = 'f' AND rns.nspname = COALESCE(:schema, current_schema()) "
+            "AND ns.nspname = rns.nspname AND rt.relname IN :tables"
         ),
         # pg_depend lists every column an index uses: key, INCLUDE,
         # expression and predicate columns alike.
@@ -832,6 +846,12 @@ _KEY_CONVERSION: dict[str, KeyConversionSQL] = {
             "FROM information_schema.REFERENTIAL_CONSTRAINTS "
             "WHERE UNIQUE_CONSTRAINT_SCHEMA = COALESCE(:schema, DATABASE()) "
             "AND CONSTRAINT_SCHEMA <> UNIQUE_CONSTRAINT_SCHEMA AND REFERENCED_TABLE_NAME IN :tables"
+        ),
+        foreign_keys_to=(
+            "SELECT CONSTRAINT_NAME, TABLE_NAME, REFERENCED_TABLE_NAME, REFERENCED_COLUMN_NAME "
+            "FROM information_schema.KEY_COLUMN_USAGE "
+            "WHERE REFERENCED_TABLE_SCHEMA = COALESCE(:schema, DATABASE()) "
+            "AND TABLE_SCHEMA = REFERENCED_TABLE_SCHEMA AND REFERENCED_TABLE_NAME IN :tables"
         ),
     ),
 }

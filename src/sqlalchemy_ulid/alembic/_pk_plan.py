@@ -221,6 +221,7 @@ def build_plan(
         storage=storage,
     )
     _follow_references(connection, inspector, plan, suffix)
+    _refuse_unreflected_foreign_keys(connection, plan)
     _refuse_taken_names(inspector, plan)
     _refuse_index_options(connection, plan)
     _refuse_other_schemas(connection, plan)
@@ -337,6 +338,32 @@ def _referencing(
         shadow,
         state.comment if state is not None else None,
     )
+
+
+def _refuse_unreflected_foreign_keys(connection: Connection, plan: Plan) -> None:
+    """Refuse a foreign key to a changing column that reflection did not return.
+
+    SQLAlchemy's MariaDB reflection parses ``SHOW CREATE TABLE`` and skips,
+    with only a warning, a foreign key it cannot read (a table name with a
+    backtick): its column would keep the old values.
+    """
+    sql = key_conversion_sql(connection.dialect)
+    assert sql is not None
+    statement = sa.text(sql.foreign_keys_to).bindparams(sa.bindparam("tables", expanding=True))
+    rows = connection.execute(statement, {"schema": plan.schema, "tables": plan.tables}).all()
+    changing = {(c.table, c.column) for c in plan.columns}
+    found = {
+        (table, name) for name, table, referred, column in rows if (referred, column) in changing
+    }
+    reflected = {(fk.table, fk.name) for fk in plan.foreign_keys}
+    missed = sorted(found - reflected)
+    if missed:
+        named = ", ".join(f"{name} on {table}" for table, name in missed)
+        raise ConversionRefused(
+            f"the database has foreign keys to the changing columns that reflection could "
+            f"not read (a name with a character it cannot parse, such as a backtick): "
+            f"{named}. Rename the table or drop those foreign keys first"
+        )
 
 
 def _refuse_taken_names(inspector: Any, plan: Plan) -> None:

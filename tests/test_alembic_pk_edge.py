@@ -185,6 +185,25 @@ def test_an_index_the_op_cannot_recreate_is_refused_and_kept(
     assert _no_state(pg_converting)
 
 
+def test_a_descending_index_is_refused_on_mariadb(backends: dict[str, Backend]) -> None:
+    engine = _engine(backends, "mysql")
+    _drop(engine)
+    try:
+        with engine.begin() as conn:
+            conn.exec_driver_sql("CREATE TABLE adv_par (id int PRIMARY KEY)")
+            conn.exec_driver_sql(
+                "CREATE TABLE adv_kid (cid int PRIMARY KEY, par_id int, "
+                "KEY adv_kid_desc (par_id DESC), FOREIGN KEY (par_id) REFERENCES adv_par (id))"
+            )
+        with pytest.raises(ConversionRefused, match=r"index adv_kid_desc on adv_kid .*DESC"):
+            _convert(engine, "adv_par")
+        assert _columns(engine, "adv_kid") == ["cid", "par_id"]
+        assert _no_state(engine)
+    finally:
+        _drop(engine)
+        engine.dispose()
+
+
 def test_referencing_foreign_key_and_column_keep_their_options(pg_converting: Engine) -> None:
     with pg_converting.begin() as conn:
         conn.exec_driver_sql("CREATE TABLE adv_par (id int PRIMARY KEY)")
@@ -207,6 +226,22 @@ def test_referencing_foreign_key_and_column_keep_their_options(pg_converting: En
         ).scalar()
     assert "ON UPDATE CASCADE DEFERRABLE INITIALLY DEFERRED" in str(definition), definition
     assert comment == "the parent's 100%"
+    with pg_converting.connect() as conn:  # and back again
+        context = MigrationContext.configure(conn)
+        with context.begin_transaction():
+            Operations(context).restore_legacy_primary_key("adv_par")
+    with pg_converting.connect() as conn:
+        assert conn.exec_driver_sql(
+            "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = 'adv_kid_fk'"
+        ).scalar() == definition
+        assert conn.exec_driver_sql(
+            "SELECT col_description('adv_kid'::regclass, attnum) FROM pg_attribute "
+            "WHERE attrelid = 'adv_kid'::regclass AND attname = 'par_id'"
+        ).scalar() == "the parent's 100%"
+        assert conn.exec_driver_sql("SELECT cid, par_id FROM adv_kid ORDER BY cid").all() == [
+            (1, 1),
+            (2, 2),
+        ]
 
 
 def test_referencing_column_keeps_its_comment_on_mariadb(backends: dict[str, Backend]) -> None:

@@ -853,6 +853,17 @@ _KEY_CONVERSION: dict[str, KeyConversionSQL] = {
             "WHERE REFERENCED_TABLE_SCHEMA = COALESCE(:schema, DATABASE()) "
             "AND TABLE_SCHEMA = REFERENCED_TABLE_SCHEMA AND REFERENCED_TABLE_NAME IN :tables"
         ),
+        # COLLATION 'D': a descending part (MariaDB 10.8+, MySQL 8); no
+        # predicates or INCLUDE here, and a prefix cannot apply to a key type.
+        index_options=(
+            "SELECT INDEX_NAME, LOWER(INDEX_TYPE), 0, MAX(COLUMN_NAME IS NULL), 0, "
+            "MAX(COALESCE(COLLATION, '') = 'D') FROM information_schema.STATISTICS "
+            "WHERE TABLE_SCHEMA = COALESCE(:schema, DATABASE()) AND TABLE_NAME = :table "
+            "AND INDEX_NAME <> 'PRIMARY' AND INDEX_NAME IN (SELECT INDEX_NAME FROM "
+            "information_schema.STATISTICS WHERE TABLE_SCHEMA = COALESCE(:schema, DATABASE()) "
+            "AND TABLE_NAME = :table AND COLUMN_NAME = :column) "
+            "GROUP BY INDEX_NAME, INDEX_TYPE"
+        ),
     ),
 }
 _KEY_CONVERSION["mariadb"] = _KEY_CONVERSION["mysql"]

@@ -747,6 +747,9 @@ class KeyConversionSQL:
 
     #: makes a column NOT NULL
     set_not_null: str
+    #: gives a column its comment (``{comment}``: a string literal; ``{null}``:
+    #: ``NULL`` or ``NOT NULL``, for the databases that restate the column)
+    set_comment: str
     #: names the triggers on the tables: rows of (trigger, table)
     triggers: str
     #: names the views that read the tables: rows of (view, table)
@@ -754,6 +757,15 @@ class KeyConversionSQL:
     #: names the foreign keys in other schemas that reference the tables:
     #: rows of (constraint, its schema, its table, the referenced table)
     foreign_keys_elsewhere: str
+    #: names every foreign key in the schema that references the tables, from
+    #: the catalog: rows of (constraint, its table, the referenced table, the
+    #: referenced column)
+    foreign_keys_to: str
+    #: names the indexes that use a column (``:table``, ``:column``) with what
+    #: the op would not recreate: rows of (index, access method, has a
+    #: predicate, has expressions, has INCLUDE columns, has DESC or NULLS
+    #: FIRST); None where the op recreates what reflection reports
+    index_options: str | None = None
     #: locks every table for the swap (``{tables}``: quoted, comma-separated),
     #: or None where DDL commits on its own and a lock would not outlive it
     lock: str | None = None
@@ -762,6 +774,7 @@ class KeyConversionSQL:
 _KEY_CONVERSION: dict[str, KeyConversionSQL] = {
     "postgresql": KeyConversionSQL(
         set_not_null="ALTER TABLE {table} ALTER COLUMN {column} SET NOT NULL",
+        set_comment="COMMENT ON COLUMN {table}.{column} IS {comment}",
         triggers=(
             "SELECT t.tgname, c.relname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
             "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE NOT t.tgisinternal "
@@ -785,10 +798,36 @@ _KEY_CONVERSION: dict[str, KeyConversionSQL] = {
             "WHERE con.contype = 'f' AND rns.nspname = COALESCE(:schema, current_schema()) "
             "AND ns.nspname <> rns.nspname AND rt.relname IN :tables"
         ),
+        foreign_keys_to=(
+            "SELECT con.conname, cl.relname, rt.relname, a.attname FROM pg_constraint con "
+            "JOIN pg_class cl ON cl.oid = con.conrelid "
+            "JOIN pg_namespace ns ON ns.oid = cl.relnamespace "
+            "JOIN pg_class rt ON rt.oid = con.confrelid "
+            "JOIN pg_namespace rns ON rns.oid = rt.relnamespace "
+            "JOIN pg_attribute a ON a.attrelid = rt.oid AND a.attnum = ANY (con.confkey) "
+            "WHERE con.contype = 'f' AND rns.nspname = COALESCE(:schema, current_schema()) "
+            "AND ns.nspname = rns.nspname AND rt.relname IN :tables"
+        ),
+        # pg_depend lists every column an index uses: key, INCLUDE,
+        # expression and predicate columns alike.
+        index_options=(
+            "SELECT DISTINCT i.relname, am.amname, x.indpred IS NOT NULL, "
+            "x.indexprs IS NOT NULL, x.indnkeyatts <> x.indnatts, "
+            "EXISTS (SELECT 1 FROM unnest(x.indoption::int2[]) o WHERE o <> 0) "
+            "FROM pg_depend d JOIN pg_class i ON i.oid = d.objid "
+            "JOIN pg_index x ON x.indexrelid = i.oid JOIN pg_am am ON am.oid = i.relam "
+            "JOIN pg_class t ON t.oid = d.refobjid "
+            "JOIN pg_namespace n ON n.oid = t.relnamespace "
+            "JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = d.refobjsubid "
+            "WHERE d.classid = 'pg_class'::regclass AND d.refclassid = 'pg_class'::regclass "
+            "AND NOT x.indisprimary AND n.nspname = COALESCE(:schema, current_schema()) "
+            "AND t.relname = :table AND a.attname = :column"
+        ),
         lock="LOCK TABLE {tables} IN ACCESS EXCLUSIVE MODE",
     ),
     "mysql": KeyConversionSQL(
         set_not_null="ALTER TABLE {table} MODIFY {column} {type} NOT NULL",
+        set_comment="ALTER TABLE {table} MODIFY {column} {type} {null} COMMENT {comment}",
         triggers=(
             "SELECT TRIGGER_NAME, EVENT_OBJECT_TABLE FROM information_schema.TRIGGERS "
             "WHERE EVENT_OBJECT_SCHEMA = COALESCE(:schema, DATABASE()) "
@@ -807,6 +846,23 @@ _KEY_CONVERSION: dict[str, KeyConversionSQL] = {
             "FROM information_schema.REFERENTIAL_CONSTRAINTS "
             "WHERE UNIQUE_CONSTRAINT_SCHEMA = COALESCE(:schema, DATABASE()) "
             "AND CONSTRAINT_SCHEMA <> UNIQUE_CONSTRAINT_SCHEMA AND REFERENCED_TABLE_NAME IN :tables"
+        ),
+        foreign_keys_to=(
+            "SELECT CONSTRAINT_NAME, TABLE_NAME, REFERENCED_TABLE_NAME, REFERENCED_COLUMN_NAME "
+            "FROM information_schema.KEY_COLUMN_USAGE "
+            "WHERE REFERENCED_TABLE_SCHEMA = COALESCE(:schema, DATABASE()) "
+            "AND TABLE_SCHEMA = REFERENCED_TABLE_SCHEMA AND REFERENCED_TABLE_NAME IN :tables"
+        ),
+        # COLLATION 'D': a descending part (MariaDB 10.8+, MySQL 8); no
+        # predicates or INCLUDE here, and a prefix cannot apply to a key type.
+        index_options=(
+            "SELECT INDEX_NAME, LOWER(INDEX_TYPE), 0, MAX(COLUMN_NAME IS NULL), 0, "
+            "MAX(COALESCE(COLLATION, '') = 'D') FROM information_schema.STATISTICS "
+            "WHERE TABLE_SCHEMA = COALESCE(:schema, DATABASE()) AND TABLE_NAME = :table "
+            "AND INDEX_NAME <> 'PRIMARY' AND INDEX_NAME IN (SELECT INDEX_NAME FROM "
+            "information_schema.STATISTICS WHERE TABLE_SCHEMA = COALESCE(:schema, DATABASE()) "
+            "AND TABLE_NAME = :table AND COLUMN_NAME = :column) "
+            "GROUP BY INDEX_NAME, INDEX_TYPE"
         ),
     ),
 }

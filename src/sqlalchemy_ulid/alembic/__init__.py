@@ -43,11 +43,12 @@ The ops live in this package's private modules: ``_add`` (``add_ulid_column``),
 ``_add_uuid7`` (``add_uuid7_column``, on ``_add``'s machinery),
 ``_online``, ``_backfill`` and ``_offline`` (its ``online=True`` phases),
 ``_locks`` (lock timeouts and retries for every DDL statement), ``_drop``,
-``_storage``, ``_function``, ``_primary_key`` (with its plan in ``_pk_plan`` and
-its phases in ``_pk_phases``) and ``_inspect`` (reflection and checks shared by
-them). The SQL that converts between storages is per-dialect data
-and stays in ``sqlalchemy_ulid._convert_sql``, beside the dialect table, so
-that the column layer never imports this package (which imports Alembic).
+``_storage``, ``_function``, ``_primary_key`` (with its plan in ``_pk_plan``,
+its refusals in ``_pk_checks`` and its phases in ``_pk_phases``) and
+``_inspect`` (reflection and checks shared by them). The SQL that converts
+between storages is per-dialect data and stays in
+``sqlalchemy_ulid._convert_sql``, beside the dialect table, so that the column
+layer never imports this package (which imports Alembic).
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ __all__ = [
     "run",
     "safe_name",
     "strict_mode",
+    "unescape_percent",
     "unique_name",
     "unique_on",
 ]
@@ -43,7 +44,16 @@ def quote(dialect: Dialect, name: str, schema: str | None = None) -> str:
     quoted = preparer.quote(name)
     if schema is not None:
         quoted = f"{preparer.quote_schema(schema)}.{quoted}"
-    return quoted.replace("%%", "%") if _formats_percent(dialect) else quoted
+    return unescape_percent(dialect, quoted)
+
+
+def unescape_percent(dialect: Dialect, sql: str) -> str:
+    """Undo the ``%%`` SQLAlchemy's compiler wrote for a format/pyformat driver.
+
+    For SQL text that :func:`run` (or ``lock_safe_ddl``) escapes again as it
+    sends it.
+    """
+    return sql.replace("%%", "%") if _formats_percent(dialect) else sql
 
 
 def _formats_percent(dialect: Dialect) -> bool:
@@ -177,7 +187,9 @@ def unique_name(table_name: str, column_name: str, dialect: Dialect) -> str:
 
 
 def check_identifier(name: str, what: str, dialect: Dialect) -> None:
-    """Refuse a name the database would cut short or reject."""
+    """Refuse a name the database would cut short or reject (or an empty one)."""
+    if not name.strip():
+        raise ValueError(f"{what} must not be empty, got {name!r}")
     limit = _name_limit(dialect)
     if len(name.encode()) > limit:
         raise ValueError(

@@ -23,7 +23,7 @@ from .._dialects import key_conversion_sql
 from .._generator import MonotonicGenerator
 from .._types import ULIDType
 from ._add import _STAGING, AddULIDColumnOp, _drop_staging, _fill, _stage
-from ._inspect import ColumnState, quote
+from ._inspect import ColumnState, column_state, quote, unescape_percent
 from ._locks import lock_safe_ddl
 from ._pk_plan import KeyColumn, Plan, clear_state, mark_done
 
@@ -218,7 +218,7 @@ def swap(
                 "rows without a new key value after the catch-up (were they written while "
                 f"the swap ran?): {'; '.join(missing)}. Stop writes to these tables and rerun"
             )
-    for name, step in _steps(connection, plan, sql.set_not_null):
+    for name, step in _steps(connection, plan, sql.set_not_null, sql.set_comment):
         if f"swap:{name}" in done:
             continue
         statements = step()
@@ -229,7 +229,7 @@ def swap(
 
 
 def _steps(
-    connection: Connection, plan: Plan, set_not_null: str
+    connection: Connection, plan: Plan, set_not_null: str, set_comment: str
 ) -> Iterator[tuple[str, Callable[[], list[str]]]]:
     """The swap's steps: (name, a function returning the DDL still needed)."""
     dialect = connection.dialect
@@ -249,7 +249,9 @@ def _steps(
         return sa.inspect(connection)
 
     def compiled(element: sa.schema.ExecutableDDLElement) -> str:
-        return str(element.compile(dialect=dialect))
+        # The compiler escapes % for the driver already, and lock_safe_ddl
+        # escapes the text once more where it is sent: undo the first.
+        return unescape_percent(dialect, str(element.compile(dialect=dialect)))
 
     def columns(name: str) -> dict[str, dict[str, Any]]:
         return _columns(connection, plan, name)
@@ -277,6 +279,9 @@ def _steps(
             name=fk.name,
             ondelete=fk.ondelete,
             onupdate=fk.onupdate,
+            deferrable=fk.deferrable,
+            initially=fk.initially,
+            match=fk.match,
         )
         table(fk.table, fk.column).append_constraint(constraint)
         return constraint
@@ -350,6 +355,21 @@ def _steps(
             )
         ]
 
+    def comment(column: KeyColumn) -> list[str]:
+        state = column_state(connection, column.table, column.column, plan.schema)
+        if column.comment is None or state is None or state.comment == column.comment:
+            return []
+        literal = sa.String().literal_processor(dialect)  # type: ignore[no-untyped-call]
+        assert literal is not None
+        text = set_comment.format(
+            table=_q(connection, plan, column.table),
+            column=_c(connection, column.column),
+            type=plan.new_type,
+            null="NULL" if column.nullable else "NOT NULL",
+            comment=unescape_percent(dialect, literal(column.comment)),
+        )
+        return [text]
+
     for column in plan.columns[1:]:
         label = f"{column.table}.{column.column}"
         if column.primary_key is not None:
@@ -358,6 +378,8 @@ def _steps(
         yield f"rename {label}", lambda c=column: rename(c.table, c.shadow, c.column)  # type: ignore[misc]
         if not column.nullable:
             yield f"not null {label}", lambda c=column: not_null(c)  # type: ignore[misc]
+        if column.comment is not None:
+            yield f"comment {label}", lambda c=column: comment(c)  # type: ignore[misc]
         if column.primary_key is not None:
             yield f"primary key {column.table}", lambda c=column: add_pk(c.table, c)  # type: ignore[misc]
 

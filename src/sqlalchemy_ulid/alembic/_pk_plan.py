@@ -22,7 +22,8 @@ from sqlalchemy.engine import Connection
 
 from .._dialects import key_conversion_sql
 from .._types import Storage, ULIDType
-from ._inspect import check_identifier, safe_name
+from ._inspect import check_identifier, column_state, safe_name
+from ._pk_checks import ConversionRefused, has_shadow, refuse_unsafe
 
 __all__ = [
     "STATE_TABLE",
@@ -45,16 +46,6 @@ Direction = Literal["ulid", "legacy"]
 STATE_TABLE = "ulid_key_conversions"
 
 
-class ConversionRefused(ValueError):
-    """The key cannot be converted safely; raised before any DDL, nothing changed.
-
-    Example:
-        >>> from sqlalchemy_ulid.alembic import ConversionRefused
-        >>> issubclass(ConversionRefused, ValueError)
-        True
-    """
-
-
 @dataclass(frozen=True)
 class KeyColumn:
     """A column whose values change: the key itself, or one that references it."""
@@ -71,6 +62,8 @@ class KeyColumn:
     parent: tuple[str, str] | None
     #: the column added beside it to receive the new values
     shadow: str
+    #: the column's comment, given again to the column that replaces it
+    comment: str | None = None
 
 
 @dataclass(frozen=True)
@@ -84,6 +77,9 @@ class ForeignKeyDef:
     referred_column: str
     ondelete: str | None
     onupdate: str | None
+    deferrable: bool | None = None
+    initially: str | None = None
+    match: str | None = None
 
 
 @dataclass(frozen=True)
@@ -216,8 +212,7 @@ def build_plan(
         storage=storage,
     )
     _follow_references(connection, inspector, plan, suffix)
-    _refuse_other_schemas(connection, plan)
-    _refuse_dependants(connection, plan)
+    refuse_unsafe(connection, inspector, plan)
     for name in plan.tables:
         count = connection.scalar(
             sa.select(sa.func.count()).select_from(sa.table(name, schema=schema))
@@ -277,6 +272,9 @@ def _follow_references(connection: Connection, inspector: Any, plan: Plan, suffi
                         parent[1],
                         options.get("ondelete"),
                         options.get("onupdate"),
+                        options.get("deferrable"),
+                        options.get("initially"),
+                        options.get("match"),
                     )
                 )
                 if (table, column) in seen:
@@ -311,6 +309,7 @@ def _referencing(
     info = next(c for c in inspector.get_columns(table, schema=plan.schema) if c["name"] == column)
     pk = inspector.get_pk_constraint(table, schema=plan.schema)
     keys = list(pk["constrained_columns"])
+    state = column_state(connection, table, column, plan.schema)
     if column in keys and len(keys) > 1:
         raise ConversionRefused(
             f"{table}.{column} references {parent[0]} and is part of the composite primary "
@@ -324,40 +323,8 @@ def _referencing(
         (pk.get("name") or "") if keys == [column] else None,
         parent,
         shadow,
+        state.comment if state is not None else None,
     )
-
-
-def _refuse_other_schemas(connection: Connection, plan: Plan) -> None:
-    """Refuse a foreign key in another schema that references one of the tables."""
-    sql = key_conversion_sql(connection.dialect)
-    assert sql is not None
-    statement = sa.text(sql.foreign_keys_elsewhere).bindparams(
-        sa.bindparam("tables", expanding=True)
-    )
-    rows = connection.execute(statement, {"schema": plan.schema, "tables": plan.tables}).all()
-    if rows:
-        named = ", ".join(sorted(f"{name} on {schema}.{table}" for name, schema, table, _ in rows))
-        raise ConversionRefused(
-            "foreign keys in other schemas reference the tables, and this op only alters "
-            f"tables in the key's own schema: {named}. Drop them first and recreate them "
-            "after the conversion"
-        )
-
-
-def _refuse_dependants(connection: Connection, plan: Plan) -> None:
-    """Refuse triggers and views on the changed tables: their SQL names the columns."""
-    sql = key_conversion_sql(connection.dialect)
-    assert sql is not None
-    tables = plan.tables
-    for what, query in (("triggers", sql.triggers), ("views", sql.views)):
-        statement = sa.text(query).bindparams(sa.bindparam("tables", expanding=True))
-        rows = connection.execute(statement, {"schema": plan.schema, "tables": tables}).all()
-        if rows:
-            named = ", ".join(sorted(f"{name} (on {table})" for name, table in rows))
-            raise ConversionRefused(
-                f"{what} depend on the tables whose key columns would change: {named}. "
-                "Drop them before the conversion and recreate them after it"
-            )
 
 
 # -- the dry run ------------------------------------------------------------------
@@ -411,7 +378,7 @@ def describe(plan: Plan, done: list[str]) -> str:
 
 def phases(plan: Plan) -> list[tuple[str, str]]:
     """The phases in order: (the name recorded when it is done, what it does)."""
-    shadows = ", ".join(f"{c.table}.{c.shadow}" for c in plan.columns if _has_shadow(plan, c))
+    shadows = ", ".join(f"{c.table}.{c.shadow}" for c in plan.columns if has_shadow(plan, c))
     result = [("prepare", f"record the plan in {STATE_TABLE}; add {shadows} (nullable)")]
     if plan.direction == "ulid":
         result.append(
@@ -431,11 +398,6 @@ def phases(plan: Plan) -> list[tuple[str, str]]:
         )
     )
     return result
-
-
-def _has_shadow(plan: Plan, column: KeyColumn) -> bool:
-    # Restoring, the key's new values are already in the legacy column.
-    return column.parent is not None or plan.direction == "ulid"
 
 
 # -- the stored plan ----------------------------------------------------------------

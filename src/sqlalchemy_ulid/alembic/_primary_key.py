@@ -60,6 +60,8 @@ class _KeyOp(MigrateOperation):
             raise ValueError(f"fold must be None, 0 or 1, got {fold!r}")
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        if not isinstance(legacy_id, str) or not legacy_id.strip():
+            raise ValueError(f"legacy_id must name a column, got {legacy_id!r}")
         if timezone is not None and not isinstance(timezone, tzinfo):
             raise TypeError(f"timezone must be a datetime.tzinfo, not {type(timezone).__name__}")
         self.table_name = table_name

@@ -1,0 +1,164 @@
+"""What a primary-key conversion refuses, checked while its plan is built.
+
+Each check reads the catalog (or reflection) and raises
+:class:`ConversionRefused` before any DDL: names the op would add that are
+taken, foreign keys reflection missed or that live in another schema,
+indexes the op would not recreate as they are, triggers and views.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from .._dialects import key_conversion_sql
+
+if TYPE_CHECKING:
+    from ._pk_plan import KeyColumn, Plan
+
+__all__ = ["ConversionRefused", "has_shadow", "refuse_unsafe"]
+
+
+class ConversionRefused(ValueError):
+    """The key cannot be converted safely; raised before any DDL, nothing changed.
+
+    Example:
+        >>> from sqlalchemy_ulid.alembic import ConversionRefused
+        >>> issubclass(ConversionRefused, ValueError)
+        True
+    """
+
+
+def refuse_unsafe(connection: Connection, inspector: Any, plan: Plan) -> None:
+    """Run every check on a new plan (its columns and foreign keys found)."""
+    _refuse_unreflected_foreign_keys(connection, plan)
+    _refuse_taken_names(inspector, plan)
+    _refuse_index_options(connection, plan)
+    _refuse_other_schemas(connection, plan)
+    _refuse_dependants(connection, plan)
+
+
+def has_shadow(plan: Plan, column: KeyColumn) -> bool:
+    """Whether the op adds a shadow column beside ``column``."""
+    # Restoring, the key's new values are already in the legacy column.
+    return column.parent is not None or plan.direction == "ulid"
+
+
+def _refuse_unreflected_foreign_keys(connection: Connection, plan: Plan) -> None:
+    """Refuse a foreign key to a changing column that reflection did not return.
+
+    SQLAlchemy's MariaDB reflection parses ``SHOW CREATE TABLE`` and skips,
+    with only a warning, a foreign key it cannot read (a table name with a
+    backtick): its column would keep the old values.
+    """
+    sql = key_conversion_sql(connection.dialect)
+    assert sql is not None
+    statement = sa.text(sql.foreign_keys_to).bindparams(sa.bindparam("tables", expanding=True))
+    rows = connection.execute(statement, {"schema": plan.schema, "tables": plan.tables}).all()
+    changing = {(c.table, c.column) for c in plan.columns}
+    found = {
+        (table, name) for name, table, referred, column in rows if (referred, column) in changing
+    }
+    reflected = {(fk.table, fk.name) for fk in plan.foreign_keys}
+    missed = sorted(found - reflected)
+    if missed:
+        named = ", ".join(f"{name} on {table}" for table, name in missed)
+        raise ConversionRefused(
+            f"the database has foreign keys to the changing columns that reflection could "
+            f"not read (a name with a character it cannot parse, such as a backtick): "
+            f"{named}. Rename the table or drop those foreign keys first"
+        )
+
+
+def _refuse_taken_names(inspector: Any, plan: Plan) -> None:
+    """Refuse a column that already has a name the op would add.
+
+    Called only for a new plan: a shadow column of a stored plan is the
+    op's own, and a rerun continues it.
+    """
+    for column in plan.columns:
+        if not has_shadow(plan, column):
+            continue
+        names = {c["name"] for c in inspector.get_columns(column.table, schema=plan.schema)}
+        if column.shadow in names:
+            raise ConversionRefused(
+                f"{column.table} already has a column {column.shadow!r}, the name this op "
+                f"gives the new values of {column.table}.{column.column} before the swap: "
+                "rename that column first"
+            )
+        if column.parent is None and plan.legacy_id == column.shadow:
+            raise ConversionRefused(
+                f"legacy_id={plan.legacy_id!r} is the name this op gives the new values of "
+                f"{column.table}.{column.column} before the swap: choose another name"
+            )
+
+
+def _refuse_index_options(connection: Connection, plan: Plan) -> None:
+    """Refuse an index on a referencing column that would come back different.
+
+    The op drops such an index with the column and recreates it from its
+    name, columns and uniqueness: a WHERE, another access method, DESC,
+    INCLUDE columns or expressions would be lost.
+    """
+    sql = key_conversion_sql(connection.dialect)
+    assert sql is not None
+    if sql.index_options is None:
+        return
+    for column in plan.columns[1:]:
+        rows = connection.execute(
+            sa.text(sql.index_options),
+            {"schema": plan.schema, "table": column.table, "column": column.column},
+        ).all()
+        for name, method, predicate, expressions, include, ordering in sorted(rows):
+            found = [
+                what
+                for what, present in (
+                    (f"USING {method}", method != "btree"),
+                    ("a WHERE clause", predicate),
+                    ("expressions", expressions),
+                    ("INCLUDE columns", include),
+                    ("DESC or NULLS FIRST", ordering),
+                )
+                if present
+            ]
+            if found:
+                raise ConversionRefused(
+                    f"the index {name} on {column.table} uses {column.table}.{column.column} "
+                    f"with {', '.join(found)}, which this op does not recreate: drop the "
+                    "index before the conversion and create it again after it"
+                )
+
+
+def _refuse_other_schemas(connection: Connection, plan: Plan) -> None:
+    """Refuse a foreign key in another schema that references one of the tables."""
+    sql = key_conversion_sql(connection.dialect)
+    assert sql is not None
+    statement = sa.text(sql.foreign_keys_elsewhere).bindparams(
+        sa.bindparam("tables", expanding=True)
+    )
+    rows = connection.execute(statement, {"schema": plan.schema, "tables": plan.tables}).all()
+    if rows:
+        named = ", ".join(sorted(f"{name} on {schema}.{table}" for name, schema, table, _ in rows))
+        raise ConversionRefused(
+            "foreign keys in other schemas reference the tables, and this op only alters "
+            f"tables in the key's own schema: {named}. Drop them first and recreate them "
+            "after the conversion"
+        )
+
+
+def _refuse_dependants(connection: Connection, plan: Plan) -> None:
+    """Refuse triggers and views on the changed tables: their SQL names the columns."""
+    sql = key_conversion_sql(connection.dialect)
+    assert sql is not None
+    tables = plan.tables
+    for what, query in (("triggers", sql.triggers), ("views", sql.views)):
+        statement = sa.text(query).bindparams(sa.bindparam("tables", expanding=True))
+        rows = connection.execute(statement, {"schema": plan.schema, "tables": tables}).all()
+        if rows:
+            named = ", ".join(sorted(f"{name} (on {table})" for name, table in rows))
+            raise ConversionRefused(
+                f"{what} depend on the tables whose key columns would change: {named}. "
+                "Drop them before the conversion and recreate them after it"
+            )

@@ -186,10 +186,12 @@ def test_a_skewed_clock_and_remove(tables: Engine) -> None:
 
 
 def test_bad_arguments_raise_before_anything_is_installed(engine: Engine) -> None:
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="max_age"):
         guard_ulid_age(engine, 0.5)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="negative"):
+    with pytest.raises(ValueError, match="max_age must be positive"):
         guard_ulid_age(engine, timedelta(seconds=-1))
+    with pytest.raises(ValueError, match="max_age must be positive"):
+        guard_ulid_age(engine, timedelta(0))  # would refuse every INSERT
     with pytest.raises(TypeError):
         guard_ulid_age("sqlite://")
     with pytest.raises(TypeError):

@@ -28,7 +28,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from ._settle import DEFAULT_MARGIN, SettleError, check_settle, margin_for
+from ._settle import DEFAULT_MARGIN, SettleError, margin_for
 from ._types import ULIDType, to_bytes
 from ._ulid import ULID
 
@@ -225,7 +225,11 @@ def guard_ulid_age(
         5
         >>> remove()
     """
-    check_settle("auto", max_age)
+    if isinstance(max_age, bool) or not isinstance(max_age, timedelta):
+        raise TypeError(f"max_age must be a timedelta, not {type(max_age).__name__}")
+    if max_age <= timedelta(0):
+        # Every id is older than zero by the time its INSERT is sent.
+        raise ValueError(f"max_age must be positive, got {max_age!r}")
     if clock is not None and not callable(clock):
         raise TypeError(f"clock must be a callable returning Unix seconds, not {clock!r}")
     target = getattr(bind, "sync_engine", None) or getattr(bind, "sync_connection", None) or bind

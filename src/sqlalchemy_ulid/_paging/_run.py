@@ -308,10 +308,11 @@ def _steps(plan: _Plan) -> Generator[_Step, Any, Page[Any]]:
         statement = plan.horizon.restrict(statement)
     rows = yield statement, _rows
     # Compared as read (no text per row): a repeat is the same value twice.
-    for earlier, later in itertools.pairwise(rows):
-        if plan.value_of(earlier) == plan.value_of(later):
+    values = [plan.value_of(row) for row in rows]
+    for index, (earlier, later) in enumerate(itertools.pairwise(values)):
+        if earlier == later:
             raise PaginationError(
-                f"the paging column {plan.column} repeats {plan.id_of(earlier)} in the result "
+                f"the paging column {plan.column} repeats {plan.id_of(rows[index])} in the result "
                 "(a join?), so a page boundary would skip rows; page on a column unique in "
                 "the result"
             )

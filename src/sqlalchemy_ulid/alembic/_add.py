@@ -259,6 +259,9 @@ class AddULIDColumnOp(MigrateOperation):
 
     #: the op's name, in messages
     op_name = "add_ulid_column"
+    #: online=True can write its phases as an offline (--sql) script: the
+    #: script computes ULIDs in SQL (there is no UUIDv7 version of it)
+    offline_script = True
 
     @staticmethod
     def _check_storage(storage: Any, server_default: bool) -> None:

@@ -31,6 +31,7 @@ class AddUUID7ColumnOp(AddULIDColumnOp):
     """Add a UUIDv7 column to a populated table, dated from a timestamp column."""
 
     op_name = "add_uuid7_column"
+    offline_script = False
 
     @staticmethod
     def _check_storage(storage: Any, server_default: bool) -> None:

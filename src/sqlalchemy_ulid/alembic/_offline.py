@@ -62,8 +62,7 @@ def add_offline(operations: Operations, op: AddULIDColumnOp) -> None:
     """Write the online op's phases into the ``--sql`` script."""
     context = operations.get_context()
     dialect = context.dialect
-    if op.op_name != "add_ulid_column":
-        # The script computes ULIDs in SQL; no UUIDv7 version of it is written.
+    if not op.offline_script:
         raise CommandError(
             f"{op.op_name}(online=True) has no offline (--sql) script; run this "
             "migration online (alembic upgrade without --sql)"

@@ -549,3 +549,18 @@ def test_mariadb_offline_not_null_step_stops_at_a_row_written_without_an_id(
         assert _columns(maria, "offline_late")["public_id"] == ("BINARY(16)", False)
     finally:
         _drop(maria, "offline_late")
+
+
+def test_mariadb_offline_script_is_written_outside_the_migration_transaction() -> None:
+    # An env.py with transactional_ddl=True: the block must not sit in its BEGIN.
+    buffer = io.StringIO()
+    context = MigrationContext.configure(
+        dialect_name="mysql",
+        opts={"as_sql": True, "output_buffer": buffer, "transactional_ddl": True},
+    )
+    with context.begin_transaction():
+        Operations(context).add_ulid_column("orders", "public_id", "created_at", online=True)
+    script = buffer.getvalue()
+    ours = script.index("-- add_ulid_column(")
+    assert script.rindex("COMMIT;", 0, ours) > script.rindex("BEGIN;", 0, ours)
+    assert "BEGIN;" in script[script.rindex("DELIMITER ;") :]  # the migration's again, after

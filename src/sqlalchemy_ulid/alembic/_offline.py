@@ -95,7 +95,10 @@ def add_offline(operations: Operations, op: AddULIDColumnOp) -> None:
     timeout = DEFAULT_LOCK_TIMEOUT if op.lock_timeout is None else op.lock_timeout
     out = context.impl.static_output
     if dialect.name != "postgresql":
-        add_offline_mariadb(context, op, timeout, out)
+        # Outside the migration's transaction, if env.py made one (the
+        # statements commit on their own, as MariaDB's DDL does anyway).
+        with context.autocommit_block():
+            add_offline_mariadb(context, op, timeout, out)
         return
     table = quote(dialect, op.table_name, op.schema)
     column = quote(dialect, op.column_name)

@@ -39,6 +39,7 @@ __all__ = [
     "dialect_row",
     "dialects_with",
     "key_conversion_sql",
+    "mysql_ulid_sql",
 ]
 
 #: The name of the server-side function on every database.
@@ -326,13 +327,24 @@ def _x_literal(data: bytes) -> str:
 # so one session's ULIDs are ordered (see _generator_sql).
 _PG_CREATE = PG_ULID_CREATE
 
+
+def mysql_ulid_sql(millis: str, tail: str = "RANDOM_BYTES(10)") -> str:
+    """MariaDB/MySQL SQL of a 16-byte ULID: the 6 bytes of ``millis``, then ``tail``.
+
+    ``tail`` is SQL of the last 10 bytes (random, or a tie count then random).
+
+    Example:
+        >>> mysql_ulid_sql("t.ms")
+        "CONCAT(UNHEX(LPAD(HEX(t.ms), 12, '0')), RANDOM_BYTES(10))"
+    """
+    return f"CONCAT(UNHEX(LPAD(HEX({millis}), 12, '0')), {tail})"
+
+
 # MySQL 8.0.13+ and MariaDB 10.10+ (RANDOM_BYTES) accept this expression as a
 # column DEFAULT. Stored functions are not allowed there (MariaDB error 1901),
 # so the DEFAULT inlines it and needs no installed function. SYSDATE, not NOW:
 # NOW is fixed at statement start, SYSDATE is read per row.
-_MYSQL_EXPR = (
-    "CONCAT(UNHEX(LPAD(HEX(FLOOR(UNIX_TIMESTAMP(SYSDATE(3)) * 1000)), 12, '0')), RANDOM_BYTES(10))"
-)
+_MYSQL_EXPR = mysql_ulid_sql("FLOOR(UNIX_TIMESTAMP(SYSDATE(3)) * 1000)")
 _MYSQL_CREATE = (
     f"CREATE FUNCTION IF NOT EXISTS {FUNCTION_NAME}() RETURNS BINARY(16) "
     f"NOT DETERMINISTIC NO SQL RETURN {_MYSQL_EXPR}"

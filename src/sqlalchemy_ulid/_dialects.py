@@ -27,6 +27,7 @@ from sqlalchemy.types import TypeEngine
 
 from ._codec import ALPHABET
 from ._convert_sql import MYSQL_CONVERT, POSTGRESQL_CONVERT, SQLITE_CONVERT, ConvertSQL
+from ._convert_uuid_sql import MYSQL_UUID_CONVERT, POSTGRESQL_UUID_CONVERT, SQLITE_UUID_CONVERT
 from ._generator_sql import MYSQL_UUID7, PG_ULID_CREATE, POSTGRESQL_UUID7, SQLITE_UUID7, UUID7SQL
 
 __all__ = [
@@ -161,6 +162,8 @@ class DialectRow:
     server: ServerSQL | None = None
     #: text <-> binary conversion SQL (None: not implemented here)
     convert: ConvertSQL | None = None
+    #: UUIDv7 text/hex/uuid/binary conversion SQL (None: not implemented here)
+    convert_uuid7: ConvertSQL | None = None
     #: ``CREATE TABLE ... PARTITION OF ... FOR VALUES FROM ... TO ...`` exists
     range_partitions: bool = False
     #: the creation time of a stored key in SQL (None: not implemented here)
@@ -600,6 +603,7 @@ _POSTGRESQL = DialectRow(
         default={"uuid": f"{FUNCTION_NAME}()", "binary": f"uuid_send({FUNCTION_NAME}())"},
     ),
     convert=POSTGRESQL_CONVERT,
+    convert_uuid7=POSTGRESQL_UUID_CONVERT,
     range_partitions=True,
     time=_PG_TIME,
     paging=PagingSQL(
@@ -638,6 +642,7 @@ _MYSQL = DialectRow(
         default={"binary": _MYSQL_EXPR},
     ),
     convert=MYSQL_CONVERT,
+    convert_uuid7=MYSQL_UUID_CONVERT,
     time=_MYSQL_TIME,
     write_while_streaming=False,
     drop_temporary="DROP TEMPORARY TABLE IF EXISTS {}",
@@ -667,6 +672,7 @@ _ROWS: dict[str, DialectRow] = {
         _POSTGRESQL,
         server=None,
         convert=None,
+        convert_uuid7=None,
         time=None,
         uuid_as_bytes=None,
         uuid7=None,
@@ -685,6 +691,7 @@ _ROWS: dict[str, DialectRow] = {
         # defines gen_ulid() on each connection instead.
         server=ServerSQL(create=(), drop=(), default={"binary": f"{FUNCTION_NAME}()"}),
         convert=SQLITE_CONVERT,
+        convert_uuid7=SQLITE_UUID_CONVERT,
         time=_SQLITE_TIME,
         unique_by_index=True,
         paging=PagingSQL(nulls_largest=False, row_values=True),

@@ -1,0 +1,153 @@
+"""UUIDv7 features driven the way users get them wrong, through the public API, on
+SQLite, PostgreSQL 15 and MariaDB 10.11."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+
+from conftest import recording
+from sqlalchemy_ulid import (
+    ULID,
+    InvalidULID,
+    MonotonicGenerator,
+    UUIDv7Base,
+    UUIDv7Generator,
+    UUIDv7PrimaryKey,
+    new_uuid7,
+)
+
+# -- an injected clock that does not return int milliseconds ----------------------------
+
+
+@pytest.mark.parametrize("make", [UUIDv7Generator, MonotonicGenerator])
+@pytest.mark.parametrize(
+    "reading",
+    [
+        1_700_000_000_000.5,  # time.time() * 1000: a float
+        1_700_000_000_000.0,  # a float with no fraction is still not int milliseconds
+        True,  # a bool is an int to Python, and would date every id at 1 ms
+        False,
+    ],
+)
+def test_a_clock_reading_that_is_not_int_milliseconds_is_a_clear_type_error(
+    make: Callable[..., Callable[[], object]], reading: object
+) -> None:
+    gen = make(clock=lambda: reading)
+    with pytest.raises(TypeError, match="must return int milliseconds"):
+        gen()
+
+
+# -- a UUIDv7 key assigned as text (an id from a URL) --------------------------------------
+
+
+class OwnBase(DeclarativeBase):
+    pass
+
+
+class Card(UUIDv7Base):
+    __tablename__ = "u7_adv_cards"
+
+    n: Mapped[int]
+
+
+class Token(OwnBase, UUIDv7PrimaryKey):  # the mixin last
+    __tablename__ = "u7_adv_tokens"
+
+    kind: Mapped[str] = mapped_column(sa.String(10))
+    n: Mapped[int]
+    __mapper_args__ = {"polymorphic_on": "kind", "polymorphic_identity": "token"}  # noqa: RUF012
+
+
+class RefreshToken(Token):  # single-table inheritance: a mapper of its own
+    __mapper_args__ = {"polymorphic_identity": "refresh"}  # noqa: RUF012
+
+
+TABLES = [Card.__table__, Token.__table__]
+
+
+@pytest.fixture
+def tables(engine: Engine) -> Iterator[None]:
+    for table in TABLES:
+        table.drop(engine, checkfirst=True)  # type: ignore[attr-defined]
+        table.create(engine)  # type: ignore[attr-defined]
+    yield
+    for table in TABLES:
+        table.drop(engine)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("model", [Card, Token, RefreshToken])
+@pytest.mark.parametrize("spell", [str, lambda u: str(u).upper()], ids=["lower", "upper"])
+def test_a_text_id_becomes_a_uuid_and_one_object_per_row(
+    engine: Engine, tables: None, model: Any, spell: Callable[[uuid.UUID], str]
+) -> None:
+    made = new_uuid7()
+    with Session(engine) as session:
+        obj = model(id=spell(made), n=1)
+        assert type(obj.id) is uuid.UUID
+        assert obj.id == made
+        session.add(obj)
+        session.commit()
+        # The identity map files it under the UUID: the same object comes back.
+        assert session.get(model, made) is obj
+        assert session.scalars(sa.select(model)).one() is obj
+    with Session(engine) as session:
+        assert session.scalars(sa.select(model.id)).one() == made
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "not-a-uuid",  # not hex at all
+        "{%s}",  # braces: uuid.UUID() accepts them, a URL id should not
+        "urn:uuid:%s",  # a URN
+        "%s\n",  # a trailing newline
+        " %s",  # a leading space
+        "HEX",  # 32 hex digits without dashes
+    ],
+)
+def test_a_malformed_text_id_is_refused_at_assignment(
+    engine: Engine, tables: None, text: str
+) -> None:
+    made = new_uuid7()
+    value = made.hex if text == "HEX" else text.replace("%s", str(made))
+    with recording(engine) as sent, Session(engine) as session:
+        with pytest.raises(InvalidULID):
+            Card(id=value, n=1)
+        card = Card(n=2)
+        with pytest.raises(ValueError, match="36 characters"):
+            card.id = value
+        session.rollback()
+    assert sent == []
+    with engine.connect() as conn:
+        assert conn.scalar(sa.select(sa.func.count()).select_from(Card.__table__)) == 0
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        12345,  # an int
+        b"\x01" * 16,  # raw bytes
+        ULID.from_int(1),  # a ULID is not a UUIDv7 key
+    ],
+    ids=["int", "bytes", "ulid"],
+)
+def test_a_non_uuid_id_is_a_type_error(value: object) -> None:
+    with pytest.raises(TypeError, match=r"uuid\.UUID or its 36-character text"):
+        Card(id=value, n=1)
+
+
+def test_none_and_uuid_objects_are_kept(engine: Engine, tables: None) -> None:
+    own = uuid.uuid4()  # the application's choice: kept as given
+    with Session(engine) as session:
+        session.add_all([Card(id=None, n=1), Card(id=own, n=2)])
+        session.commit()
+        ids = {n: id_ for n, id_ in session.execute(sa.select(Card.n, Card.id))}
+    assert ids[1].version == 7
+    assert ids[2] == own

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import timedelta, timezone
 from typing import Any
 
 import pytest
@@ -17,6 +18,8 @@ from sqlalchemy_ulid import (
     ULID,
     InvalidULID,
     MonotonicGenerator,
+    ULIDAuditBase,
+    UUIDv7AuditBase,
     UUIDv7Base,
     UUIDv7Generator,
     UUIDv7PrimaryKey,
@@ -151,3 +154,41 @@ def test_none_and_uuid_objects_are_kept(engine: Engine, tables: None) -> None:
         ids = {n: id_ for n, id_ in session.execute(sa.select(Card.n, Card.id))}
     assert ids[1].version == 7
     assert ids[2] == own
+
+
+# -- created_at of an object not flushed yet ------------------------------------------------
+
+
+class Memo(UUIDv7AuditBase):
+    __tablename__ = "u7_adv_memos"
+
+    text: Mapped[str] = mapped_column(sa.String(20))
+
+
+class Page(ULIDAuditBase):
+    __tablename__ = "u7_adv_pages"
+
+    text: Mapped[str] = mapped_column(sa.String(20))
+
+
+@pytest.mark.parametrize("model", [Memo, Page])
+def test_created_at_is_none_until_the_id_is_made_then_the_ids_time(
+    engine: Engine, model: Any
+) -> None:
+    table = model.__table__
+    table.drop(engine, checkfirst=True)
+    table.create(engine)
+    try:
+        obj = model(text="draft")
+        assert obj.created_at is None  # as a column default is, before the flush
+        with Session(engine) as session:
+            session.add(obj)
+            assert obj.created_at is None
+            session.flush()
+            made = obj.created_at
+            assert made is not None
+            assert made.tzinfo is timezone.utc or made.utcoffset() == timedelta(0)
+            assert made == session.scalar(sa.select(model.created_at))
+            session.commit()
+    finally:
+        table.drop(engine)

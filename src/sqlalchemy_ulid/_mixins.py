@@ -126,15 +126,18 @@ class _Audit:
     )
 
     @hybrid_property
-    def created_at(self) -> datetime:
+    def created_at(self) -> datetime | None:
         """When the row was created: the id's timestamp, aware UTC.
 
-        On an instance it is the id's leading 48-bit millisecond; on the
-        class it is :func:`ulid_timestamp` of the id, so
+        On an instance it is the id's leading 48-bit millisecond (``None``
+        while the id is: before the flush that makes it, as a column default
+        is); on the class it is :func:`ulid_timestamp` of the id, so
         ``select(Memo.created_at)``, ``group_by`` and ``order_by`` work in
         SQL with no stored column.
         """
         key = self.id
+        if key is None:
+            return None
         if isinstance(key, ULID):
             return key.datetime
         return datetime_from_ms(key.int >> 80)

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
-from conftest import recording
+from conftest import Backend, recording
 from sqlalchemy_ulid import (
     ULID,
     InvalidULID,
@@ -23,6 +23,8 @@ from sqlalchemy_ulid import (
     UUIDv7Base,
     UUIDv7Generator,
     UUIDv7PrimaryKey,
+    install_ulid_function,
+    install_uuid7_function,
     new_uuid7,
 )
 
@@ -192,3 +194,60 @@ def test_created_at_is_none_until_the_id_is_made_then_the_ids_time(
             session.commit()
     finally:
         table.drop(engine)
+
+
+# -- PostgreSQL's session counter and rolled-back work ----------------------------------------
+
+
+def _probe_function(function: str) -> str:
+    # a: kept; then a subtransaction runs the counter on and is rolled back
+    # (as a savepoint is); b: made after it. One call: one millisecond, nearly always.
+    return f"""
+CREATE OR REPLACE FUNCTION pg_temp.adv_probe() RETURNS uuid[] LANGUAGE plpgsql AS $$
+DECLARE
+    a uuid;
+    b uuid;
+BEGIN
+    a := {function}();
+    BEGIN
+        PERFORM {function}() FROM generate_series(1, 5);
+        RAISE EXCEPTION 'roll back';
+    EXCEPTION WHEN raise_exception THEN NULL;
+    END;
+    b := {function}();
+    RETURN ARRAY[a, b];
+END
+$$"""
+
+
+@pytest.mark.parametrize("function", ["gen_uuid7", "gen_ulid"])
+def test_postgresql_ids_after_a_rollback_reuse_its_counts_and_sort_after_kept_ones(
+    backends: dict[str, Backend], function: str
+) -> None:
+    pg = backends["postgresql"]
+    if pg.engine is None:
+        pytest.fail(f"required backend missing: {pg.reason}", pytrace=False)
+    with pg.engine.connect() as conn:
+        conn.execute(sa.text("SET LOCAL statement_timeout = '20s'"))
+        (install_uuid7_function if function == "gen_uuid7" else install_ulid_function)(conn)
+        conn.exec_driver_sql(_probe_function(function))
+        pairs = [conn.scalar(sa.text("SELECT pg_temp.adv_probe()")) for _ in range(200)]
+        # A whole transaction rolled back, then an id of the next one.
+        kept = conn.scalar(sa.text(f"SELECT {function}()"))
+        conn.commit()
+        conn.scalars(sa.text(f"SELECT {function}() FROM generate_series(1, 50)")).all()
+        conn.rollback()
+        after = conn.scalar(sa.text(f"SELECT {function}()"))
+        conn.rollback()
+    # The counter sits right after the millisecond: 12 bits (UUIDv7), 16 (ULID).
+    shift, mask = (64, 0xFFF) if function == "gen_uuid7" else (64, 0xFFFF)
+    same_ms = 0
+    for a, b in pairs:
+        assert a < b  # the kept id still sorts first
+        if a.int >> 80 == b.int >> 80:
+            same_ms += 1
+            # ... with the count the rolled-back ids had used, and new random bits.
+            assert (b.int >> shift) & mask == ((a.int >> shift) & mask) + 1
+            assert b.int & 0xFFFFFFFF != a.int & 0xFFFFFFFF
+    assert same_ms > 0
+    assert kept < after

@@ -194,7 +194,10 @@ class UUIDv7PrimaryKey:
     :class:`ULIDPrimaryKey`: many objects flush in a few batched
     ``INSERT .. RETURNING`` statements. Unlike advanced-alchemy's mixin of
     the same name it never falls back to UUIDv4, needs no uuid-utils, and
-    adds no ``_sentinel`` column.
+    adds no ``_sentinel`` column. An ``id`` assigned as text is parsed
+    strictly into a :class:`uuid.UUID` (as a page cursor is; malformed text
+    raises :class:`~sqlalchemy_ulid.InvalidULID`), so the session keeps one
+    object per row.
 
     Example:
         >>> import sqlalchemy as sa

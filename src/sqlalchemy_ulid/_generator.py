@@ -122,6 +122,12 @@ class _Monotonic:
         # millisecond run, not per call: getpid() is a system call.
         if self._pid != os.getpid():
             self._after_unhooked_fork()
+        if not isinstance(now, int) or isinstance(now, bool):
+            # A float would fail deep in the bit layout, a bool would pass as 0 or 1.
+            raise TypeError(
+                f"the clock returned {type(now).__name__} {now!r}: it must return int "
+                "milliseconds, e.g. time.time_ns() // 1_000_000"
+            )
         # ``now`` may be older than another thread's start of a millisecond;
         # then it is below _next_tick and we count on, which keeps order.
         with self._lock:
@@ -241,7 +247,8 @@ class MonotonicGenerator(_Monotonic):
       the parent before it forks.
     * **Checked input.** A clock reading before 1970 raises
       :class:`ValueError` (when a millisecond starts), and so does a
-      ``random_bytes(10)`` that does not return exactly 10 bytes.
+      ``random_bytes(10)`` that does not return exactly 10 bytes; a reading
+      that is not an ``int`` (a float, a bool) raises :class:`TypeError`.
 
     Two traps remain, by design: with a clock that never advances (a frozen
     test clock), overflowing a millisecond's random part waits forever for

@@ -16,11 +16,13 @@ from datetime import datetime, timezone
 from typing import Any, ClassVar
 
 import sqlalchemy as sa
+from sqlalchemy import event
 from sqlalchemy.ext.hybrid import hybrid_property
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.sql.elements import ColumnElement
 
 from ._generator import new_ulid
+from ._keys import Keys
 from ._sqltime import ulid_timestamp
 from ._time import datetime_from_ms
 from ._types import ULIDType
@@ -124,15 +126,18 @@ class _Audit:
     )
 
     @hybrid_property
-    def created_at(self) -> datetime:
+    def created_at(self) -> datetime | None:
         """When the row was created: the id's timestamp, aware UTC.
 
-        On an instance it is the id's leading 48-bit millisecond; on the
-        class it is :func:`ulid_timestamp` of the id, so
+        On an instance it is the id's leading 48-bit millisecond (``None``
+        while the id is: before the flush that makes it, as a column default
+        is); on the class it is :func:`ulid_timestamp` of the id, so
         ``select(Memo.created_at)``, ``group_by`` and ``order_by`` work in
         SQL with no stored column.
         """
         key = self.id
+        if key is None:
+            return None
         if isinstance(key, ULID):
             return key.datetime
         return datetime_from_ms(key.int >> 80)
@@ -189,7 +194,10 @@ class UUIDv7PrimaryKey:
     :class:`ULIDPrimaryKey`: many objects flush in a few batched
     ``INSERT .. RETURNING`` statements. Unlike advanced-alchemy's mixin of
     the same name it never falls back to UUIDv4, needs no uuid-utils, and
-    adds no ``_sentinel`` column.
+    adds no ``_sentinel`` column. An ``id`` assigned as text is parsed
+    strictly into a :class:`uuid.UUID` (as a page cursor is; malformed text
+    raises :class:`~sqlalchemy_ulid.InvalidULID`), so the session keeps one
+    object per row.
 
     Example:
         >>> import sqlalchemy as sa
@@ -207,6 +215,37 @@ class UUIDv7PrimaryKey:
     id: Mapped[uuid.UUID] = mapped_column(
         sa.Uuid(), primary_key=True, default=new_uuid7, sort_order=-100, **_SENTINEL
     )
+
+
+_UUID_KEYS = Keys("uuid")
+
+
+def _to_uuid(target: object, value: Any, oldvalue: object, initiator: object) -> Any:
+    # The session files an object under the Python value of its key: a str
+    # left as it is would make a second object for the same row (PostgreSQL
+    # binds the text) or fail at flush (SQLite). Parsed as a cursor is.
+    if value is None or type(value) is uuid.UUID:
+        return value
+    if isinstance(value, (str, uuid.UUID)):
+        return _UUID_KEYS.parse(value)
+    raise TypeError(
+        f"{type(target).__name__}.id is a uuid.UUID or its 36-character text, "
+        f"not {type(value).__name__}"
+    )
+
+
+@event.listens_for(UUIDv7PrimaryKey, "mapper_configured", propagate=True)
+def _on_uuid7_mapper_configured(mapper: Any, class_: type) -> None:
+    prop = mapper.column_attrs.get("id")
+    # A model that redeclares id with another type keeps its own values.
+    if prop is None or not isinstance(prop.columns[0].type, sa.Uuid):
+        return
+    if not prop.columns[0].type.as_uuid:
+        return
+    # Each mapper of an inheritance tree is configured on its own.
+    attribute = class_.id  # type: ignore[attr-defined]
+    if not event.contains(attribute, "set", _to_uuid):
+        event.listen(attribute, "set", _to_uuid, retval=True)
 
 
 class UUIDv7Base(UUIDv7PrimaryKey, DeclarativeBase):

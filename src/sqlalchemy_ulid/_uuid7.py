@@ -112,7 +112,8 @@ class UUIDv7Generator(_Monotonic):
       catches them (see there).
     * **Checked input.** A clock reading before 1970 raises
       :class:`ValueError`, and so does a ``random_bytes(10)`` that does not
-      return exactly 10 bytes.
+      return exactly 10 bytes; a reading that is not an ``int`` (a float, a
+      bool) raises :class:`TypeError`.
 
     Every value has version 7 and the RFC 9562 variant, and sorts with the
     UUIDv7s of other generators (CPython 3.14's ``uuid.uuid7()``,

@@ -32,12 +32,17 @@ from sqlalchemy_ulid import new_ulid
 TABLE = "bench_shadow"
 
 
-def _load(engine: sa.Engine, rows: int) -> None:
+def _drop(engine: sa.Engine) -> None:
     with engine.begin() as conn:
         for name in ("del", "upd", "ins"):
             conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS _{TABLE}__ulid_{name}")
         for name in (TABLE, f"_{TABLE}__new", f"_{TABLE}__old"):
             conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name}")
+
+
+def _load(engine: sa.Engine, rows: int) -> None:
+    _drop(engine)
+    with engine.begin() as conn:
         conn.exec_driver_sql(
             f"CREATE TABLE {TABLE} (id INT NOT NULL AUTO_INCREMENT PRIMARY KEY, "
             "ref CHAR(26) NULL, note VARCHAR(20) NOT NULL, UNIQUE KEY uq_ref (ref)) "
@@ -171,6 +176,7 @@ def main() -> None:
         print(f"  {step}: {seconds:.2f} s")
     outside = results["online=True"]["outside_max"]
     print(f"  longest INSERT wait outside the RENAME (2 s either side): {outside:.2f} s")
+    _drop(engine)  # the test suite may share this database
     engine.dispose()
 
 

@@ -65,7 +65,7 @@ _ROUNDS = 3
 _MYSQL_NULL_ERRORS = frozenset({1265, 1138, 1048})  # data truncated, invalid NULL
 
 
-def check_online_context(operations: Operations) -> None:
+def check_online_context(operations: Operations, op_name: str = "add_ulid_column") -> None:
     """Refuse, before any SQL, a migration context where phases cannot commit.
 
     ``autocommit_block()`` commits the transaction Alembic began. A
@@ -79,7 +79,7 @@ def check_online_context(operations: Operations) -> None:
     own = getattr(context, "_transaction", None)
     if context._in_connection_transaction() and own is None:
         raise CommandError(
-            "add_ulid_column(online=True) commits after each phase, through Alembic's "
+            f"{op_name}(online=True) commits after each phase, through Alembic's "
             "autocommit_block(), but the connection is in a transaction that Alembic did "
             "not begin. Run it from env.py's context.begin_transaction() (the usual "
             "env.py), on a connection with no transaction of your own."

@@ -22,11 +22,14 @@ from alembic.operations import MigrateOperation, Operations
 from alembic.util import CommandError
 from sqlalchemy.engine import Connection
 
+from .._checks import check_seconds
 from .._codec import ALPHABET, InvalidULID
 from .._convert_sql import ConvertSQL
 from .._dialects import DialectRow, dialect_row, dialects_with
 from .._types import Storage, ULIDType, _check_storage
 from .._ulid import ULID
+from ._add import MAX_BATCH_SIZE, _seconds
+from ._backfill import BackfillProgress
 from ._inspect import column_state, execute, foreign_keys_on, quote, run, strict_mode
 from ._locks import DEFAULT_LOCK_TIMEOUT, check_lock_timeout, lock_safe
 
@@ -40,6 +43,8 @@ class AlterULIDStorageOp(MigrateOperation):
     op_name = "alter_ulid_storage"
     #: what the column's values are called in errors
     values_name = "ULIDs"
+    #: whether online=True has a phased path (the UUIDv7 op has none yet)
+    online_copy = True
 
     def __init__(
         self,
@@ -53,10 +58,26 @@ class AlterULIDStorageOp(MigrateOperation):
         copy_from: sa.Table | None = None,
         online: bool = False,
         lock_timeout: float | timedelta | None = None,
+        batch_size: int = 5000,
+        pause: float | timedelta = 0,
+        progress: Callable[[BackfillProgress], None] | None = None,
     ) -> None:
         self.check_storage(from_storage)
         self.check_storage(to_storage)
         self.online = online
+        if (
+            isinstance(batch_size, bool)
+            or not isinstance(batch_size, int)
+            or not 1 <= batch_size <= MAX_BATCH_SIZE
+        ):
+            raise ValueError(
+                f"batch_size must be an int from 1 to {MAX_BATCH_SIZE:,}, got {batch_size!r}"
+            )
+        self.batch_size = batch_size
+        self.pause = check_seconds("pause", _seconds(pause), zero=True)
+        if progress is not None and not callable(progress):
+            raise TypeError(f"progress must be callable, not {type(progress).__name__}")
+        self.progress = progress
         self.lock_timeout = None if lock_timeout is None else check_lock_timeout(lock_timeout)
         self.table_name = table_name
         self.column_name = column_name
@@ -80,6 +101,9 @@ class AlterULIDStorageOp(MigrateOperation):
         copy_from: sa.Table | None = None,
         online: bool = False,
         lock_timeout: float | timedelta | None = None,
+        batch_size: int = 5000,
+        pause: float | timedelta = 0,
+        progress: Callable[[BackfillProgress], None] | None = None,
     ) -> None:
         """Convert a ULID column's storage, keeping every value.
 
@@ -129,13 +153,21 @@ class AlterULIDStorageOp(MigrateOperation):
                 offline it is required.
             schema: the table's schema.
             copy_from: the table's definition, for SQLite in offline mode.
-            online: not supported yet: raises
-                :class:`alembic.util.CommandError` before any SQL. The
-                conversion rewrites the column under an exclusive lock on
-                PostgreSQL (see "Live tables" in the docs).
+            online: MariaDB/MySQL: convert through a shadow table while
+                writers go on (a copy in key order, triggers that mirror
+                writes, then an atomic ``RENAME TABLE``; see "Live tables"
+                in the docs). PostgreSQL: not supported yet, raises
+                :class:`alembic.util.CommandError` before any SQL. SQLite:
+                ``ValueError``.
             lock_timeout: seconds (or a timedelta) each ALTER may wait for
                 its table lock before it retries (default 1 s); see
                 :class:`~sqlalchemy_ulid.alembic.LockTimeoutError`.
+            batch_size: with ``online=True``, rows copied per statement
+                (one transaction each), 1 to 1,000,000.
+            pause: with ``online=True``, seconds (or a timedelta) to sleep
+                between two batches.
+            progress: with ``online=True``, called after every batch with a
+                :class:`~sqlalchemy_ulid.alembic.BackfillProgress`.
 
         Raises:
             InvalidULID: (online) a text value is not a ULID.
@@ -156,6 +188,9 @@ class AlterULIDStorageOp(MigrateOperation):
                 copy_from=copy_from,
                 online=online,
                 lock_timeout=lock_timeout,
+                batch_size=batch_size,
+                pause=pause,
+                progress=progress,
             )
         )
 
@@ -168,6 +203,11 @@ class AlterULIDStorageOp(MigrateOperation):
             nullable=self.nullable,
             schema=self.schema,
             copy_from=self.copy_from,
+            online=self.online,
+            lock_timeout=self.lock_timeout,
+            batch_size=self.batch_size,
+            pause=self.pause,
+            progress=self.progress,
         )
 
     # What a subclass for other keys (UUIDv7: _storage_uuid7) overrides.
@@ -254,12 +294,12 @@ class _Plan:
 
 @Operations.implementation_for(AlterULIDStorageOp)
 def _alter_ulid_storage(operations: Operations, op: AlterULIDStorageOp) -> None:
-    if op.online:
+    if op.online and not op.online_copy:
         raise CommandError(
-            f"{op.op_name}(online=True) is not supported online yet: the conversion "
-            "rewrites the column, and on PostgreSQL holds an ACCESS EXCLUSIVE lock while "
-            "it does. Nothing was changed. Run it without online=True in a quiet period "
-            "(see 'Live tables' in the docs)"
+            f"{op.op_name}(online=True) is not supported yet: the conversion rewrites "
+            "the column (on PostgreSQL under an ACCESS EXCLUSIVE lock). Nothing was "
+            "changed. Run it without online=True in a quiet period (see 'Live tables' "
+            "in the docs)"
         )
     context = operations.migration_context
     dialect = context.dialect
@@ -276,6 +316,23 @@ def _alter_ulid_storage(operations: Operations, op: AlterULIDStorageOp) -> None:
         raise ValueError(
             f"{op.from_storage!r} and {op.to_storage!r} are both {from_kind} storage "
             f"on {dialect.name}: nothing to convert"
+        )
+    if op.online:
+        if dialect.name == "sqlite":
+            raise ValueError(
+                "alter_ulid_storage(online=True) is for PostgreSQL and MariaDB/MySQL, whose "
+                "writers it keeps going; SQLite has one writer at a time: drop online=True"
+            )
+        if dialect.name in ("mysql", "mariadb"):
+            from ._storage_shadow import alter_shadow
+
+            alter_shadow(operations, op, sql, from_kind, to_kind)
+            return
+        raise CommandError(
+            "alter_ulid_storage(online=True) is not supported online yet: the conversion "
+            "rewrites the column, and on PostgreSQL holds an ACCESS EXCLUSIVE lock while "
+            "it does. Nothing was changed. Run it without online=True in a quiet period "
+            "(see 'Live tables' in the docs)"
         )
     column = quote(dialect, op.column_name)
     table = quote(dialect, op.table_name, op.schema)

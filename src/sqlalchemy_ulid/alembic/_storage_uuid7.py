@@ -59,6 +59,7 @@ class AlterUUID7StorageOp(AlterULIDStorageOp):
 
     op_name = "alter_uuid7_storage"
     values_name = "UUIDv7s"
+    online_copy = False
 
     @staticmethod
     def check_storage(storage: Any) -> None:

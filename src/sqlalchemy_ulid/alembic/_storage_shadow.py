@@ -1,0 +1,457 @@
+"""``alter_ulid_storage(..., online=True)`` on MariaDB/MySQL: a shadow table.
+
+InnoDB cannot change a column between ``CHAR(26)`` and ``BINARY(16)`` in
+place: ``MODIFY`` copies the table while writers wait. So the op builds the
+converted table beside the original and swaps the two, in steps that each
+commit on their own and that a rerun recognises:
+
+1. ``CREATE TABLE _<t>__new LIKE <t>``, then ``MODIFY`` its column to the
+   new storage (the table is empty: instant);
+2. three triggers on ``<t>`` (``AFTER DELETE``, ``AFTER UPDATE``, ``AFTER
+   INSERT``, created in that order) that mirror every write into the
+   shadow, converting the column with the one-transaction op's SQL: a value
+   that is not a ULID makes the writer's statement fail;
+3. the copy, in primary-key order, ``batch_size`` rows a statement:
+   ``INSERT IGNORE ... SELECT ... LOCK IN SHARE MODE``. The shared locks
+   make the copy read each row's committed value and hold it until the
+   statement commits, so a writer's change lands either before the copy
+   (and the copy skips the row the trigger wrote) or after it (and the
+   trigger overwrites the copy);
+4. both tables counted in one statement (one read view), then
+   ``RENAME TABLE <t> TO _<t>__old, _<t>__new TO <t>`` (atomic; the
+   triggers follow ``_<t>__old``), then the triggers and ``_<t>__old`` are
+   dropped.
+
+Killed and rerun, it finds the shadow and its triggers, and copies from the
+first row of ``<t>`` the shadow lacks (INSERT IGNORE never overwrites a
+mirrored row). With the column already converted it only removes what an
+interrupted run left (triggers, ``_<t>__old``, or the shadow of a run that
+is being undone).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+from alembic.operations import Operations
+from alembic.util import CommandError
+from sqlalchemy.engine import Connection
+
+from .._convert_sql import ConvertSQL
+from .._types import ULIDType
+from ._backfill import LOG_EVERY, BackfillProgress, error_code, logger
+from ._inspect import column_state, quote, safe_name, strict_mode
+from ._locks import DEFAULT_LOCK_TIMEOUT, lock_safe, lock_safe_ddl
+from ._online import check_online_context
+
+if TYPE_CHECKING:
+    from ._storage import AlterULIDStorageOp
+
+__all__ = ["alter_shadow"]
+
+#: Tries of a copy statement that a deadlock or a row lock timeout stopped.
+_TRIES = 5
+_RETRIED = frozenset({1213, 1205})
+#: The triggers, in the order they are created (see the module docstring).
+_EVENTS = ("delete", "update", "insert")
+
+
+def alter_shadow(
+    operations: Operations, op: AlterULIDStorageOp, sql: ConvertSQL, from_kind: str, to_kind: str
+) -> None:
+    """Run ``op`` online through a shadow table (see the module docstring)."""
+    if operations.migration_context.as_sql:
+        raise CommandError(
+            "alter_ulid_storage(online=True) has no offline (--sql) script on MariaDB/MySQL: "
+            "its copy is resumable only when run against the database. Run this migration "
+            "online (alembic upgrade without --sql)"
+        )
+    check_online_context(operations, "alter_ulid_storage")
+    connection = operations.get_bind()
+    shadow = _Shadow(connection, op, sql, from_kind, to_kind)
+    if shadow.finished():
+        with operations.get_context().autocommit_block():
+            shadow.clean_up()
+        return
+    shadow.refuse()
+    failure: list[BaseException] = []
+    try:
+        with operations.get_context().autocommit_block(), strict_mode(connection):
+            try:
+                shadow.run(operations)
+            except BaseException as exc:
+                failure.append(exc)
+                raise
+    except sa.exc.SQLAlchemyError as exc:
+        # With the session gone (killed, a failover) Alembic cannot commit
+        # the block's transaction as it leaves it: report why we stopped.
+        if failure and exc is not failure[0]:
+            raise failure[0] from None
+        raise
+
+
+class _Shadow:
+    """The names, the SQL and the steps; every check reads the database."""
+
+    def __init__(
+        self,
+        connection: Connection,
+        op: AlterULIDStorageOp,
+        sql: ConvertSQL,
+        from_kind: str,
+        to_kind: str,
+    ) -> None:
+        dialect = connection.dialect
+        self.connection, self.op, self.sql = connection, op, sql
+        self.from_kind, self.to_kind = from_kind, to_kind
+        self.name = op.table_name
+        self.shadow_name = safe_name(f"_{op.table_name}__new", dialect)
+        self.old_name = safe_name(f"_{op.table_name}__old", dialect)
+        self.triggers = {
+            event: safe_name(f"_{op.table_name}__ulid_{event[:3]}", dialect) for event in _EVENTS
+        }
+        self.table = quote(dialect, op.table_name, op.schema)
+        self.shadow = quote(dialect, self.shadow_name, op.schema)
+        self.old = quote(dialect, self.old_name, op.schema)
+        self.column = op.column_name
+        self.lock_timeout = DEFAULT_LOCK_TIMEOUT if op.lock_timeout is None else op.lock_timeout
+        self.columns = self._columns(self.name)
+        self.key = self._key()
+
+    # -- reading ---------------------------------------------------------------
+
+    def _rows(self, query: str, **params: Any) -> list[Any]:
+        bound = {"schema": self.op.schema, **params}
+        return list(self.connection.execute(sa.text(query), bound).all())
+
+    def _columns(self, table: str) -> list[str]:
+        rows = self._rows(
+            "SELECT COLUMN_NAME FROM information_schema.COLUMNS "
+            "WHERE TABLE_SCHEMA = COALESCE(:schema, DATABASE()) AND TABLE_NAME = :table "
+            "ORDER BY ORDINAL_POSITION",
+            table=table,
+        )
+        return [str(row[0]) for row in rows]
+
+    def _key(self) -> str | None:
+        rows = self._rows(
+            "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE "
+            "WHERE TABLE_SCHEMA = COALESCE(:schema, DATABASE()) AND TABLE_NAME = :table "
+            "AND CONSTRAINT_NAME = 'PRIMARY'",
+            table=self.name,
+        )
+        return str(rows[0][0]) if len(rows) == 1 else None
+
+    def _kind(self, table: str) -> str | None:
+        from ._storage import _kind_of
+
+        state = column_state(self.connection, table, self.column, self.op.schema)
+        return None if state is None else _kind_of(state.type, True)
+
+    def _exists(self, table: str) -> bool:
+        return bool(self._columns(table))
+
+    def _ours(self, table: str, kind: str) -> bool:
+        """Whether ``table`` has the original's columns, ours in storage ``kind``."""
+        return self._columns(table) == self.columns and self._kind(table) == kind
+
+    def _trigger_tables(self) -> dict[str, str]:
+        """Our triggers that exist: name -> the table they are on."""
+        rows = self._rows(
+            "SELECT TRIGGER_NAME, EVENT_OBJECT_TABLE FROM information_schema.TRIGGERS "
+            "WHERE TRIGGER_SCHEMA = COALESCE(:schema, DATABASE())"
+        )
+        ours = set(self.triggers.values())
+        return {str(r[0]): str(r[1]) for r in rows if str(r[0]) in ours}
+
+    # -- before any DDL ----------------------------------------------------------
+
+    def finished(self) -> bool:
+        """Whether the column is already in the new storage (leftovers aside)."""
+        if not self.columns:
+            raise ValueError(f"{self.name} does not exist: nothing was changed")
+        if self.column not in self.columns:
+            raise ValueError(f"{self.name} has no column {self.column!r}")
+        return self._kind(self.name) == self.to_kind
+
+    def refuse(self) -> None:
+        """Refuse, naming it, what the shadow way cannot do; nothing is changed yet."""
+        where = f"alter_ulid_storage({self.name!r}, online=True)"
+        found = self._kind(self.name)
+        if found == "holding":
+            raise ValueError(
+                f"{self.name}.{self.column} is VARBINARY(26): a conversion without "
+                "online=True was interrupted. Finish it by rerunning without online=True"
+            )
+        if found != self.from_kind:
+            raise ValueError(
+                f"{self.name}.{self.column} is neither {self.from_kind} nor {self.to_kind} "
+                "storage: nothing was changed"
+            )
+        engine = self._rows(
+            "SELECT ENGINE FROM information_schema.TABLES "
+            "WHERE TABLE_SCHEMA = COALESCE(:schema, DATABASE()) AND TABLE_NAME = :table",
+            table=self.name,
+        )
+        if not engine or str(engine[0][0]).lower() != "innodb":
+            raise ValueError(f"{where} needs an InnoDB table; {self.name} is {engine[0][0]}")
+        if self.key is None:
+            raise ValueError(
+                f"{where} needs a single-column primary key on {self.name}: the copy walks "
+                "it in batches and the triggers find rows by it. Nothing was changed"
+            )
+        foreign = self._rows(
+            "SELECT CONSTRAINT_NAME, TABLE_NAME, REFERENCED_TABLE_NAME "
+            "FROM information_schema.REFERENTIAL_CONSTRAINTS "
+            "WHERE CONSTRAINT_SCHEMA = COALESCE(:schema, DATABASE()) "
+            "AND (TABLE_NAME = :table OR REFERENCED_TABLE_NAME = :table)",
+            table=self.name,
+        )
+        if foreign:
+            names = "; ".join(f"{r[0]} ({r[1]} references {r[2]})" for r in foreign)
+            raise ValueError(
+                f"{where}: foreign keys use {self.name} ({names}); the swap renames the "
+                "table, which would leave them on the old copy. Nothing was changed: drop "
+                "them first and create them again afterwards"
+            )
+        ours = set(self.triggers.values())
+        others = [
+            str(r[0])
+            for r in self._rows(
+                "SELECT TRIGGER_NAME FROM information_schema.TRIGGERS "
+                "WHERE EVENT_OBJECT_SCHEMA = COALESCE(:schema, DATABASE()) "
+                "AND EVENT_OBJECT_TABLE = :table",
+                table=self.name,
+            )
+            if str(r[0]) not in ours
+        ]
+        if others:
+            raise ValueError(
+                f"{where}: {self.name} has triggers ({', '.join(others)}); they would not "
+                "follow the swap to the new table. Nothing was changed: drop them, convert, "
+                "then create them again"
+            )
+        if self._exists(self.old_name):
+            raise ValueError(
+                f"{where} needs the name {self.old_name} for the old table during the swap, "
+                "and a table has it (left by an earlier conversion?). Nothing was changed: "
+                "drop or rename it"
+            )
+        if self._exists(self.shadow_name) and not (
+            self._ours(self.shadow_name, self.to_kind)
+            or (self._ours(self.shadow_name, self.from_kind) and not self._trigger_tables())
+        ):
+            raise ValueError(
+                f"{where} builds the new table as {self.shadow_name}, and a table of another "
+                "shape has that name. Nothing was changed: drop or rename it"
+            )
+        self._check_values()
+
+    def _check_values(self) -> None:
+        from ._storage import _check_text, _convert_default
+
+        state = column_state(self.connection, self.name, self.column, self.op.schema)
+        assert state is not None
+        _convert_default(state.default, self.op, self.connection.dialect, self.sql, self.to_kind)
+        if self.from_kind == "text":
+            column = quote(self.connection.dialect, self.column)
+            _check_text(self.connection, self.table, column, self.sql.bad_text(column), self.op)
+
+    # -- the steps ---------------------------------------------------------------
+
+    def run(self, operations: Operations) -> None:
+        created = False
+        if not self._exists(self.shadow_name):
+            self._ddl(f"CREATE TABLE {self.shadow} LIKE {self.table}")
+            created = True
+        if self._kind(self.shadow_name) == self.from_kind:
+            self._alter_shadow(operations)
+        existing = self._trigger_tables()
+        for event in _EVENTS:
+            if self.triggers[event] not in existing:
+                self._ddl(self._trigger_sql(event))
+        start = None if created else self._first_missing()
+        if created or start is not None:
+            self._copy(start)
+        self._verify()
+        self._ddl(f"RENAME TABLE {self.table} TO {self.old}, {self.shadow} TO {self.table}")
+        self.clean_up()
+
+    def _ddl(self, statement: str) -> None:
+        logger.info("alter_ulid_storage online: %s", " ".join(statement.split())[:160])
+        lock_safe_ddl(self.connection, [statement], lock_timeout=self.lock_timeout)
+
+    def _alter_shadow(self, operations: Operations) -> None:
+        """The one-transaction op's final MODIFY, on the empty shadow."""
+        from ._storage import _convert_default
+
+        state = column_state(self.connection, self.shadow_name, self.column, self.op.schema)
+        assert state is not None
+        default = _convert_default(
+            state.default, self.op, self.connection.dialect, self.sql, self.to_kind
+        )
+
+        def alter() -> None:
+            operations.alter_column(
+                self.shadow_name,
+                self.column,
+                schema=self.op.schema,
+                type_=ULIDType(self.op.to_storage),
+                existing_type=ULIDType(self.op.from_storage),
+                existing_nullable=state.nullable if self.op.nullable is None else self.op.nullable,
+                existing_server_default=None if default is None else sa.text(default),
+                existing_comment=state.comment,
+            )
+
+        lock_safe(
+            self.connection,
+            alter,
+            f"ALTER TABLE {self.shadow_name}",
+            lock_timeout=self.lock_timeout,
+        )
+
+    def _values(self, row: str) -> str:
+        """The row's columns as the shadow stores them (``row``: NEW, OLD or a table)."""
+        dialect = self.connection.dialect
+        values = []
+        for name in self.columns:
+            value = f"{row}.{quote(dialect, name)}"
+            if name == self.column:
+                value = self.sql.convert(value, self.from_kind, self.to_kind)
+            values.append(value)
+        return ", ".join(values)
+
+    def _key_value(self, row: str) -> str:
+        assert self.key is not None
+        value = f"{row}.{quote(self.connection.dialect, self.key)}"
+        if self.key == self.column:
+            return self.sql.convert(value, self.from_kind, self.to_kind)
+        return value
+
+    def _trigger_sql(self, event: str) -> str:
+        dialect = self.connection.dialect
+        assert self.key is not None
+        names = ", ".join(quote(dialect, name) for name in self.columns)
+        key = f"{self.shadow}.{quote(dialect, self.key)}"
+        head = (
+            f"CREATE TRIGGER {quote(dialect, self.triggers[event], self.op.schema)} "
+            f"AFTER {event.upper()} ON {self.table} FOR EACH ROW "
+        )
+        mirror = f"REPLACE INTO {self.shadow} ({names}) VALUES ({self._values('NEW')})"
+        if event == "insert":
+            return head + mirror
+        forget = f"DELETE FROM {self.shadow} WHERE {key} = {self._key_value('OLD')}"
+        if event == "delete":
+            return head + forget
+        quoted_key = quote(dialect, self.key)
+        # A changed key leaves its old row behind in the shadow: remove it.
+        moved = f"NOT (OLD.{quoted_key} <=> NEW.{quoted_key})"
+        return head + f"BEGIN IF {moved} THEN {forget}; END IF; {mirror}; END"
+
+    def _first_missing(self) -> Any:
+        """The first key of the table the shadow lacks (None: none): where the copy resumes."""
+        assert self.key is not None
+        key = quote(self.connection.dialect, self.key)
+        return self.connection.execute(
+            sa.text(
+                f"SELECT MIN(t.{key}) FROM {self.table} AS t LEFT JOIN {self.shadow} AS s "
+                f"ON s.{key} = {self._key_value('t')} WHERE s.{key} IS NULL"
+            )
+        ).scalar()
+
+    def _estimate(self) -> int:
+        rows = self._rows(
+            "SELECT TABLE_ROWS FROM information_schema.TABLES "
+            "WHERE TABLE_SCHEMA = COALESCE(:schema, DATABASE()) AND TABLE_NAME = :table",
+            table=self.name,
+        )
+        return int(rows[0][0] or 0) if rows else 0
+
+    def _copy(self, start: Any) -> None:
+        """Copy the rows in key order, one statement (one transaction) per batch."""
+        assert self.key is not None
+        dialect = self.connection.dialect
+        key = quote(dialect, self.key)
+        names = ", ".join(quote(dialect, name) for name in self.columns)
+        total = self._estimate()
+        started = last_log = time.monotonic()
+        done, low, inclusive = 0, start, True
+
+        def above(column: str) -> str:
+            if low is None:
+                return "1 = 1"
+            return f"{column} {'>=' if inclusive else '>'} :low"
+
+        while True:
+            high = self.connection.execute(
+                sa.text(
+                    f"SELECT MAX(k) FROM (SELECT {key} AS k FROM {self.table} "
+                    f"WHERE {above(key)} ORDER BY {key} LIMIT {int(self.op.batch_size)}) AS batch"
+                ),
+                {"low": low},
+            ).scalar()
+            if high is None:
+                break
+            copy = sa.text(
+                f"INSERT IGNORE INTO {self.shadow} ({names}) SELECT {self._values('t')} "
+                f"FROM {self.table} AS t WHERE {above(f't.{key}')} AND t.{key} <= :high "
+                f"ORDER BY t.{key} LOCK IN SHARE MODE"
+            )
+            done += self._retrying(copy, {"low": low, "high": high}, high)
+            low, inclusive = high, False
+            now = time.monotonic()
+            report = _report(self.op, done, max(total, done), now - started)
+            if self.op.progress is not None:
+                self.op.progress(report)
+            if now - last_log >= LOG_EVERY:
+                logger.info("copy %s", report)
+                last_log = now
+            if self.op.pause:
+                time.sleep(self.op.pause)
+        logger.info("copy %s", _report(self.op, done, done, time.monotonic() - started))
+
+    def _retrying(self, statement: sa.TextClause, params: dict[str, Any], high: Any) -> int:
+        for attempt in range(1, _TRIES + 1):
+            try:
+                return int(self.connection.execute(statement, params).rowcount)
+            except sa.exc.DBAPIError as exc:
+                if exc.connection_invalidated or error_code(exc) not in _RETRIED:
+                    raise
+                if attempt == _TRIES:
+                    raise
+                logger.warning("copy batch up to key %r: %s; retrying", high, exc.orig)
+                time.sleep(0.05 * attempt)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _verify(self) -> None:
+        # One statement: both counts from one read view, and the triggers
+        # write both tables in the writer's transaction.
+        table, shadow = self.connection.execute(
+            sa.text(
+                f"SELECT (SELECT COUNT(*) FROM {self.table}), (SELECT COUNT(*) FROM {self.shadow})"
+            )
+        ).one()
+        if table != shadow:
+            raise CommandError(
+                f"alter_ulid_storage({self.name!r}, online=True): {self.name} has {table} rows "
+                f"and its converted copy {self.shadow_name} {shadow}; nothing was swapped. "
+                "Rerun the migration: the copy resumes from the first missing row"
+            )
+
+    def clean_up(self) -> None:
+        """Drop our triggers, the old table, or the shadow of a run being undone."""
+        for trigger in self._trigger_tables():
+            quoted = quote(self.connection.dialect, trigger, self.op.schema)
+            self._ddl(f"DROP TRIGGER IF EXISTS {quoted}")
+        for name, quoted in ((self.old_name, self.old), (self.shadow_name, self.shadow)):
+            # Only a table of our own shape, its column still in the other storage.
+            if self._exists(name) and self._ours(name, self.from_kind):
+                self._ddl(f"DROP TABLE {quoted}")
+
+
+def _report(op: AlterULIDStorageOp, done: int, total: int, elapsed: float) -> BackfillProgress:
+    rate = done / elapsed if elapsed > 0 else 0.0
+    eta = (total - done) / rate if rate else None
+    return BackfillProgress(op.table_name, op.column_name, done, total, rate, eta)

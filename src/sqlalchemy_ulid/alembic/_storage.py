@@ -27,6 +27,7 @@ from .._convert_sql import ConvertSQL
 from .._dialects import dialect_row, dialects_with
 from .._types import Storage, ULIDType, _check_storage
 from .._ulid import ULID
+from ._backfill import BackfillProgress, check_batch_options
 from ._inspect import column_state, execute, foreign_keys_on, quote, run, strict_mode
 from ._locks import DEFAULT_LOCK_TIMEOUT, check_lock_timeout, lock_safe
 
@@ -49,10 +50,16 @@ class AlterULIDStorageOp(MigrateOperation):
         copy_from: sa.Table | None = None,
         online: bool = False,
         lock_timeout: float | timedelta | None = None,
+        batch_size: int | None = None,
+        pause: float | timedelta = 0.0,
+        progress: Callable[[BackfillProgress], object] | None = None,
     ) -> None:
         _check_storage(from_storage)
         _check_storage(to_storage)
         self.online = online
+        self.batch_size, self.pause, self.progress = check_batch_options(
+            batch_size, pause, progress, online
+        )
         self.lock_timeout = None if lock_timeout is None else check_lock_timeout(lock_timeout)
         self.table_name = table_name
         self.column_name = column_name
@@ -76,6 +83,9 @@ class AlterULIDStorageOp(MigrateOperation):
         copy_from: sa.Table | None = None,
         online: bool = False,
         lock_timeout: float | timedelta | None = None,
+        batch_size: int | None = None,
+        pause: float | timedelta = 0.0,
+        progress: Callable[[BackfillProgress], object] | None = None,
     ) -> None:
         """Convert a ULID column's storage, keeping every value.
 
@@ -125,13 +135,22 @@ class AlterULIDStorageOp(MigrateOperation):
                 offline it is required.
             schema: the table's schema.
             copy_from: the table's definition, for SQLite in offline mode.
-            online: not supported yet: raises
-                :class:`alembic.util.CommandError` before any SQL. The
-                conversion rewrites the column under an exclusive lock on
-                PostgreSQL (see "Live tables" in the docs).
+            online: on PostgreSQL, convert a live table: a shadow column kept
+                in step by a trigger, a batched copy, indexes built
+                ``CONCURRENTLY``, then a short swap; writers never wait
+                longer than a metadata change (see "Live tables" in the
+                docs). Not in ``--sql`` mode; not yet on MariaDB/MySQL
+                (:class:`alembic.util.CommandError` before any SQL); SQLite
+                raises ``ValueError``.
             lock_timeout: seconds (or a timedelta) each ALTER may wait for
                 its table lock before it retries (default 1 s); see
                 :class:`~sqlalchemy_ulid.alembic.LockTimeoutError`.
+            batch_size: with ``online=True``, rows copied per statement
+                (default 5,000), as for ``add_ulid_column``.
+            pause: with ``online=True``, seconds (or a timedelta) to sleep
+                between batches.
+            progress: with ``online=True``, called after every batch with a
+                :class:`~sqlalchemy_ulid.alembic.BackfillProgress`.
 
         Raises:
             InvalidULID: (online) a text value is not a ULID.
@@ -152,6 +171,9 @@ class AlterULIDStorageOp(MigrateOperation):
                 copy_from=copy_from,
                 online=online,
                 lock_timeout=lock_timeout,
+                batch_size=batch_size,
+                pause=pause,
+                progress=progress,
             )
         )
 
@@ -164,6 +186,11 @@ class AlterULIDStorageOp(MigrateOperation):
             nullable=self.nullable,
             schema=self.schema,
             copy_from=self.copy_from,
+            online=self.online,
+            lock_timeout=self.lock_timeout,
+            batch_size=self.batch_size,
+            pause=self.pause,
+            progress=self.progress,
         )
 
 
@@ -211,12 +238,10 @@ class _Plan:
 @Operations.implementation_for(AlterULIDStorageOp)
 def _alter_ulid_storage(operations: Operations, op: AlterULIDStorageOp) -> None:
     if op.online:
-        raise CommandError(
-            "alter_ulid_storage(online=True) is not supported online yet: the conversion "
-            "rewrites the column, and on PostgreSQL holds an ACCESS EXCLUSIVE lock while "
-            "it does. Nothing was changed. Run it without online=True in a quiet period "
-            "(see 'Live tables' in the docs)"
-        )
+        from ._storage_online import alter_online
+
+        alter_online(operations, op)
+        return
     context = operations.migration_context
     dialect = context.dialect
     row = dialect_row(dialect)
@@ -304,7 +329,7 @@ def _plan(
             "then create the foreign keys again (see 'Keys with foreign keys' in the docs)"
         )
     plan.to_holding = found != "holding" and sql.holding is not None
-    if found == "holding" or sql.holding is None:
+    if found == "holding" or (sql.holding is None and not sql.alter_using):
         # Non-transactional DDL (MariaDB) or a dynamically typed column
         # (SQLite): an earlier run may have converted the values already. The
         # UPDATE is one statement, so values are all old or all new.
@@ -349,6 +374,23 @@ def _refuse_text_lookalikes(
 
 
 _TEXT_LITERAL = re.compile(r"^'([0-9A-Za-z]{26})'(::[a-z ]+)?$")
+#: PostgreSQL's text of a uuid and of a bytea literal DEFAULT, as reflected
+_UUID_LITERAL = re.compile(
+    r"^'([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})'::uuid$"
+)
+_BYTEA_LITERAL = re.compile(r"^'\\x([0-9a-f]{32})'::bytea$")
+
+
+def _default_value(default: str, storage: Storage) -> ULID | None:
+    """The ULID a literal DEFAULT of ``storage`` holds (None: not such a literal)."""
+    if storage == "text":
+        match = _TEXT_LITERAL.match(default)
+        return None if match is None else ULID(match.group(1))
+    for pattern in (_UUID_LITERAL, _BYTEA_LITERAL):
+        match = pattern.match(default)
+        if match is not None:
+            return ULID.from_hex(match.group(1).replace("-", ""))
+    return None
 
 
 def _convert_default(
@@ -357,9 +399,8 @@ def _convert_default(
     """Return the DEFAULT in the new storage, or refuse one that cannot be converted."""
     if default is None:
         return None
-    match = _TEXT_LITERAL.match(default)
-    if match is not None and op.from_storage == "text":
-        value = ULID(match.group(1))
+    value = _default_value(default, op.from_storage)
+    if value is not None:
         if sql.binary_default is not None and to_kind == "binary":
             return sql.binary_default(value.hex)
         return ULIDType(op.to_storage).literal_processor(dialect)(value)

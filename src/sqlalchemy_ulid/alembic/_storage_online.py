@@ -1,0 +1,606 @@
+"""``alter_ulid_storage(..., online=True)`` on PostgreSQL: a shadow column, then a swap.
+
+No phase makes a writer wait longer than a metadata change:
+
+1. a small table, ``ulid_storage_conversions``, remembers the conversion
+   and how far its copy got; then ``ADD COLUMN <col>__ulid`` (nullable, the
+   new type: no rewrite);
+2. a ``BEFORE INSERT OR UPDATE`` trigger sets the shadow from the column
+   with the conversion SQL, which fails on a value that is not a ULID: from
+   here on every write keeps the shadow in step, and none stores a wrong id;
+3. the copy, in key order, one short statement a batch that also records
+   the batch's last key: a rerun goes on after it, without rereading the
+   finished ranges;
+4. a ``CHECK`` that the shadow equals the converted column, ``NOT VALID``
+   then ``VALIDATE`` (writers go on): proof that no row holds another id,
+   even one written by a session that skips triggers; for a NOT NULL
+   column the same for ``shadow IS NOT NULL``, then ``SET NOT NULL``
+   (instant);
+5. each index, unique constraint and primary key on the column is built
+   again on the shadow with ``CREATE [UNIQUE] INDEX CONCURRENTLY``;
+6. the swap, one transaction under a lock taken with ``lock_timeout``:
+   the trigger and the old column go, the shadow is renamed, the constraints
+   are added ``USING INDEX``, the DEFAULT and COMMENT are carried.
+
+Every step reads the catalog first, so a rerun after a kill goes on from
+there, and a rerun after success does nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+from alembic.operations import Operations
+from alembic.util import CommandError
+from sqlalchemy.engine import Connection
+
+from .._dialects import dialect_row, key_conversion_sql
+from .._types import ULIDType
+from ._backfill import BackfillProgress, retry_batch
+from ._inspect import column_state, foreign_keys_on, quote, run, safe_name, unescape_percent
+from ._locks import DEFAULT_LOCK_TIMEOUT, LockTimeoutError, lock_safe_ddl
+from ._online import check_online_context
+
+if TYPE_CHECKING:
+    from ._storage import AlterULIDStorageOp
+
+__all__ = ["STATE_TABLE", "alter_online"]
+
+logger = logging.getLogger("alembic.runtime.migration")
+
+#: The table that remembers a conversion in progress and its copy's last key.
+STATE_TABLE = "ulid_storage_conversions"
+_LOG_EVERY = 5.0
+
+
+@dataclass
+class _Index:
+    """An index that uses the column, to be built again on the shadow."""
+
+    name: str
+    columns: list[str]
+    unique: bool
+    #: "p" or "u": the index backs that constraint (its name is the index's)
+    constraint: str | None
+    #: the index built on the shadow before the swap
+    shadow: str = ""
+
+
+@dataclass
+class _Plan:
+    table: str
+    column: str
+    schema: str | None
+    key: str
+    key_type: str
+    from_kind: str
+    to_kind: str
+    new_type: str
+    nullable: bool
+    default: str | None
+    comment: str | None
+    shadow: str
+    trigger: str
+    function: str
+    check: str
+    #: the CHECK that the shadow holds the converted value in every row
+    same: str
+    indexes: list[_Index] = field(default_factory=list)
+
+    def q(self, connection: Connection, name: str, schema: bool = False) -> str:
+        return quote(connection.dialect, name, self.schema if schema else None)
+
+
+def alter_online(operations: Operations, op: AlterULIDStorageOp) -> None:
+    """Run ``op`` on PostgreSQL in phases (see the module docstring)."""
+    context = operations.get_context()
+    dialect = context.dialect
+    if dialect.name == "sqlite":
+        raise ValueError(
+            "alter_ulid_storage(online=True) is for PostgreSQL, whose writers it keeps "
+            "going; SQLite has one writer at a time: drop online=True"
+        )
+    if dialect.name != "postgresql":
+        raise CommandError(
+            f"alter_ulid_storage(online=True) is not supported on {dialect.name} yet; "
+            "nothing was changed. Run it without online=True in a quiet period "
+            "(see 'Live tables' in the docs)"
+        )
+    if context.as_sql:
+        raise CommandError(
+            "alter_ulid_storage(online=True) writes no --sql script: its copy and "
+            "swap read the table as they go. Run the migration online, or drop "
+            "online=True to get the one-statement conversion in the script"
+        )
+    check_online_context(operations)
+    connection = operations.get_bind()
+    plan = _plan(connection, op)
+    if plan is None:
+        return
+    failure: list[BaseException] = []
+    try:
+        with context.autocommit_block():
+            try:
+                _phases(connection, op, plan)
+            except BaseException as exc:
+                failure.append(exc)
+                raise
+    except sa.exc.SQLAlchemyError as exc:
+        if failure and exc is not failure[0]:
+            raise failure[0] from None
+        raise
+
+
+# -- the plan, and everything refused before any DDL -------------------------------
+
+
+def _plan(connection: Connection, op: AlterULIDStorageOp) -> _Plan | None:
+    from ._storage import _check_text, _convert_default, _kind_of
+
+    dialect = connection.dialect
+    sql = dialect_row(dialect).convert
+    assert sql is not None
+    row = dialect_row(dialect)
+    from_kind, to_kind = row.kind(op.from_storage), row.kind(op.to_storage)
+    if from_kind == to_kind:
+        raise ValueError(
+            f"{op.from_storage!r} and {op.to_storage!r} are both {from_kind} storage "
+            f"on {dialect.name}: nothing to convert"
+        )
+    if not sa.inspect(connection).has_table(op.table_name, schema=op.schema):
+        raise ValueError(f"there is no table {op.table_name!r}; nothing was changed")
+    state = column_state(connection, op.table_name, op.column_name, op.schema)
+    if state is None:
+        raise ValueError(f"{op.table_name} has no column {op.column_name!r}")
+    shadow = safe_name(f"{op.column_name}__ulid", dialect)
+    shadow_state = column_state(connection, op.table_name, shadow, op.schema)
+    found = _kind_of(state.type, False)
+    if found == to_kind and shadow_state is None:
+        return None  # converted already (a rerun after success)
+    if found != from_kind:
+        raise ValueError(
+            f"{op.table_name}.{op.column_name} is {state.type}, which is neither "
+            f"{from_kind} nor {to_kind} storage: nothing was changed"
+        )
+    if shadow_state is not None and _kind_of(shadow_state.type, False) != to_kind:
+        raise ValueError(
+            f"{op.table_name} already has a column {shadow!r} of type {shadow_state.type}, "
+            "the name this op gives the converted values: rename that column first"
+        )
+    references = foreign_keys_on(connection, op.table_name, op.column_name, op.schema)
+    if references:
+        raise ValueError(
+            f"{op.table_name}.{op.column_name} is used by foreign keys "
+            f"({'; '.join(references)}); nothing was changed. Drop those foreign keys, "
+            "convert the key and every column referencing it with alter_ulid_storage, "
+            "then create the foreign keys again (see 'Keys with foreign keys' in the docs)"
+        )
+    inspector = sa.inspect(connection)
+    keys = inspector.get_pk_constraint(op.table_name, schema=op.schema)["constrained_columns"]
+    if len(keys) != 1:
+        raise ValueError(
+            f"alter_ulid_storage(online=True) needs a single-column primary key on "
+            f"{op.table_name} to walk it in batches; it has {len(keys) or 'none'}"
+        )
+    table_sql = quote(dialect, op.table_name, op.schema)
+    names = f"{op.table_name}_{op.column_name}"
+    plan = _Plan(
+        table=op.table_name,
+        column=op.column_name,
+        schema=op.schema,
+        key=keys[0],
+        key_type=_type_of(connection, table_sql, keys[0]),
+        from_kind=from_kind,
+        to_kind=to_kind,
+        new_type=str(ULIDType(op.to_storage).load_dialect_impl(dialect).compile(dialect=dialect)),
+        nullable=state.nullable if op.nullable is None else op.nullable,
+        default=_convert_default(state.default, op, dialect, sql, to_kind),
+        comment=state.comment,
+        shadow=shadow,
+        trigger=safe_name(f"{names}__ulid_sync", dialect),
+        function=safe_name(f"{names}__ulid_sync", dialect),
+        check=safe_name(f"ck_{names}__ulid_not_null", dialect),
+        same=safe_name(f"ck_{names}__ulid_same", dialect),
+    )
+    _refuse_dependants(connection, plan)
+    plan.indexes = _indexes(connection, plan)
+    if from_kind == "text":
+        column_sql = quote(dialect, op.column_name)
+        todo = sql.bad_text(column_sql)
+        if shadow_state is not None:
+            todo = f"{quote(dialect, shadow)} IS NULL AND {todo}"
+        _check_text(connection, table_sql, column_sql, todo, op)
+    return plan
+
+
+def _type_of(connection: Connection, table: str, column: str) -> str:
+    """The column's type as the server spells it, without its collation (for a CAST)."""
+    return str(
+        connection.execute(
+            sa.text(
+                "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+                "WHERE attrelid = to_regclass(:table) AND attname = :column"
+            ),
+            {"table": table, "column": column},
+        ).scalar_one()
+    )
+
+
+def _refuse_dependants(connection: Connection, plan: _Plan) -> None:
+    """Refuse views and triggers (other than ours): their SQL names the column."""
+    sql = key_conversion_sql(connection.dialect)
+    assert sql is not None
+    for what, query in (("triggers", sql.triggers), ("views", sql.views)):
+        statement = sa.text(query).bindparams(sa.bindparam("tables", expanding=True))
+        rows = connection.execute(statement, {"schema": plan.schema, "tables": [plan.table]})
+        names = sorted(name for name, _ in rows if name != plan.trigger)
+        if names:
+            raise ValueError(
+                f"{what} depend on {plan.table} ({', '.join(names)}), and their SQL may "
+                f"name {plan.column}, which the swap replaces; nothing was changed. Drop "
+                "them before the conversion and create them again after it"
+            )
+
+
+def _indexes(connection: Connection, plan: _Plan) -> list[_Index]:
+    """The indexes on the column, refusing those the op would not build the same."""
+    sql = key_conversion_sql(connection.dialect)
+    assert sql is not None
+    assert sql.index_options is not None
+    params = {"schema": plan.schema, "table": plan.table, "column": plan.column}
+    for name, method, predicate, expressions, include, ordering in sorted(
+        connection.execute(sa.text(sql.index_options), params).all()
+    ):
+        found = [
+            what
+            for what, present in (
+                (f"USING {method}", method != "btree"),
+                ("a WHERE clause", predicate),
+                ("expressions", expressions),
+                ("INCLUDE columns", include),
+                ("DESC or NULLS FIRST", ordering),
+            )
+            if present and not name.endswith("__ulid")
+        ]
+        if found:
+            raise ValueError(
+                f"the index {name} on {plan.table} uses {plan.column} with "
+                f"{', '.join(found)}, which this op does not build again: nothing was "
+                "changed. Drop the index before the conversion and create it after it"
+            )
+    rows = connection.execute(
+        sa.text(
+            "SELECT i.relname, x.indisunique, c.contype, c.condeferrable, "
+            "ARRAY(SELECT a.attname FROM unnest(x.indkey) WITH ORDINALITY k(n, o) "
+            "JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = k.n ORDER BY k.o) "
+            "FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
+            "LEFT JOIN pg_constraint c ON c.conindid = x.indexrelid AND c.conrelid = x.indrelid "
+            "WHERE x.indrelid = to_regclass(:table) AND EXISTS (SELECT 1 FROM pg_attribute a "
+            "WHERE a.attrelid = x.indrelid AND a.attnum = ANY (x.indkey) AND a.attname = :column)"
+        ),
+        {"table": quote(connection.dialect, plan.table, plan.schema), "column": plan.column},
+    ).all()
+    indexes: list[_Index] = []
+    for name, unique, contype, deferrable, names in sorted(rows):
+        if contype not in (None, "p", "u") or deferrable:
+            raise ValueError(
+                f"the constraint {name} on {plan.table} uses {plan.column} in a way this op "
+                "does not build again (exclusion or deferrable): nothing was changed"
+            )
+        indexes.append(
+            _Index(
+                name,
+                list(names),
+                bool(unique),
+                contype,
+                safe_name(f"{name}__ulid", connection.dialect),
+            )
+        )
+    return indexes
+
+
+# -- the phases -------------------------------------------------------------------------
+
+
+def _phases(connection: Connection, op: AlterULIDStorageOp, plan: _Plan) -> None:
+    timeout = DEFAULT_LOCK_TIMEOUT if op.lock_timeout is None else op.lock_timeout
+
+    def ddl(*statements: str) -> None:
+        lock_safe_ddl(connection, statements, lock_timeout=timeout)
+
+    table = plan.q(connection, plan.table, schema=True)
+    shadow = plan.q(connection, plan.shadow)
+    run(
+        connection,
+        f"CREATE TABLE IF NOT EXISTS {quote(connection.dialect, STATE_TABLE, plan.schema)} ("
+        "table_name TEXT NOT NULL, column_name TEXT NOT NULL, last_key TEXT, "
+        "PRIMARY KEY (table_name, column_name))",
+    )
+    fresh = column_state(connection, plan.table, plan.shadow, plan.schema) is None
+    # A fresh start forgets a copy position an abandoned conversion left.
+    conflict = "DO UPDATE SET last_key = NULL" if fresh else "DO NOTHING"
+    connection.execute(
+        sa.text(
+            f"INSERT INTO {quote(connection.dialect, STATE_TABLE, plan.schema)} "
+            f"(table_name, column_name) VALUES (:t, :c) ON CONFLICT (table_name, column_name) "
+            f"{conflict}"
+        ),
+        {"t": plan.table, "c": plan.column},
+    )
+    if fresh:
+        ddl(f"ALTER TABLE {table} ADD COLUMN {shadow} {plan.new_type} NULL")
+    _trigger(connection, plan, ddl)
+    _copy(connection, op, plan)
+    _prove_same(connection, op, plan, ddl)
+    state = column_state(connection, plan.table, plan.shadow, plan.schema)
+    assert state is not None
+    check = plan.q(connection, plan.check)
+    if not plan.nullable and state.nullable:
+        if _check_state(connection, plan, plan.check) is None:
+            ddl(
+                f"ALTER TABLE {table} ADD CONSTRAINT {check} CHECK ({shadow} IS NOT NULL) NOT VALID"
+            )
+        if not _check_state(connection, plan, plan.check):
+            ddl(f"ALTER TABLE {table} VALIDATE CONSTRAINT {check}")
+        ddl(f"ALTER TABLE {table} ALTER COLUMN {shadow} SET NOT NULL")
+    if _check_state(connection, plan, plan.check) is not None:
+        ddl(f"ALTER TABLE {table} DROP CONSTRAINT {check}")
+    for index in plan.indexes:
+        _build_index(connection, plan, index, timeout)
+    ddl(";\n".join(_swap(connection, plan)))
+
+
+def _trigger(connection: Connection, plan: _Plan, ddl: Any) -> None:
+    sql = dialect_row(connection.dialect).convert
+    assert sql is not None
+    column, shadow = plan.q(connection, plan.column), plan.q(connection, plan.shadow)
+    function = plan.q(connection, plan.function, schema=True)
+    converted = sql.convert(f"NEW.{column}", plan.from_kind, plan.to_kind)
+    # CREATE OR REPLACE: a rerun leaves it as it is, and no table lock is taken.
+    run(
+        connection,
+        f"CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $ulid$ "
+        f"BEGIN NEW.{shadow} := {converted}; RETURN NEW; END $ulid$",
+    )
+    exists = connection.execute(
+        sa.text("SELECT 1 FROM pg_trigger WHERE tgrelid = to_regclass(:table) AND tgname = :name"),
+        {"table": plan.q(connection, plan.table, schema=True), "name": plan.trigger},
+    ).first()
+    if exists is None:
+        ddl(
+            f"CREATE TRIGGER {plan.q(connection, plan.trigger)} BEFORE INSERT OR UPDATE ON "
+            f"{plan.q(connection, plan.table, schema=True)} FOR EACH ROW EXECUTE FUNCTION "
+            f"{function}()"
+        )
+
+
+def _copy(connection: Connection, op: AlterULIDStorageOp, plan: _Plan) -> int:
+    """Copy the rows the trigger has not seen, in key order, recording each batch's end."""
+    from ._storage import _check_text
+
+    sql = dialect_row(connection.dialect).convert
+    assert sql is not None
+    dialect = connection.dialect
+    table = plan.q(connection, plan.table, schema=True)
+    key, column, shadow = (plan.q(connection, n) for n in (plan.key, plan.column, plan.shadow))
+    state_table = quote(dialect, STATE_TABLE, plan.schema)
+
+    def statement(after: bool) -> sa.TextClause:
+        where = f"WHERE {key} > CAST(:last AS {plan.key_type}) " if after else ""
+        return sa.text(
+            f"WITH batch AS (SELECT {key} AS k FROM {table} {where}"
+            f"ORDER BY {key} LIMIT :n), "
+            "top AS (SELECT k FROM batch ORDER BY k DESC LIMIT 1), "
+            # The trigger converts (once): the row is only touched.
+            f"moved AS (UPDATE {table} AS t SET {column} = t.{column} FROM batch "
+            f"WHERE t.{key} = batch.k AND t.{shadow} IS NULL AND t.{column} IS NOT NULL "
+            "RETURNING 1), "
+            f"mark AS (UPDATE {state_table} SET last_key = (SELECT CAST(k AS TEXT) FROM top) "
+            "WHERE table_name = :t AND column_name = :c AND EXISTS (SELECT 1 FROM top) "
+            "RETURNING 1) "
+            "SELECT (SELECT CAST(k AS TEXT) FROM top), (SELECT count(*) FROM moved), "
+            "(SELECT count(*) FROM mark)"
+        )
+
+    last = connection.execute(
+        sa.text(f"SELECT last_key FROM {state_table} WHERE table_name = :t AND column_name = :c"),
+        {"t": plan.table, "c": plan.column},
+    ).scalar()
+    total = int(
+        connection.execute(
+            sa.text("SELECT GREATEST(reltuples, 0) FROM pg_class WHERE oid = to_regclass(:t)"),
+            {"t": table},
+        ).scalar()
+        or 0
+    )
+    started = logged = time.monotonic()
+    done = 0
+    while True:
+        params = {"last": last, "n": op.batch_size, "t": plan.table, "c": plan.column}
+        batch = statement(last is not None)
+
+        def one(b: sa.TextClause = batch, p: dict[str, Any] = params) -> tuple[Any, ...]:
+            return tuple(connection.execute(b, p).one())
+
+        try:
+            top, moved, _ = retry_batch(last, one)
+        except sa.exc.DBAPIError as exc:
+            if plan.from_kind == "text" and not exc.connection_invalidated:
+                bad = f"{shadow} IS NULL AND {sql.bad_text(column)}"
+                _check_text(connection, table, column, bad, op, exc)
+            raise
+        if top is None:
+            break
+        last, done = top, done + int(moved)
+        now = time.monotonic()
+        elapsed = now - started
+        rate = done / elapsed if elapsed > 0 else 0.0
+        left = max(total, done) - done
+        report = BackfillProgress(
+            plan.table, plan.column, done, max(total, done), rate, left / rate if rate else None
+        )
+        if op.progress is not None:
+            op.progress(report)
+        if now - logged >= _LOG_EVERY:
+            logger.info("copy %s", report)
+            logged = now
+        if op.pause:
+            time.sleep(op.pause)
+    return done
+
+
+def _prove_same(connection: Connection, op: AlterULIDStorageOp, plan: _Plan, ddl: Any) -> None:
+    """Prove every row's shadow is its converted value: a CHECK, ``NOT VALID`` then validated.
+
+    The trigger keeps the shadow in step, but a session that skips triggers
+    (``session_replication_role = replica``) does not run it; a CHECK runs
+    for every session. Rows such a session wrote are converted again, then
+    the check is validated again. The check goes with the old column.
+    """
+    from ._storage import _check_text
+
+    sql = dialect_row(connection.dialect).convert
+    assert sql is not None
+    table = plan.q(connection, plan.table, schema=True)
+    column, shadow = plan.q(connection, plan.column), plan.q(connection, plan.shadow)
+    converted = sql.convert(column, plan.from_kind, plan.to_kind)
+    same = plan.q(connection, plan.same)
+    if _check_state(connection, plan, plan.same) is None:
+        ddl(
+            f"ALTER TABLE {table} ADD CONSTRAINT {same} CHECK "
+            f"({shadow} IS NOT DISTINCT FROM {converted}) NOT VALID"
+        )
+    for round_ in range(3):
+        if _check_state(connection, plan, plan.same):
+            return
+        try:
+            # SHARE UPDATE EXCLUSIVE: writers go on while it scans.
+            ddl(f"ALTER TABLE {table} VALIDATE CONSTRAINT {same}")
+            return
+        except sa.exc.DBAPIError as exc:
+            if exc.connection_invalidated:
+                raise
+            if plan.from_kind == "text":
+                _check_text(connection, table, column, sql.bad_text(column), op, exc)
+            if round_ == 2 or not isinstance(exc, sa.exc.IntegrityError):
+                raise
+        fixed = run(
+            connection,
+            f"UPDATE {table} SET {shadow} = {converted} "
+            f"WHERE {shadow} IS DISTINCT FROM {converted}",
+        ).rowcount
+        logger.warning(
+            "alter_ulid_storage: %s rows of %s were written without the trigger; converted again",
+            fixed,
+            plan.table,
+        )
+
+
+def _check_state(connection: Connection, plan: _Plan, name: str) -> bool | None:
+    row = connection.execute(
+        sa.text(
+            "SELECT convalidated FROM pg_constraint "
+            "WHERE conrelid = to_regclass(:table) AND conname = :name AND contype = 'c'"
+        ),
+        {"table": plan.q(connection, plan.table, schema=True), "name": name},
+    ).first()
+    return None if row is None else bool(row[0])
+
+
+#: ``CREATE INDEX CONCURRENTLY`` waits for every older transaction, but
+#: writers never wait for it: it may wait this long for each try.
+_INDEX_WAIT = 30.0
+_INDEX_TRIES = 5
+
+
+def _build_index(connection: Connection, plan: _Plan, index: _Index, timeout: float) -> None:
+    """``CREATE [UNIQUE] INDEX CONCURRENTLY`` on the shadow; an INVALID leftover rebuilt."""
+    qualified = plan.q(connection, index.shadow, schema=True)
+    columns = ", ".join(
+        plan.q(connection, plan.shadow if c == plan.column else c) for c in index.columns
+    )
+    unique = "UNIQUE " if index.unique else ""
+    create = (
+        f"CREATE {unique}INDEX CONCURRENTLY {plan.q(connection, index.shadow)} "
+        f"ON {plan.q(connection, plan.table, schema=True)} ({columns})"
+    )
+    wait = max(timeout, _INDEX_WAIT)
+    for attempt in range(1, _INDEX_TRIES + 1):
+        valid = connection.execute(
+            sa.text(
+                "SELECT x.indisvalid FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
+                "WHERE x.indrelid = to_regclass(:table) AND i.relname = :name"
+            ),
+            {"table": plan.q(connection, plan.table, schema=True), "name": index.shadow},
+        ).scalar()
+        if valid:
+            return
+        if valid is not None:
+            # Left INVALID by a killed, failed or timed-out build: a retry of
+            # the statement would find the name taken.
+            lock_safe_ddl(
+                connection, [f"DROP INDEX CONCURRENTLY IF EXISTS {qualified}"], lock_timeout=wait
+            )
+        try:
+            lock_safe_ddl(connection, [create], lock_timeout=wait, attempts=1)
+            return
+        except LockTimeoutError:
+            if attempt == _INDEX_TRIES:
+                raise
+            logger.warning(
+                "%s: lock timeout (%gs), try %d of %d", create, wait, attempt, _INDEX_TRIES
+            )
+        except BaseException:
+            if not connection.invalidated:
+                with contextlib.suppress(sa.exc.SQLAlchemyError):
+                    run(connection, f"DROP INDEX CONCURRENTLY IF EXISTS {qualified}")
+            raise
+
+
+def _swap(connection: Connection, plan: _Plan) -> list[str]:
+    """The swap's statements, sent as one: PostgreSQL runs them as one transaction."""
+    dialect = connection.dialect
+    table = plan.q(connection, plan.table, schema=True)
+    column, shadow = plan.q(connection, plan.column), plan.q(connection, plan.shadow)
+    statements = [
+        f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE",
+        f"DROP TRIGGER {plan.q(connection, plan.trigger)} ON {table}",
+        f"DROP FUNCTION {plan.q(connection, plan.function, schema=True)}()",
+        # Drops the old indexes and constraints with it; no data is rewritten.
+        f"ALTER TABLE {table} DROP COLUMN {column}",
+        f"ALTER TABLE {table} RENAME COLUMN {shadow} TO {column}",
+    ]
+    for index in plan.indexes:
+        name, built = plan.q(connection, index.name), plan.q(connection, index.shadow)
+        if index.constraint is not None:
+            kind = "PRIMARY KEY" if index.constraint == "p" else "UNIQUE"
+            statements.append(
+                f"ALTER TABLE {table} ADD CONSTRAINT {name} {kind} USING INDEX {built}"
+            )
+        else:
+            statements.append(
+                f"ALTER INDEX {plan.q(connection, index.shadow, schema=True)} RENAME TO {name}"
+            )
+    if plan.default is not None:
+        statements.append(f"ALTER TABLE {table} ALTER COLUMN {column} SET DEFAULT {plan.default}")
+    if plan.comment is not None:
+        statements.append(
+            f"COMMENT ON COLUMN {table}.{column} IS {_literal(dialect, plan.comment)}"
+        )
+    statements.append(
+        f"DELETE FROM {quote(dialect, STATE_TABLE, plan.schema)} "
+        f"WHERE table_name = {_literal(dialect, plan.table)} "
+        f"AND column_name = {_literal(dialect, plan.column)}"
+    )
+    return statements
+
+
+def _literal(dialect: Any, text: str) -> str:
+    # The literal is escaped for the driver, and lock_safe_ddl escapes once more.
+    literal = sa.String().literal_processor(dialect)  # type: ignore[no-untyped-call]
+    return unescape_percent(dialect, str(literal(text)))

@@ -521,3 +521,20 @@ def test_a_position_left_by_an_abandoned_conversion_is_forgotten(engine: Engine)
         conn.exec_driver_sql(f"ALTER TABLE {TABLE} DROP COLUMN ref__ulid CASCADE")
     _run(engine, TABLE, "text", "auto", online=True, batch_size=300)
     assert _values(engine, TABLE, "auto") == before
+
+
+def test_the_copy_ends_while_writers_keep_adding_rows_past_it(engine: Engine) -> None:
+    _create(engine, TABLE, "text", 1000)
+    calls = []
+
+    def insert_ahead(report: BackfillProgress) -> None:
+        calls.append(report)
+        assert len(calls) < 100, "the copy keeps chasing the writers' new rows"
+        with engine.begin() as conn:
+            conn.exec_driver_sql(
+                f"INSERT INTO {TABLE} (id, ref, n) VALUES ({5000 + len(calls)}, '{new_ulid()}', 0)"
+            )
+
+    _run(engine, TABLE, "text", "auto", online=True, batch_size=100, progress=insert_ahead)
+    assert len(calls) == 10  # the rows that were there when the copy began
+    assert len(_values(engine, TABLE, "auto")) == 1010

@@ -184,9 +184,11 @@ def _copy(connection: Connection, op: AlterULIDStorageOp, plan: Plan) -> int:
     state_table = quote(dialect, STATE_TABLE, plan.schema)
 
     def statement(after: bool) -> sa.TextClause:
-        where = f"WHERE {key} > CAST(:last AS {plan.key_type}) " if after else ""
+        where = f"{key} <= CAST(:high AS {plan.key_type}) "
+        if after:
+            where += f"AND {key} > CAST(:last AS {plan.key_type}) "
         return sa.text(
-            f"WITH batch AS (SELECT {key} AS k FROM {table} {where}"
+            f"WITH batch AS (SELECT {key} AS k FROM {table} WHERE {where}"
             f"ORDER BY {key} LIMIT :n), "
             "top AS (SELECT k FROM batch ORDER BY k DESC LIMIT 1), "
             # The trigger converts (once): the row is only touched.
@@ -211,10 +213,24 @@ def _copy(connection: Connection, op: AlterULIDStorageOp, plan: Plan) -> int:
         ).scalar()
         or 0
     )
+    # The trigger existed before this read: a row with a higher key was
+    # written after it, through it (the equality check proves it later).
+    high = connection.execute(
+        # Qualified: ORDER BY a bare name would sort by the text output column.
+        sa.text(f"SELECT CAST(t.{key} AS TEXT) FROM {table} AS t ORDER BY t.{key} DESC LIMIT 1")
+    ).scalar()
+    if high is None:
+        return 0
     started = logged = time.monotonic()
     done = 0
     while True:
-        params = {"last": last, "n": op.batch_size, "t": plan.table, "c": plan.column}
+        params = {
+            "last": last,
+            "high": high,
+            "n": op.batch_size,
+            "t": plan.table,
+            "c": plan.column,
+        }
         batch = statement(last is not None)
 
         def one(b: sa.TextClause = batch, p: dict[str, Any] = params) -> tuple[Any, ...]:

@@ -32,7 +32,6 @@ TABLE = "bench_storage_online"
 def _seed(engine: sa.Engine, rows: int) -> None:
     with engine.begin() as conn:
         conn.exec_driver_sql(f"DROP TABLE IF EXISTS {TABLE}")
-        conn.exec_driver_sql("DROP TABLE IF EXISTS ulid_storage_conversions")
         conn.exec_driver_sql(
             f"CREATE TABLE {TABLE} (id BIGINT PRIMARY KEY, ref CHAR(26) NOT NULL, n INTEGER)"
         )
@@ -137,7 +136,6 @@ def main() -> None:
         )
     with engine.begin() as conn:
         conn.exec_driver_sql(f"DROP TABLE IF EXISTS {TABLE}")
-        conn.exec_driver_sql("DROP TABLE IF EXISTS ulid_storage_conversions")
 
 
 if __name__ == "__main__":

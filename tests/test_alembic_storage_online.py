@@ -52,10 +52,12 @@ def _drop(engine: Engine) -> None:
     with engine.begin() as conn:
         for name in (TABLE, TWIN):
             conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name} CASCADE")
-        if sa.inspect(conn).has_table("ulid_storage_conversions"):
-            conn.exec_driver_sql(
-                f"DELETE FROM ulid_storage_conversions WHERE table_name IN ('{TABLE}', '{TWIN}')"
-            )
+        # Only this test's rows: other programs may be converting in this database.
+        conn.exec_driver_sql(
+            "DO $$ BEGIN IF to_regclass('ulid_storage_conversions') IS NOT NULL THEN "
+            f"DELETE FROM ulid_storage_conversions WHERE table_name IN ('{TABLE}', '{TWIN}'); "
+            "END IF; END $$"
+        )
         conn.exec_driver_sql("DROP VIEW IF EXISTS so_view")
 
 

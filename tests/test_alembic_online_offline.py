@@ -1,27 +1,38 @@
-"""``add_ulid_column(..., online=True)`` offline (``--sql``) on PostgreSQL, run by psql.
+"""``add_ulid_column(..., online=True)`` offline (``--sql``), run by psql and mariadb.
 
 Odd table names (a quote, a percent) and time columns that cannot date ids:
-the script is applied with the real ``psql`` client, stopping at the first
-error, as a user applies it.
+the script is applied with the real ``psql`` or ``mariadb`` client, stopping
+at the first error, as a user applies it. On MariaDB the script is written by
+a real ``alembic upgrade --sql`` and applied while a writer inserts rows.
 """
 
 from __future__ import annotations
 
 import io
 import os
+import re
 import shutil
 import subprocess
+import textwrap
+import threading
+import time
 from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
 from alembic.migration import MigrationContext
 from alembic.operations import Operations
+from alembic.util import CommandError
 from sqlalchemy.engine import Engine
 
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from conftest import Backend
 from sqlalchemy_ulid import ULID
+from sqlalchemy_ulid._time import to_ms
 
 DAYS = ["'2024-01-01'", "'2024-01-02'"]
 DAYS_MS = [1704067200000, 1704153600000]
@@ -132,3 +143,424 @@ def test_offline_script_refuses_a_time_column_that_cannot_date_ids(
         assert columns == ["id", "created_at"]  # stopped before any change
     finally:
         _drop(pg, quoted)
+
+
+# -- MariaDB --------------------------------------------------------------------
+
+#: The largest Unix millisecond a ULID holds.
+MAX_MS = 2**48 - 1
+
+
+@pytest.fixture
+def maria(backends: dict[str, Backend]) -> Iterator[Engine]:
+    backend = backends["mysql"]
+    if backend.url is None:
+        pytest.fail(f"backend missing: {backend.reason}", pytrace=False)
+    engine = sa.create_engine(backend.url, poolclass=sa.pool.NullPool)
+    yield engine
+    with engine.begin() as conn:
+        conn.exec_driver_sql("DROP TABLE IF EXISTS alembic_version")
+    engine.dispose()
+
+
+def _alembic_sql(engine: Engine, tmp_path: Path, call: str) -> str:
+    """The script a real ``alembic upgrade head --sql`` writes for a revision running ``call``."""
+    (tmp_path / "versions").mkdir()
+    (tmp_path / "env.py").write_text(
+        textwrap.dedent(
+            """\
+            from alembic import context
+
+            import sqlalchemy_ulid.alembic  # noqa: F401
+
+            context.configure(url=context.config.get_main_option("sqlalchemy.url"))
+            with context.begin_transaction():
+                context.run_migrations()
+            """
+        )
+    )
+    (tmp_path / "versions" / "0001_add.py").write_text(
+        "from alembic import op\n\nrevision = '0001'\ndown_revision = None\n"
+        "branch_labels = None\ndepends_on = None\n\n\n"
+        f"def upgrade() -> None:\n    op.{call}\n"
+    )
+    buffer = io.StringIO()
+    config = Config(output_buffer=buffer)
+    config.set_main_option("script_location", str(tmp_path))
+    config.set_main_option("sqlalchemy.url", engine.url.render_as_string(hide_password=False))
+    config.attributes["configure_logger"] = False
+    command.upgrade(config, "head", sql=True)
+    return buffer.getvalue()
+
+
+def _mariadb(engine: Engine, script: str, *options: str) -> subprocess.CompletedProcess[str]:
+    """Run a script with the real mariadb client (it stops at the first error)."""
+    url = engine.url
+    return subprocess.run(
+        ["mariadb", "--batch", *options, "-h", url.host or "127.0.0.1", "-P", str(url.port or 3306),
+         "-u", url.username or "root", *([f"-p{url.password}"] if url.password else []),
+         url.database or ""],
+        input=script, capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+
+
+def _maria_make(engine: Engine, quoted: str, columns: str, rows: str = "") -> None:
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {quoted}")
+        conn.exec_driver_sql(f"CREATE TABLE {quoted} ({columns})")
+        if rows:
+            conn.exec_driver_sql(f"INSERT INTO {quoted} VALUES {rows}")
+
+
+def _columns(engine: Engine, table: str) -> dict[str, tuple[str, bool]]:
+    """Each column's type and nullability."""
+    with engine.connect() as conn:
+        return {
+            c["name"]: (str(c["type"]), bool(c["nullable"]))
+            for c in sa.inspect(conn).get_columns(table)
+        }
+
+
+def _writer(engine: Engine, stop: threading.Event, written: list[int]) -> None:
+    """Insert rows (no public_id: the column may not exist yet) until told to stop."""
+    deadline = time.monotonic() + 60  # bounded, whatever happens to the test
+    with engine.connect() as conn:
+        conn.exec_driver_sql("SET SESSION innodb_lock_wait_timeout = 10, lock_wait_timeout = 10")
+        while not stop.is_set() and time.monotonic() < deadline:
+            conn.exec_driver_sql("INSERT INTO offline_live (created_at) VALUES (UTC_TIMESTAMP(3))")
+            conn.commit()
+            written.append(1)
+            time.sleep(0.002)
+
+
+def test_mariadb_offline_script_fills_while_a_writer_inserts(maria: Engine, tmp_path: Path) -> None:
+    rows = 1500
+    base = 1704067200000  # 2024-01-01, UTC
+    # Three rows a millisecond: ties, numbered in key order within a batch.
+    values = ", ".join(
+        f"({i}, FROM_UNIXTIME({(base + (i - 1) // 3) / 1000:.3f}))" for i in range(1, rows + 1)
+    )
+    _maria_make(
+        maria,
+        "offline_live",
+        "id bigint AUTO_INCREMENT PRIMARY KEY, created_at datetime(3) NOT NULL",
+    )
+    with maria.begin() as conn:
+        conn.exec_driver_sql("SET time_zone = '+00:00'")
+        conn.exec_driver_sql(f"INSERT INTO offline_live VALUES {values}")
+    script = _alembic_sql(
+        maria,
+        tmp_path,
+        "add_ulid_column('offline_live', 'public_id', 'created_at', online=True, "
+        "server_default=True, batch_size=200, pause=0.02)",
+    )
+    assert "BEGIN NOT ATOMIC" in script
+    assert "ALGORITHM=INSTANT" in script
+    assert "SET SESSION lock_wait_timeout = 1;" in script  # lock_timeout's default
+    stop, written = threading.Event(), []
+    writer = threading.Thread(target=_writer, args=(maria, stop, written), daemon=True)
+    writer.start()
+    try:
+        time.sleep(0.1)
+        done = _mariadb(maria, script)
+    finally:
+        stop.set()
+        writer.join(timeout=30)
+    assert not writer.is_alive()
+    assert done.returncode == 0, done.stderr
+    # The rows, and the writer's rows inserted before the DEFAULT was set.
+    filled = re.findall(
+        r"add_ulid_column: (\d+) rows of offline_live.public_id filled", done.stdout
+    )
+    assert int(filled[-1]) >= rows
+    assert written, "the writer inserted no row"
+    with maria.connect() as conn:
+        conn.exec_driver_sql("SET time_zone = '+00:00'")
+        table = conn.exec_driver_sql(
+            "SELECT id, FLOOR(UNIX_TIMESTAMP(created_at) * 1000), public_id "
+            "FROM offline_live ORDER BY id"
+        ).all()
+        unique = sa.inspect(conn).get_unique_constraints("offline_live")
+    assert len(table) > rows
+    ties: dict[tuple[int, int], int] = {}
+    for key, ms, raw in table[:rows]:
+        made = ULID.from_bytes(raw)
+        assert made.timestamp_ms == int(ms)
+        # The batches are the keys 1-200, 201-400, ...: ties restart in each one.
+        group = (int(ms), (key - 1) // 200)
+        ties[group] = ties.get(group, 0) + 1
+        assert int.from_bytes(raw[6:8], "big") == ties[group], key
+    for _key, ms, raw in table[rows:]:
+        # The writer's rows: filled by the backfill, or by the DEFAULT (the time of insert).
+        assert abs(ULID.from_bytes(raw).timestamp_ms - int(ms)) < 5000
+    assert _columns(maria, "offline_live")["public_id"] == ("BINARY(16)", False)
+    assert [u["column_names"] for u in unique] == [["public_id"]]
+    # The backfill block again: nothing to do, nothing changed.
+    block = script[script.index("-- Phase 2") : script.index("-- Phase 3")]
+    again = _mariadb(maria, block)
+    assert again.returncode == 0, again.stderr
+    assert "filled" not in again.stdout
+    with maria.connect() as conn:
+        after = conn.exec_driver_sql("SELECT id, public_id FROM offline_live ORDER BY id").all()
+    assert [(r[0], r[2]) for r in table] == [tuple(r) for r in after[: len(table)]]
+    _drop(maria, "offline_live")
+
+
+def test_mariadb_offline_script_runs_for_odd_names(maria: Engine, tmp_path: Path) -> None:
+    # A quote, a backtick, a percent and a backslash, in the table and the key column.
+    table, key = "o'brien`s 50% \\x", "k`ey'"
+    # Quoted for the driver: a % doubled.
+    quoted = maria.dialect.identifier_preparer.quote(table)
+    key_sql = maria.dialect.identifier_preparer.quote(key)
+    _maria_make(
+        maria, quoted, f"{key_sql} int PRIMARY KEY, created_at bigint NOT NULL",
+        "(1, 1700000000123), (2, 1700000000123), (3, 0)",
+    )  # fmt: skip
+    try:
+        script = _alembic_sql(
+            maria, tmp_path, f"add_ulid_column({table!r}, 'public_id', 'created_at', online=True)"
+        )
+        done = _mariadb(maria, script)
+        assert done.returncode == 0, done.stderr
+        with maria.connect() as conn:
+            ids = conn.exec_driver_sql(
+                f"SELECT public_id FROM {quoted} ORDER BY {key_sql}"
+            ).scalars()
+            made = [ULID.from_bytes(raw) for raw in ids]
+        assert [m.timestamp_ms for m in made] == [1700000000123, 1700000000123, 0]
+        assert made[0] < made[1]
+    finally:
+        _drop(maria, quoted)
+
+
+@pytest.mark.parametrize(
+    ("time_type", "values"),
+    [
+        # Microseconds floored (not rounded up into the next millisecond), and
+        # a DATETIME past 2038 (where UNIX_TIMESTAMP() gives up on MariaDB 10.11).
+        ("datetime(6)", ["2024-01-01 00:00:00.000999", "2100-06-01 12:00:00.5", "1970-01-01"]),
+        # A TIMESTAMP is read in UTC, whatever the client session's time zone.
+        ("timestamp(6)", ["2024-01-01 00:00:00.000999", "2038-01-19 03:14:07.999999"]),
+    ],
+)
+def test_mariadb_offline_script_dates_ids_exactly(
+    maria: Engine, tmp_path: Path, time_type: str, values: list[str]
+) -> None:
+    rows = ", ".join(f"({i}, '{v}')" for i, v in enumerate(values, 1))
+    with maria.begin() as conn:
+        conn.exec_driver_sql("SET time_zone = '+00:00'")
+        conn.exec_driver_sql("DROP TABLE IF EXISTS offline_exact")
+        conn.exec_driver_sql(
+            f"CREATE TABLE offline_exact (id int PRIMARY KEY, created_at {time_type} NOT NULL)"
+        )
+        conn.exec_driver_sql(f"INSERT INTO offline_exact VALUES {rows}")
+    try:
+        script = _alembic_sql(
+            maria,
+            tmp_path,
+            "add_ulid_column('offline_exact', 'public_id', 'created_at', online=True)",
+        )
+        done = _mariadb(
+            maria,
+            script + "SELECT @@SESSION.time_zone AS zone_after;",
+            "--init-command=SET time_zone = '+05:00'",
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.endswith("zone_after\n+05:00\n")  # the session's own, put back
+        with maria.connect() as conn:
+            ids = conn.exec_driver_sql("SELECT public_id FROM offline_exact ORDER BY id").scalars()
+            made = [ULID.from_bytes(raw).timestamp_ms for raw in ids]
+        expected = [to_ms(datetime.fromisoformat(v).replace(tzinfo=timezone.utc)) for v in values]
+        assert made == expected
+    finally:
+        _drop(maria, "offline_exact")
+
+
+@pytest.mark.parametrize(
+    ("definition", "message"),
+    [
+        # Two key columns: no order to walk in batches.
+        ("(a int, b int, created_at datetime, PRIMARY KEY (a, b))",
+         "needs a single-column primary key; it has 2 columns"),
+        # No primary key at all.
+        ("(a int, created_at datetime)", "needs a single-column primary key; it has 0 columns"),
+        # A day, not a moment (refused online too).
+        ("(id int PRIMARY KEY, created_at date)", "offline_bad.created_at is date, not a DATETIME"),
+        # Epoch seconds in a float: ids dated 1970.
+        ("(id int PRIMARY KEY, created_at double)", "offline_bad.created_at is double, not a"),
+        # Rounded milliseconds.
+        ("(id int PRIMARY KEY, created_at decimal(20,3))", "is decimal(20,3), not a"),
+        # A FULLTEXT index: no instant ADD COLUMN, no LOCK=NONE rebuild.
+        ("(id int PRIMARY KEY, created_at datetime, note text, FULLTEXT KEY ft (note))",
+         "offline_bad has ft (FULLTEXT)"),
+        # Not InnoDB.
+        ("(id int PRIMARY KEY, created_at datetime) ENGINE=MyISAM",
+         "needs an InnoDB table; offline_bad is MyISAM"),
+        # The id column exists, of another type.
+        ("(id int PRIMARY KEY, created_at datetime, public_id char(26))",
+         "offline_bad.public_id exists as char(26), not binary(16)"),
+        # The time column is missing.
+        ("(id int PRIMARY KEY, made datetime)", "there is no column offline_bad.created_at"),
+    ],
+)  # fmt: skip
+def test_mariadb_offline_script_refuses_before_any_change(
+    maria: Engine, tmp_path: Path, definition: str, message: str
+) -> None:
+    with maria.begin() as conn:
+        conn.exec_driver_sql("DROP TABLE IF EXISTS offline_bad")
+        conn.exec_driver_sql(f"CREATE TABLE offline_bad {definition}")
+    try:
+        before = _columns(maria, "offline_bad")
+        script = _alembic_sql(
+            maria,
+            tmp_path,
+            "add_ulid_column('offline_bad', 'public_id', 'created_at', online=True)",
+        )
+        done = _mariadb(maria, script)
+        assert done.returncode != 0
+        assert message in done.stderr, done.stderr
+        assert "ERROR 1644 (45000)" in done.stderr
+        assert _columns(maria, "offline_bad") == before  # stopped before any change
+    finally:
+        _drop(maria, "offline_bad")
+
+
+@pytest.mark.parametrize(
+    ("time_type", "values", "message"),
+    [
+        # Before 1970.
+        ("bigint", "(1, 1700000000000), (2, -5), (3, 1700000000001)",
+         "offline_times.created_at of the row with id = 2 is -5"),
+        # Past the ULID range.
+        ("bigint unsigned", f"(1, 1700000000000), (2, {MAX_MS + 1}), (3, 1)",
+         f"the row with id = 2 is {MAX_MS + 1}"),
+        # NULL.
+        ("datetime(3)", "(1, '2024-01-01'), (2, NULL), (3, '2024-01-02')",
+         "the row with id = 2 is NULL"),
+        # Half a millisecond before 1970: floored, not rounded up to 0.
+        ("datetime(6)", "(1, '2024-01-01'), (2, '1969-12-31 23:59:59.999500'), (3, '2024-01-02')",
+         "the row with id = 2 is 1969-12-31 23:59:59.999500"),
+    ],
+)  # fmt: skip
+def test_mariadb_offline_batch_stops_at_a_time_no_ulid_holds(
+    maria: Engine, tmp_path: Path, time_type: str, values: str, message: str
+) -> None:
+    _maria_make(maria, "offline_times", f"id int PRIMARY KEY, created_at {time_type} NULL", values)
+    try:
+        script = _alembic_sql(
+            maria,
+            tmp_path,
+            "add_ulid_column('offline_times', 'public_id', 'created_at', online=True, "
+            "batch_size=1)",
+        )
+        done = _mariadb(maria, script)
+        assert done.returncode != 0
+        assert message in done.stderr, done.stderr
+        with maria.connect() as conn:
+            stored = conn.exec_driver_sql(
+                "SELECT id, public_id FROM offline_times ORDER BY id"
+            ).all()
+        # The batch before it was filled; the bad row and the ones after it were not.
+        assert stored[0][1] is not None
+        assert [r[1] for r in stored[1:]] == [None, None]
+        assert _columns(maria, "offline_times")["public_id"] == ("BINARY(16)", True)
+        # The row given a valid time, the script from its backfill on finishes the job.
+        with maria.begin() as conn:
+            conn.exec_driver_sql(
+                "UPDATE offline_times SET created_at = "
+                + ("1700000000002" if "int" in time_type else "'2024-01-03'")
+                + " WHERE id = 2"
+            )
+        setup = script[script.index("-- add_ulid_column(") : script.index("-- The table, its")]
+        again = _mariadb(maria, setup + script[script.index("-- Phase 2") :])
+        assert again.returncode == 0, again.stderr
+        with maria.connect() as conn:
+            after = conn.exec_driver_sql(
+                "SELECT id, public_id FROM offline_times ORDER BY id"
+            ).all()
+        assert after[0] == stored[0]  # the batch filled before is kept
+        assert all(raw is not None for _, raw in after)
+        assert _columns(maria, "offline_times")["public_id"] == ("BINARY(16)", False)
+    finally:
+        _drop(maria, "offline_times")
+
+
+@pytest.mark.parametrize(
+    ("dialect_name", "storage", "message"),
+    [
+        # Text ids are not made in SQL here.
+        ("mysql", "text", "offline needs binary storage, not 'text'"),
+        ("postgresql", "text", "offline needs uuid or binary storage, not 'text'"),
+        # One writer at a time: nothing to run online, and no script either.
+        ("sqlite", "auto", "PostgreSQL and MariaDB only; on sqlite run this migration online"),
+    ],
+)
+def test_offline_script_refusals_write_nothing(
+    dialect_name: str, storage: str, message: str
+) -> None:
+    buffer = io.StringIO()
+    context = MigrationContext.configure(
+        dialect_name=dialect_name, opts={"as_sql": True, "output_buffer": buffer}
+    )
+    with pytest.raises(CommandError, match=re.escape(message)):
+        Operations(context).add_ulid_column(
+            "orders", "public_id", "created_at", online=True, storage=storage
+        )
+    assert buffer.getvalue() == ""
+
+
+def test_mariadb_offline_not_null_step_stops_at_a_row_written_without_an_id(
+    maria: Engine, tmp_path: Path
+) -> None:
+    """Without server_default, a row inserted after the backfill stops phase 3; the
+    backfill block run again, then phase 3, finish the job (as the docs say)."""
+    _maria_make(
+        maria,
+        "offline_late",
+        "id int PRIMARY KEY, created_at bigint NOT NULL",
+        "(1, 1700000000000), (2, 1700000000001)",
+    )
+    try:
+        script = _alembic_sql(
+            maria,
+            tmp_path,
+            "add_ulid_column('offline_late', 'public_id', 'created_at', online=True)",
+        )
+        phase3 = script.index("-- Phase 3")
+        # The session settings the script begins with (after Alembic's own table).
+        setup = script[script.index("-- add_ulid_column(") : script.index("-- The table, its")]
+        head = _mariadb(maria, script[:phase3])
+        assert head.returncode == 0, head.stderr
+        with maria.begin() as conn:
+            conn.exec_driver_sql("INSERT INTO offline_late (id, created_at) VALUES (3, 5)")
+        tail = _mariadb(maria, setup + script[phase3:])
+        assert tail.returncode != 0
+        assert "Data truncated for column 'public_id'" in tail.stderr, tail.stderr
+        assert _columns(maria, "offline_late")["public_id"] == ("BINARY(16)", True)
+        with maria.connect() as conn:
+            late = conn.exec_driver_sql("SELECT public_id FROM offline_late WHERE id = 3").scalar()
+        assert late is None  # no empty bytes, no id of another time
+        again = _mariadb(maria, setup + script[script.index("-- Phase 2") :])
+        assert again.returncode == 0, again.stderr
+        with maria.connect() as conn:
+            ids = conn.exec_driver_sql("SELECT public_id FROM offline_late ORDER BY id").scalars()
+            made = [ULID.from_bytes(raw).timestamp_ms for raw in ids]
+        assert made == [1700000000000, 1700000000001, 5]
+        assert _columns(maria, "offline_late")["public_id"] == ("BINARY(16)", False)
+    finally:
+        _drop(maria, "offline_late")
+
+
+def test_mariadb_offline_script_is_written_outside_the_migration_transaction() -> None:
+    # An env.py with transactional_ddl=True: the block must not sit in its BEGIN.
+    buffer = io.StringIO()
+    context = MigrationContext.configure(
+        dialect_name="mysql",
+        opts={"as_sql": True, "output_buffer": buffer, "transactional_ddl": True},
+    )
+    with context.begin_transaction():
+        Operations(context).add_ulid_column("orders", "public_id", "created_at", online=True)
+    script = buffer.getvalue()
+    ours = script.index("-- add_ulid_column(")
+    assert script.rindex("COMMIT;", 0, ours) > script.rindex("BEGIN;", 0, ours)
+    assert "BEGIN;" in script[script.rindex("DELIMITER ;") :]  # the migration's again, after

@@ -14,7 +14,7 @@ in ``_dialects`` gives every row its own (or none), and the storage kinds
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
@@ -65,10 +65,22 @@ class ConvertSQL:
     #: 32 hex digits -> a column DEFAULT of binary storage (None: the type's
     #: literal)
     binary_default: _Expr | None = None
+    #: storage kind -> SQL true for a value that may be converted, where it
+    #: differs from ``valid_text`` / ``valid_binary`` (UUIDv7 storages also
+    #: check the "uuid" and "hex" kinds)
+    valid: dict[str, _Expr] = field(default_factory=dict)
 
-    def bad_text(self, col: str) -> str:
-        """Return SQL true for a non-NULL text value that is not a ULID."""
-        return f"NOT ({self.valid_text(col)})"
+    def check(self, col: str, kind: str) -> str | None:
+        """Return SQL true for a value of ``kind`` that may be converted (None: any)."""
+        if kind in self.valid:
+            return self.valid[kind](col)
+        if kind == "uuid":  # every uuid is 16 bytes
+            return None
+        return self.valid_text(col) if kind == "text" else self.valid_binary(col)
+
+    def bad_text(self, col: str, kind: str = "text") -> str:
+        """Return SQL true for a non-NULL value of ``kind`` that may not be converted."""
+        return f"NOT ({self.check(col, kind) or 'TRUE'})"
 
     def convert(self, col: str, from_kind: str, to_kind: str) -> str:
         """Return SQL converting ``col`` between storage kinds, failing on bad values.
@@ -80,8 +92,8 @@ class ConvertSQL:
         script, can store a wrong id. NULL stays NULL.
         """
         hex_sql = self.to_hex[from_kind](col)
-        if from_kind != "uuid":  # every uuid is 16 bytes
-            valid = self.valid_text(col) if from_kind == "text" else self.valid_binary(col)
+        valid = self.check(col, from_kind)
+        if valid is not None:
             hex_sql = f"CASE WHEN {valid} THEN {hex_sql} ELSE {self.fail(col)} END"
         return f"CASE WHEN {col} IS NULL THEN NULL ELSE {self.from_hex[to_kind](hex_sql)} END"
 
@@ -183,6 +195,11 @@ def _mysql_hex_to_text(hex_sql: str) -> str:
 
 def _varbinary26() -> TypeEngine[Any]:
     return sa.VARBINARY(26)
+
+
+def _varbinary36() -> TypeEngine[Any]:
+    # Holds a UUID's 36 characters of text, its 32 hex digits or its 16 bytes.
+    return sa.VARBINARY(36)
 
 
 MYSQL_CONVERT = ConvertSQL(

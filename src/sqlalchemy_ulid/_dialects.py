@@ -27,6 +27,7 @@ from sqlalchemy.types import TypeEngine
 
 from ._codec import ALPHABET
 from ._convert_sql import MYSQL_CONVERT, POSTGRESQL_CONVERT, SQLITE_CONVERT, ConvertSQL
+from ._convert_uuid_sql import MYSQL_UUID_CONVERT, POSTGRESQL_UUID_CONVERT, SQLITE_UUID_CONVERT
 from ._generator_sql import MYSQL_UUID7, PG_ULID_CREATE, POSTGRESQL_UUID7, SQLITE_UUID7, UUID7SQL
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "dialect_row",
     "dialects_with",
     "key_conversion_sql",
+    "mysql_ulid_sql",
 ]
 
 #: The name of the server-side function on every database.
@@ -160,6 +162,8 @@ class DialectRow:
     server: ServerSQL | None = None
     #: text <-> binary conversion SQL (None: not implemented here)
     convert: ConvertSQL | None = None
+    #: UUIDv7 text/hex/uuid/binary conversion SQL (None: not implemented here)
+    convert_uuid7: ConvertSQL | None = None
     #: ``CREATE TABLE ... PARTITION OF ... FOR VALUES FROM ... TO ...`` exists
     range_partitions: bool = False
     #: the creation time of a stored key in SQL (None: not implemented here)
@@ -326,13 +330,24 @@ def _x_literal(data: bytes) -> str:
 # so one session's ULIDs are ordered (see _generator_sql).
 _PG_CREATE = PG_ULID_CREATE
 
+
+def mysql_ulid_sql(millis: str, tail: str = "RANDOM_BYTES(10)") -> str:
+    """MariaDB/MySQL SQL of a 16-byte ULID: the 6 bytes of ``millis``, then ``tail``.
+
+    ``tail`` is SQL of the last 10 bytes (random, or a tie count then random).
+
+    Example:
+        >>> mysql_ulid_sql("t.ms")
+        "CONCAT(UNHEX(LPAD(HEX(t.ms), 12, '0')), RANDOM_BYTES(10))"
+    """
+    return f"CONCAT(UNHEX(LPAD(HEX({millis}), 12, '0')), {tail})"
+
+
 # MySQL 8.0.13+ and MariaDB 10.10+ (RANDOM_BYTES) accept this expression as a
 # column DEFAULT. Stored functions are not allowed there (MariaDB error 1901),
 # so the DEFAULT inlines it and needs no installed function. SYSDATE, not NOW:
 # NOW is fixed at statement start, SYSDATE is read per row.
-_MYSQL_EXPR = (
-    "CONCAT(UNHEX(LPAD(HEX(FLOOR(UNIX_TIMESTAMP(SYSDATE(3)) * 1000)), 12, '0')), RANDOM_BYTES(10))"
-)
+_MYSQL_EXPR = mysql_ulid_sql("FLOOR(UNIX_TIMESTAMP(SYSDATE(3)) * 1000)")
 _MYSQL_CREATE = (
     f"CREATE FUNCTION IF NOT EXISTS {FUNCTION_NAME}() RETURNS BINARY(16) "
     f"NOT DETERMINISTIC NO SQL RETURN {_MYSQL_EXPR}"
@@ -588,6 +603,7 @@ _POSTGRESQL = DialectRow(
         default={"uuid": f"{FUNCTION_NAME}()", "binary": f"uuid_send({FUNCTION_NAME}())"},
     ),
     convert=POSTGRESQL_CONVERT,
+    convert_uuid7=POSTGRESQL_UUID_CONVERT,
     range_partitions=True,
     time=_PG_TIME,
     paging=PagingSQL(
@@ -626,6 +642,7 @@ _MYSQL = DialectRow(
         default={"binary": _MYSQL_EXPR},
     ),
     convert=MYSQL_CONVERT,
+    convert_uuid7=MYSQL_UUID_CONVERT,
     time=_MYSQL_TIME,
     write_while_streaming=False,
     drop_temporary="DROP TEMPORARY TABLE IF EXISTS {}",
@@ -655,6 +672,7 @@ _ROWS: dict[str, DialectRow] = {
         _POSTGRESQL,
         server=None,
         convert=None,
+        convert_uuid7=None,
         time=None,
         uuid_as_bytes=None,
         uuid7=None,
@@ -673,6 +691,7 @@ _ROWS: dict[str, DialectRow] = {
         # defines gen_ulid() on each connection instead.
         server=ServerSQL(create=(), drop=(), default={"binary": f"{FUNCTION_NAME}()"}),
         convert=SQLITE_CONVERT,
+        convert_uuid7=SQLITE_UUID_CONVERT,
         time=_SQLITE_TIME,
         unique_by_index=True,
         paging=PagingSQL(nulls_largest=False, row_values=True),

@@ -33,6 +33,9 @@ work without the import):
   server-side ``gen_ulid()``;
 * ``op.add_uuid7_column(table, column, from_column, ...)``: ``add_ulid_column``
   with a UUIDv7 column (``sa.Uuid``, or 16 bytes);
+* ``op.alter_uuid7_storage(table, column, from_storage=..., to_storage=...)``:
+  convert a UUIDv7 column between ``CHAR(36)`` text, ``CHAR(32)`` hex, uuid
+  and 16-byte storage, in SQL;
 * ``op.create_uuid7_function()`` / ``op.drop_uuid7_function()``: the
   server-side ``gen_uuid7()``;
 * ``op.convert_primary_key_to_ulid(table, ...)``: move an integer or UUID
@@ -43,7 +46,8 @@ The ops live in this package's private modules: ``_add`` (``add_ulid_column``),
 ``_add_uuid7`` (``add_uuid7_column``, on ``_add``'s machinery),
 ``_online``, ``_backfill`` and ``_offline`` (its ``online=True`` phases),
 ``_locks`` (lock timeouts and retries for every DDL statement), ``_drop``,
-``_storage``, ``_function``, ``_primary_key`` (with its plan in ``_pk_plan``,
+``_storage`` (and ``_storage_uuid7`` on its machinery), ``_function``,
+``_primary_key`` (with its plan in ``_pk_plan``,
 its refusals in ``_pk_checks`` and its phases in ``_pk_phases``) and
 ``_inspect`` (reflection and checks shared by them). The SQL that converts
 between storages is per-dialect data and stays in
@@ -78,11 +82,13 @@ from ._locks import LockTimeoutError
 from ._pk_plan import ConversionRefused
 from ._primary_key import ConvertPrimaryKeyToULIDOp, RestoreLegacyPrimaryKeyOp
 from ._storage import AlterULIDStorageOp
+from ._storage_uuid7 import AlterUUID7StorageOp
 
 __all__ = [
     "AddULIDColumnOp",
     "AddUUID7ColumnOp",
     "AlterULIDStorageOp",
+    "AlterUUID7StorageOp",
     "BackfillProgress",
     "ConversionRefused",
     "ConvertPrimaryKeyToULIDOp",

@@ -143,8 +143,9 @@ class AddULIDColumnOp(MigrateOperation):
 
         The ULIDs depend on the rows, so in offline (``--sql``) mode this
         raises :class:`alembic.util.CommandError`, except with
-        ``online=True`` on PostgreSQL, which writes the phases and the
-        backfill as SQL (a ``DO`` block that commits every batch).
+        ``online=True`` on PostgreSQL and MariaDB, which writes the phases
+        and the backfill as SQL (a ``DO`` block, or a ``BEGIN NOT ATOMIC``
+        block on MariaDB, that commits every batch).
 
         With ``online=True`` the op runs in phases instead, each committed
         on its own, with a batched backfill between them (see ``online``
@@ -185,8 +186,8 @@ class AddULIDColumnOp(MigrateOperation):
                 order, then NOT NULL and the unique constraint built without
                 blocking writes. Needs a single-column primary key. Commits
                 the migration's transaction first (Alembic's
-                ``autocommit_block()``). Offline (``--sql``, PostgreSQL) it
-                writes the phases as a script. See "Live tables" in the docs.
+                ``autocommit_block()``). Offline (``--sql``, PostgreSQL and
+                MariaDB) it writes the phases as a script. See "Live tables" in the docs.
             pause: with ``online=True``, seconds (or a timedelta) to sleep
                 between two batches, to leave the server room.
             progress: with ``online=True``, called after every batch with a
@@ -207,7 +208,7 @@ class AddULIDColumnOp(MigrateOperation):
 
         Raises:
             alembic.util.CommandError: in offline mode (without
-                ``online=True``, or on MariaDB), rows were written without
+                ``online=True``, or on SQLite), rows were written without
                 the column faster than the catch-up (rerun it), or
                 ``online=True`` inside a transaction Alembic did not begin.
             LockTimeoutError: a DDL statement could not get its lock on any

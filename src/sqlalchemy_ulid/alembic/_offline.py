@@ -1,5 +1,8 @@
 """``add_ulid_column(..., online=True)`` in offline (``--sql``) mode, on PostgreSQL.
 
+(MariaDB's script is written by ``_offline_mariadb``; the checks of the op
+below are shared.)
+
 The script gets the online op's phases in order, each statement on its
 own outside a transaction (Alembic's ``autocommit_block()`` writes the
 ``COMMIT`` before them and the ``BEGIN`` after). The backfill is one ``DO``
@@ -35,6 +38,7 @@ from .._dialects import dialect_row
 from .._types import ULIDType
 from ._inspect import quote, safe_name
 from ._locks import DEFAULT_LOCK_TIMEOUT
+from ._offline_mariadb import add_offline_mariadb
 
 if TYPE_CHECKING:
     from ._add import AddULIDColumnOp
@@ -67,15 +71,19 @@ def add_offline(operations: Operations, op: AddULIDColumnOp) -> None:
             f"{op.op_name}(online=True) has no offline (--sql) script; run this "
             "migration online (alembic upgrade without --sql)"
         )
-    if dialect.name != "postgresql":
+    if dialect.name not in ("postgresql", "mysql", "mariadb"):
         raise CommandError(
             f"add_ulid_column(online=True) writes an offline (--sql) script for "
-            f"PostgreSQL only; on {dialect.name} run this migration online "
+            f"PostgreSQL and MariaDB only; on {dialect.name} run this migration online "
             "(alembic upgrade without --sql)"
         )
     kind = dialect_row(dialect).kind(op.storage)
-    if kind == "text":
-        raise CommandError("add_ulid_column(online=True) offline needs uuid or binary storage")
+    if kind not in (("uuid", "binary") if dialect.name == "postgresql" else ("binary",)):
+        raise CommandError(
+            "add_ulid_column(online=True) offline needs "
+            + ("uuid or binary" if dialect.name == "postgresql" else "binary")
+            + f" storage, not {op.storage!r}"
+        )
     zone = op.timezone
     if not (isinstance(zone, _timezone) and zone.utcoffset(None) == timedelta(0)):
         raise CommandError(
@@ -84,6 +92,14 @@ def add_offline(operations: Operations, op: AddULIDColumnOp) -> None:
         )
     if op.batch_size > _MAX_BATCH:
         raise ValueError(f"offline, batch_size is at most {_MAX_BATCH}, got {op.batch_size}")
+    timeout = DEFAULT_LOCK_TIMEOUT if op.lock_timeout is None else op.lock_timeout
+    out = context.impl.static_output
+    if dialect.name != "postgresql":
+        # Outside the migration's transaction, if env.py made one (the
+        # statements commit on their own, as MariaDB's DDL does anyway).
+        with context.autocommit_block():
+            add_offline_mariadb(context, op, timeout, out)
+        return
     table = quote(dialect, op.table_name, op.schema)
     column = quote(dialect, op.column_name)
     when = quote(dialect, op.from_column)
@@ -92,8 +108,6 @@ def add_offline(operations: Operations, op: AddULIDColumnOp) -> None:
         dialect, op.constraint_name or safe_name(f"uq_{op.table_name}_{op.column_name}", dialect)
     )
     check = quote(dialect, safe_name(f"ck_{op.table_name}_{op.column_name}_not_null", dialect))
-    timeout = DEFAULT_LOCK_TIMEOUT if op.lock_timeout is None else op.lock_timeout
-    out = context.impl.static_output
     with context.autocommit_block():
         out(
             f"-- add_ulid_column({_comment(op.table_name)}.{_comment(op.column_name)}, "

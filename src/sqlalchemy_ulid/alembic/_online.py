@@ -24,8 +24,9 @@ reads what is done first, so a rerun after a kill goes on from there, and a
 rerun after success does nothing. The phases run in Alembic's
 ``autocommit_block()``: the migration's transaction is committed first.
 
-Offline (``--sql``) on PostgreSQL the same phases are written out, the
-backfill as a ``DO`` block that commits after every batch (``_offline``).
+Offline (``--sql``) the same phases are written out, the backfill as a
+block that commits after every batch: a ``DO`` block on PostgreSQL
+(``_offline``), a ``BEGIN NOT ATOMIC`` block on MariaDB (``_offline_mariadb``).
 """
 
 from __future__ import annotations

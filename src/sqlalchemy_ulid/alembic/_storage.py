@@ -24,7 +24,7 @@ from sqlalchemy.engine import Connection
 
 from .._codec import ALPHABET, InvalidULID
 from .._convert_sql import ConvertSQL
-from .._dialects import dialect_row, dialects_with
+from .._dialects import DialectRow, dialect_row, dialects_with
 from .._types import Storage, ULIDType, _check_storage
 from .._ulid import ULID
 from ._backfill import BackfillProgress, check_batch_options
@@ -37,6 +37,10 @@ __all__ = ["AlterULIDStorageOp"]
 @Operations.register_operation("alter_ulid_storage")
 class AlterULIDStorageOp(MigrateOperation):
     """Convert a ULID column between text and binary storage in place."""
+
+    op_name = "alter_ulid_storage"
+    #: what the column's values are called in errors
+    values_name = "ULIDs"
 
     def __init__(
         self,
@@ -54,8 +58,8 @@ class AlterULIDStorageOp(MigrateOperation):
         pause: float | timedelta = 0.0,
         progress: Callable[[BackfillProgress], object] | None = None,
     ) -> None:
-        _check_storage(from_storage)
-        _check_storage(to_storage)
+        self.check_storage(from_storage)
+        self.check_storage(to_storage)
         self.online = online
         self.batch_size, self.pause, self.progress = check_batch_options(
             batch_size, pause, progress, online
@@ -178,7 +182,7 @@ class AlterULIDStorageOp(MigrateOperation):
         )
 
     def reverse(self) -> AlterULIDStorageOp:
-        return AlterULIDStorageOp(
+        return type(self)(
             self.table_name,
             self.column_name,
             from_storage=self.to_storage,
@@ -193,12 +197,52 @@ class AlterULIDStorageOp(MigrateOperation):
             progress=self.progress,
         )
 
+    # What a subclass for other keys (UUIDv7: _storage_uuid7) overrides.
 
-def _kind_of(type_: sa.types.TypeEngine[Any], holding: bool) -> str | None:
-    """Return the storage kind a reflected column type holds, "holding", or None."""
+    @staticmethod
+    def check_storage(storage: Any) -> None:
+        """Refuse a storage option this op does not know (ValueError)."""
+        _check_storage(storage)
+
+    def convert_sql(self, row: DialectRow) -> ConvertSQL | None:
+        """Return the dialect's conversion SQL for this op's keys (None: none)."""
+        return row.convert
+
+    def kind(self, storage: str, dialect: Any) -> str:
+        """Return the storage kind ("uuid", "binary", "text") of a storage option."""
+        return dialect_row(dialect).kind(storage)
+
+    def found_kind(self, type_: sa.types.TypeEngine[Any], holding: int | None) -> str | None:
+        """Return the kind a reflected type holds, "holding", or None (see _kind_of)."""
+        return _kind_of(type_, holding)
+
+    def checked_before(self, kind: str) -> bool:
+        """Whether values of ``kind`` are checked (and named) before any DDL."""
+        return kind == "text"
+
+    def column_type(self, storage: str, dialect: Any) -> sa.types.TypeEngine[Any]:
+        """Return the column type of a storage option."""
+        return ULIDType(storage)  # type: ignore[arg-type]
+
+    def refuse_lookalikes(self, connection: Connection, table: str, column: str) -> None:
+        """Refuse text values that look converted in the MariaDB holding type."""
+        _refuse_text_lookalikes(connection, self, table, column)
+
+    def default_in(
+        self, default: str | None, dialect: Any, sql: ConvertSQL, to_kind: str
+    ) -> str | None:
+        """Return the column's DEFAULT in the new storage, or refuse it (ValueError)."""
+        return _convert_default(default, self, dialect, sql, to_kind)
+
+
+def _kind_of(type_: sa.types.TypeEngine[Any], holding: int | None) -> str | None:
+    """Return the storage kind a reflected column type holds, "holding", or None.
+
+    ``holding`` is the length of the dialect's holding type (None: none).
+    """
     if isinstance(type_, sa.Uuid):
         return "uuid"
-    if isinstance(type_, sa.VARBINARY) and holding and type_.length == 26:
+    if isinstance(type_, sa.VARBINARY) and holding is not None and type_.length == holding:
         return "holding"
     if isinstance(type_, sa.types._Binary):
         return "binary"
@@ -238,21 +282,28 @@ class _Plan:
 @Operations.implementation_for(AlterULIDStorageOp)
 def _alter_ulid_storage(operations: Operations, op: AlterULIDStorageOp) -> None:
     if op.online:
-        from ._storage_online import alter_online
+        if type(op) is AlterULIDStorageOp:
+            from ._storage_online import alter_online
 
-        alter_online(operations, op)
-        return
+            alter_online(operations, op)
+            return
+        raise CommandError(
+            f"{op.op_name}(online=True) is not supported online yet: the conversion "
+            "rewrites the column, and on PostgreSQL holds an ACCESS EXCLUSIVE lock while "
+            "it does. Nothing was changed. Run it without online=True in a quiet period "
+            "(see 'Live tables' in the docs)"
+        )
     context = operations.migration_context
     dialect = context.dialect
     row = dialect_row(dialect)
-    sql = row.convert
+    sql = op.convert_sql(row)
     if sql is None:
         raise NotImplementedError(
-            f"converting ULID storage is not implemented for {dialect.name!r} "
-            f"(supported: {dialects_with(lambda row: row.convert)})"
+            f"{op.op_name} is not implemented for {dialect.name!r} "
+            f"(supported: {dialects_with(op.convert_sql)})"
         )
-    from_kind = row.kind(op.from_storage)
-    to_kind = row.kind(op.to_storage)
+    from_kind = op.kind(op.from_storage, dialect)
+    to_kind = op.kind(op.to_storage, dialect)
     if from_kind == to_kind:
         raise ValueError(
             f"{op.from_storage!r} and {op.to_storage!r} are both {from_kind} storage "
@@ -265,7 +316,7 @@ def _alter_ulid_storage(operations: Operations, op: AlterULIDStorageOp) -> None:
     if context.as_sql:
         if op.nullable is None:
             raise CommandError(
-                f"alter_ulid_storage({op.table_name!r}, {op.column_name!r}): pass nullable= "
+                f"{op.op_name}({op.table_name!r}, {op.column_name!r}): pass nullable= "
                 "in offline mode (the column's nullability cannot be read from a database)"
             )
         plan = _Plan(nullable=op.nullable, to_holding=sql.holding is not None)
@@ -286,8 +337,8 @@ def _alter_ulid_storage(operations: Operations, op: AlterULIDStorageOp) -> None:
         except sa.exc.DBAPIError as exc:
             # A value that is not a ULID arrived after the check (or the
             # conversion found it): the statement failed, nothing was stored.
-            if from_kind == "text" and not _connection_lost(exc):
-                _check_text(connection, table, column, sql.bad_text(column), op, exc)
+            if op.checked_before(from_kind) and not _connection_lost(exc):
+                _check_text(connection, table, column, sql.bad_text(column, from_kind), op, exc)
             raise
 
 
@@ -310,7 +361,8 @@ def _plan(
         raise ValueError(f"{op.table_name} has no column {op.column_name!r}")
     nullable = state.nullable if op.nullable is None else op.nullable
     plan = _Plan(nullable=nullable, comment=state.comment)
-    found = _kind_of(state.type, sql.holding is not None)
+    holding = None if sql.holding is None else getattr(sql.holding(), "length", None)
+    found = op.found_kind(state.type, holding)
     if found == to_kind:
         # Already converted (a rerun after success): nothing to do.
         plan.done = True
@@ -333,7 +385,7 @@ def _plan(
         # Non-transactional DDL (MariaDB) or a dynamically typed column
         # (SQLite): an earlier run may have converted the values already. The
         # UPDATE is one statement, so values are all old or all new.
-        done_sql = sql.valid_text(column) if to_kind == "text" else sql.valid_binary(column)
+        done_sql = sql.check(column, to_kind) or "TRUE"
         counts = run(
             connection,
             f"SELECT COUNT(CASE WHEN {done_sql} THEN 1 END), COUNT({column}) FROM {table}",
@@ -347,11 +399,11 @@ def _plan(
                 "odd rows by hand, then rerun"
             )
         plan.update = converted == 0 and present > 0
-        if converted and from_kind == "text" and found == "holding":
-            _refuse_text_lookalikes(connection, op, table, column)
-    if plan.update and from_kind == "text":
-        _check_text(connection, table, column, sql.bad_text(column), op)
-    plan.default = _convert_default(state.default, op, connection.dialect, sql, to_kind)
+        if converted and op.checked_before(from_kind) and found == "holding":
+            op.refuse_lookalikes(connection, table, column)
+    if plan.update and op.checked_before(from_kind):
+        _check_text(connection, table, column, sql.bad_text(column, from_kind), op)
+    plan.default = op.default_in(state.default, connection.dialect, sql, to_kind)
     return plan
 
 
@@ -420,7 +472,9 @@ def _convert(
     column: str,
     converted: str,
 ) -> None:
-    old_type, new_type = ULIDType(op.from_storage), ULIDType(op.to_storage)
+    dialect = operations.migration_context.dialect
+    old_type = op.column_type(op.from_storage, dialect)
+    new_type = op.column_type(op.to_storage, dialect)
 
     def alter(**changes: Any) -> None:
         """One ALTER of the column, waiting for its lock only briefly (see _ddl)."""
@@ -497,6 +551,6 @@ def _check_text(
     if rows:
         examples = ", ".join(repr(row[0]) for row in rows)
         raise InvalidULID(
-            f"{op.table_name}.{op.column_name} holds values that are not ULIDs "
+            f"{op.table_name}.{op.column_name} holds values that are not {op.values_name} "
             f"(e.g. {examples}); nothing was changed"
         ) from cause

@@ -401,10 +401,15 @@ def _swap(connection: Connection, plan: Plan) -> list[str]:
         statements.append(
             f"COMMENT ON COLUMN {table}.{column} IS {_literal(dialect, plan.comment)}"
         )
+    state = quote(dialect, STATE_TABLE, plan.schema)
     statements.append(
-        f"DELETE FROM {quote(dialect, STATE_TABLE, plan.schema)} "
-        f"WHERE table_name = {_literal(dialect, plan.table)} "
+        f"DELETE FROM {state} WHERE table_name = {_literal(dialect, plan.table)} "
         f"AND column_name = {_literal(dialect, plan.column)}"
+    )
+    # The last conversion takes its table with it (autogenerate would see it).
+    statements.append(
+        f"DO $ulid$ BEGIN IF NOT EXISTS (SELECT 1 FROM {state}) THEN DROP TABLE {state}; "
+        "END IF; END $ulid$"
     )
     return statements
 

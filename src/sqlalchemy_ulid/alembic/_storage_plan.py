@@ -83,7 +83,7 @@ def build_plan(connection: Connection, op: AlterULIDStorageOp) -> Plan | None:
         raise ValueError(f"{op.table_name} has no column {op.column_name!r}")
     shadow = safe_name(f"{op.column_name}__ulid", dialect)
     shadow_state = column_state(connection, op.table_name, shadow, op.schema)
-    found = _kind_of(state.type, False)
+    found = _kind_of(state.type, None)
     if found == to_kind and shadow_state is None:
         return None  # converted already (a rerun after success)
     if found != from_kind:
@@ -91,7 +91,7 @@ def build_plan(connection: Connection, op: AlterULIDStorageOp) -> Plan | None:
             f"{op.table_name}.{op.column_name} is {state.type}, which is neither "
             f"{from_kind} nor {to_kind} storage: nothing was changed"
         )
-    if shadow_state is not None and _kind_of(shadow_state.type, False) != to_kind:
+    if shadow_state is not None and _kind_of(shadow_state.type, None) != to_kind:
         raise ValueError(
             f"{op.table_name} already has a column {shadow!r} of type {shadow_state.type}, "
             "the name this op gives the converted values: rename that column first"

@@ -1,0 +1,225 @@
+"""The Alembic op that converts a UUIDv7 column between text, uuid and binary storage.
+
+``op.alter_uuid7_storage`` is ``op.alter_ulid_storage`` (``_storage``) for
+UUIDv7 keys: the same checks before any DDL, the same conversion procedure
+per database (one ``ALTER ... USING`` on PostgreSQL, the resumable
+``VARBINARY`` holding type on MariaDB, an ``UPDATE`` and a table rebuild on
+SQLite); only the storages, the SQL (``_convert_uuid_sql``) and the DEFAULT
+literals differ.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import timedelta
+from typing import Any, Literal
+
+import sqlalchemy as sa
+from alembic.operations import Operations
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import CompileError
+
+from .._codec import InvalidULID
+from .._convert_sql import ConvertSQL
+from .._dialects import DialectRow, dialect_row
+from .._types import ULIDType
+from .._ulid import ULID
+from .._uuid7_defaults import _STORAGES, _kind
+from ._inspect import run
+from ._storage import AlterULIDStorageOp, _alter_ulid_storage
+
+__all__ = ["AlterUUID7StorageOp", "UUID7ConvertStorage"]
+
+#: A UUIDv7 column's storage: the :data:`~sqlalchemy_ulid.UUID7Storage`
+#: options, and ``"text"``, the 36-character hyphenated form (``CHAR(36)``).
+UUID7ConvertStorage = Literal["auto", "native", "binary", "hex", "text"]
+_CONVERT_STORAGES = (*_STORAGES, "text")
+_TEXT_LENGTHS = {32: "hex", 36: "text"}
+_TEXT_DEFAULT = re.compile(r"^'([0-9A-Fa-f-]{32,36})'(::[a-z ]+)?$")
+
+
+def _parse_v7(text: str, kind: str) -> uuid.UUID | None:
+    """Return the UUIDv7 a DEFAULT's text holds in ``kind``'s form, or None."""
+    expected = 36 if kind == "text" else 32
+    if len(text) != expected or (kind == "text") != ("-" in text):
+        return None
+    try:
+        value = uuid.UUID(text)
+    except ValueError:
+        return None
+    if kind == "text" and str(value) != text.lower():
+        return None  # hyphens in other places
+    return value if value.version == 7 and value.variant == uuid.RFC_4122 else None
+
+
+@Operations.register_operation("alter_uuid7_storage")
+class AlterUUID7StorageOp(AlterULIDStorageOp):
+    """Convert a UUIDv7 column between text, uuid and binary storage in place."""
+
+    op_name = "alter_uuid7_storage"
+    values_name = "UUIDv7s"
+
+    @staticmethod
+    def check_storage(storage: Any) -> None:
+        if storage not in _CONVERT_STORAGES:
+            raise ValueError(
+                f"storage must be one of {', '.join(_CONVERT_STORAGES)}; got {storage!r}"
+            )
+
+    def convert_sql(self, row: DialectRow) -> ConvertSQL | None:
+        return row.convert_uuid7
+
+    def kind(self, storage: str, dialect: Any) -> str:
+        if storage == "text":
+            return "text"
+        try:
+            return _kind(storage, dialect)
+        except CompileError as exc:
+            raise ValueError(str(exc)) from None
+
+    def found_kind(self, type_: sa.types.TypeEngine[Any], holding: int | None) -> str | None:
+        found = super().found_kind(type_, holding)
+        if found != "text":
+            return found
+        length = getattr(type_, "length", None)
+        if length in _TEXT_LENGTHS:
+            return _TEXT_LENGTHS[length]
+        # A longer VARCHAR holds the text form its storage names.
+        from_storage: str = self.from_storage  # a UUID7ConvertStorage here
+        return "hex" if from_storage == "hex" else "text"
+
+    def checked_before(self, kind: str) -> bool:
+        # Every kind: a uuid or 16 bytes may be of another version.
+        return True
+
+    def column_type(self, storage: str, dialect: Any) -> sa.types.TypeEngine[Any]:
+        if storage == "text":
+            return sa.CHAR(36)
+        if storage == "binary":
+            return dialect_row(dialect).binary()
+        return sa.Uuid(native_uuid=storage != "hex")
+
+    def refuse_lookalikes(self, connection: Connection, table: str, column: str) -> None:
+        # 16 bytes that are text (valid UTF-8 starting with a printable
+        # character) are 16 characters that were never a UUIDv7, not a
+        # converted value: a UUIDv7's first byte is below 0x20 until the year
+        # 3084, and a later one is not UTF-8 (its 9th byte, 0x80-0xBF, then
+        # needs a lead byte before it and its first byte is not 0x20-0x7F).
+        as_text = f"CONVERT(CONVERT({column} USING utf8mb4) USING binary)"
+        lookalike = run(
+            connection,
+            f"SELECT COUNT(*) FROM {table} WHERE LENGTH({column}) = 16 "
+            f"AND ASCII({column}) >= 32 AND {as_text} = {column}",
+        ).scalar()
+        if lookalike:
+            raise InvalidULID(
+                f"{self.table_name}.{self.column_name} holds {lookalike} 16-character text "
+                "values that are not UUIDv7s; nothing was changed"
+            )
+
+    def default_in(
+        self, default: str | None, dialect: Any, sql: ConvertSQL, to_kind: str
+    ) -> str | None:
+        if default is None:
+            return None
+        from_kind = self.kind(self.from_storage, dialect)
+        match = _TEXT_DEFAULT.match(default)
+        value = None if match is None else _parse_v7(match.group(1), from_kind)
+        if value is None:
+            raise ValueError(
+                f"{self.table_name}.{self.column_name} has DEFAULT {default}, which cannot be "
+                "carried to the new storage; nothing was changed. Drop the default, convert, "
+                "then set a new one (for example uuid7_server_default())"
+            )
+        if to_kind == "text":
+            return f"'{value}'"
+        if to_kind == "hex":
+            return f"'{value.hex}'"
+        if sql.binary_default is not None and to_kind == "binary":
+            return sql.binary_default(value.hex)
+        # 16 bytes: the ULID type of the same storage writes the same literal.
+        storage: Literal["binary", "native"] = "binary" if to_kind == "binary" else "native"
+        return ULIDType(storage).literal_processor(dialect)(ULID.from_bytes(value.bytes))
+
+    @classmethod
+    def alter_uuid7_storage(
+        cls,
+        operations: Operations,
+        table_name: str,
+        column_name: str,
+        *,
+        from_storage: UUID7ConvertStorage,
+        to_storage: UUID7ConvertStorage,
+        nullable: bool | None = None,
+        schema: str | None = None,
+        copy_from: sa.Table | None = None,
+        online: bool = False,
+        lock_timeout: float | timedelta | None = None,
+    ) -> None:
+        """Convert a UUIDv7 column's storage, keeping every value.
+
+        :meth:`alter_ulid_storage` for UUIDv7 keys: the same procedure per
+        database, offline (``--sql``) too, the same rerun after success or
+        after an interrupted MariaDB run, and the same care for nullability,
+        ``COMMENT`` and a literal ``DEFAULT``. Undo it by swapping the two
+        storages.
+
+        The storages: ``"text"`` is ``CHAR(36)``, the hyphenated
+        ``8-4-4-4-12`` form; ``"hex"`` is ``CHAR(32)``, 32 hex digits (what
+        ``sa.Uuid()`` stores without a uuid type); ``"auto"`` is
+        ``sa.Uuid()`` (``UUID`` on PostgreSQL, ``CHAR(32)`` elsewhere);
+        ``"native"`` the uuid type; ``"binary"`` 16 bytes. Text is read in
+        either case and written in lowercase.
+
+        Only UUIDs of version 7 (variant ``10``) are converted. Online, every
+        value is checked first and the op raises
+        :class:`~sqlalchemy_ulid.InvalidULID`, with examples, before any
+        change if one is not in ``from_storage``'s form or is another version;
+        the conversion SQL itself fails on such a value too (online and in
+        ``--sql`` scripts), so none is stored. A column of other UUIDs needs
+        no checks of ours: use ``op.alter_column`` (``postgresql_using=`` on
+        PostgreSQL).
+
+        Args:
+            operations: supplied by Alembic (call it as ``op.alter_uuid7_storage``).
+            table_name: the table.
+            column_name: the UUIDv7 column.
+            from_storage: its current storage.
+            to_storage: the storage to convert to.
+            nullable: whether the column is nullable; required offline.
+            schema: the table's schema.
+            copy_from: the table's definition, for SQLite in offline mode.
+            online: not supported yet: raises
+                :class:`alembic.util.CommandError` before any SQL.
+            lock_timeout: seconds (or a timedelta) each ALTER may wait for
+                its table lock before it retries (default 1 s).
+
+        Raises:
+            InvalidULID: (online) a value is not a UUIDv7 in ``from_storage``.
+            ValueError: as :meth:`alter_ulid_storage`, before any change.
+            alembic.util.CommandError: offline without ``nullable``.
+
+        Example:
+            In a migration, from ``CHAR(36)`` text to ``sa.Uuid()``::
+
+                op.alter_uuid7_storage(
+                    "orders", "id", from_storage="text", to_storage="auto"
+                )
+        """
+        operations.invoke(
+            cls(
+                table_name,
+                column_name,
+                from_storage=from_storage,  # type: ignore[arg-type]
+                to_storage=to_storage,  # type: ignore[arg-type]
+                nullable=nullable,
+                schema=schema,
+                copy_from=copy_from,
+                online=online,
+                lock_timeout=lock_timeout,
+            )
+        )
+
+
+Operations.implementation_for(AlterUUID7StorageOp)(_alter_ulid_storage)

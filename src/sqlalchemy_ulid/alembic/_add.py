@@ -20,13 +20,12 @@ from alembic.operations import MigrateOperation, Operations
 from alembic.util import CommandError
 from sqlalchemy.engine import Connection, Dialect
 
-from .._checks import check_seconds
 from .._defaults import ulid_server_default
 from .._dialects import dialect_row
 from .._generator import MonotonicGenerator
 from .._time import check_ms, to_ms
 from .._types import Storage, ULIDType, _check_storage
-from ._backfill import BackfillProgress
+from ._backfill import MAX_BATCH_SIZE, BackfillProgress, check_batch_options
 from ._drop import DropULIDColumnOp
 from ._inspect import (
     ColumnState,
@@ -43,11 +42,6 @@ from ._locks import DEFAULT_LOCK_TIMEOUT, check_lock_timeout, lock_safe
 from ._online import add_online
 
 __all__ = ["MAX_BATCH_SIZE", "AddULIDColumnOp"]
-
-#: The largest ``batch_size``: a batch is held in memory and sent as one
-#: statement, and a ``LIMIT`` past the database's integer range would fail
-#: only after the column was added.
-MAX_BATCH_SIZE = 1_000_000
 
 
 @Operations.register_operation("add_ulid_column")
@@ -76,23 +70,12 @@ class AddULIDColumnOp(MigrateOperation):
         self._check_storage(storage, server_default)
         # Checked here, before any SQL: the op is built before it runs.
         self.online = online
-        self.pause = check_seconds("pause", _seconds(pause), zero=True)
-        if progress is not None and not callable(progress):
-            raise TypeError(f"progress must be callable, not {type(progress).__name__}")
-        self.progress = progress
         self.lock_timeout = None if lock_timeout is None else check_lock_timeout(lock_timeout)
         if fold not in (None, 0, 1):
             raise ValueError(f"fold must be None, 0 or 1, got {fold!r}")
-        if batch_size is None:
-            batch_size = 5_000 if online else 10_000
-        if (
-            isinstance(batch_size, bool)
-            or not isinstance(batch_size, int)
-            or not 1 <= batch_size <= MAX_BATCH_SIZE
-        ):
-            raise ValueError(
-                f"batch_size must be an int from 1 to {MAX_BATCH_SIZE:,}, got {batch_size!r}"
-            )
+        self.batch_size, self.pause, self.progress = check_batch_options(
+            batch_size, pause, progress, online
+        )
         # None, not a default of timezone.utc: Alembic re-creates this
         # signature from source text, where only simple literals survive.
         if timezone is None:
@@ -104,7 +87,6 @@ class AddULIDColumnOp(MigrateOperation):
         self.from_column = from_column
         self.storage: Storage = storage
         self.timezone: tzinfo = timezone
-        self.batch_size = batch_size
         self.unique = unique
         self.constraint_name = constraint_name
         self.schema = schema
@@ -296,10 +278,6 @@ class AddULIDColumnOp(MigrateOperation):
             constraint_name=self.constraint_name,
             schema=self.schema,
         )
-
-
-def _seconds(value: float | timedelta) -> float:
-    return value.total_seconds() if isinstance(value, timedelta) else value
 
 
 def _refuse_offline(operations: Operations, what: str) -> None:

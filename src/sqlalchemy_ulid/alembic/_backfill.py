@@ -17,18 +17,35 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from datetime import timedelta
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from .._checks import check_seconds
 from .._dialects import dialect_row
 from ._inspect import quote
 
-__all__ = ["Backfill", "BackfillProgress", "logger"]
+__all__ = [
+    "MAX_BATCH_SIZE",
+    "Backfill",
+    "BackfillProgress",
+    "check_batch_options",
+    "logger",
+    "retry_batch",
+]
+
+_T = TypeVar("_T")
 
 #: Alembic's own logger: ``alembic.ini`` shows its INFO lines.
 logger = logging.getLogger("alembic.runtime.migration")
+
+#: The largest ``batch_size``: a batch is held in memory and sent as one
+#: statement, and a ``LIMIT`` past the database's integer range would fail
+#: only after the column was added.
+MAX_BATCH_SIZE = 1_000_000
+
 
 #: At most one progress line per this many seconds.
 LOG_EVERY = 5.0
@@ -36,6 +53,44 @@ LOG_EVERY = 5.0
 #: Tries of a batch that a deadlock or a row lock timeout stopped.
 _BATCH_TRIES = 5
 _RETRIED = frozenset({"40P01", "55P03", 1213, 1205})
+
+
+def check_batch_options(
+    batch_size: int | None,
+    pause: float | timedelta,
+    progress: Callable[[BackfillProgress], object] | None,
+    online: bool,
+) -> tuple[int, float, Callable[[BackfillProgress], object] | None]:
+    """Check an op's ``batch_size=``, ``pause=`` and ``progress=`` when it is built.
+
+    Returns them with the defaults filled in (5,000 rows a batch online,
+    10,000 otherwise; ``pause`` in seconds).
+
+    Raises:
+        ValueError: ``batch_size`` is not an int from 1 to ``MAX_BATCH_SIZE``,
+            or ``pause`` is negative or not finite.
+        TypeError: ``progress`` is not callable.
+
+    Example:
+        >>> check_batch_options(None, timedelta(milliseconds=10), None, online=True)
+        (5000, 0.01, None)
+    """
+    seconds = check_seconds(
+        "pause", pause.total_seconds() if isinstance(pause, timedelta) else pause, zero=True
+    )
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be callable, not {type(progress).__name__}")
+    if batch_size is None:
+        batch_size = 5_000 if online else 10_000
+    if (
+        isinstance(batch_size, bool)
+        or not isinstance(batch_size, int)
+        or not 1 <= batch_size <= MAX_BATCH_SIZE
+    ):
+        raise ValueError(
+            f"batch_size must be an int from 1 to {MAX_BATCH_SIZE:,}, got {batch_size!r}"
+        )
+    return batch_size, seconds, progress
 
 
 @dataclass(frozen=True)
@@ -226,17 +281,22 @@ class Backfill:
         return int(self.connection.execute(statement, params).rowcount)
 
     def _retrying(self, low: Any, update: Callable[[], int]) -> int:
-        for attempt in range(1, _BATCH_TRIES + 1):
-            try:
-                return update()
-            except sa.exc.DBAPIError as exc:
-                if exc.connection_invalidated or error_code(exc) not in _RETRIED:
-                    raise
-                if attempt == _BATCH_TRIES:
-                    raise
-                logger.warning("backfill batch at key %r: %s; retrying", low, exc.orig)
-                time.sleep(0.05 * attempt)
-        raise AssertionError("unreachable")  # pragma: no cover
+        return retry_batch(low, update)
+
+
+def retry_batch(low: Any, update: Callable[[], _T]) -> _T:
+    """Run one batch, again after a deadlock or a row lock timeout (``low``: its first key)."""
+    for attempt in range(1, _BATCH_TRIES + 1):
+        try:
+            return update()
+        except sa.exc.DBAPIError as exc:
+            if exc.connection_invalidated or error_code(exc) not in _RETRIED:
+                raise
+            if attempt == _BATCH_TRIES:
+                raise
+            logger.warning("backfill batch at key %r: %s; retrying", low, exc.orig)
+            time.sleep(0.05 * attempt)
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def error_code(error: sa.exc.DBAPIError) -> object:

@@ -22,14 +22,12 @@ from alembic.operations import MigrateOperation, Operations
 from alembic.util import CommandError
 from sqlalchemy.engine import Connection
 
-from .._checks import check_seconds
 from .._codec import ALPHABET, InvalidULID
 from .._convert_sql import ConvertSQL
 from .._dialects import DialectRow, dialect_row, dialects_with
 from .._types import Storage, ULIDType, _check_storage
 from .._ulid import ULID
-from ._add import MAX_BATCH_SIZE, _seconds
-from ._backfill import BackfillProgress
+from ._backfill import BackfillProgress, check_batch_options
 from ._inspect import column_state, execute, foreign_keys_on, quote, run, strict_mode
 from ._locks import DEFAULT_LOCK_TIMEOUT, check_lock_timeout, lock_safe
 
@@ -58,26 +56,16 @@ class AlterULIDStorageOp(MigrateOperation):
         copy_from: sa.Table | None = None,
         online: bool = False,
         lock_timeout: float | timedelta | None = None,
-        batch_size: int = 5000,
-        pause: float | timedelta = 0,
-        progress: Callable[[BackfillProgress], None] | None = None,
+        batch_size: int | None = None,
+        pause: float | timedelta = 0.0,
+        progress: Callable[[BackfillProgress], object] | None = None,
     ) -> None:
         self.check_storage(from_storage)
         self.check_storage(to_storage)
         self.online = online
-        if (
-            isinstance(batch_size, bool)
-            or not isinstance(batch_size, int)
-            or not 1 <= batch_size <= MAX_BATCH_SIZE
-        ):
-            raise ValueError(
-                f"batch_size must be an int from 1 to {MAX_BATCH_SIZE:,}, got {batch_size!r}"
-            )
-        self.batch_size = batch_size
-        self.pause = check_seconds("pause", _seconds(pause), zero=True)
-        if progress is not None and not callable(progress):
-            raise TypeError(f"progress must be callable, not {type(progress).__name__}")
-        self.progress = progress
+        self.batch_size, self.pause, self.progress = check_batch_options(
+            batch_size, pause, progress, online
+        )
         self.lock_timeout = None if lock_timeout is None else check_lock_timeout(lock_timeout)
         self.table_name = table_name
         self.column_name = column_name
@@ -101,9 +89,9 @@ class AlterULIDStorageOp(MigrateOperation):
         copy_from: sa.Table | None = None,
         online: bool = False,
         lock_timeout: float | timedelta | None = None,
-        batch_size: int = 5000,
-        pause: float | timedelta = 0,
-        progress: Callable[[BackfillProgress], None] | None = None,
+        batch_size: int | None = None,
+        pause: float | timedelta = 0.0,
+        progress: Callable[[BackfillProgress], object] | None = None,
     ) -> None:
         """Convert a ULID column's storage, keeping every value.
 
@@ -153,19 +141,21 @@ class AlterULIDStorageOp(MigrateOperation):
                 offline it is required.
             schema: the table's schema.
             copy_from: the table's definition, for SQLite in offline mode.
-            online: MariaDB/MySQL: convert through a shadow table while
-                writers go on (a copy in key order, triggers that mirror
-                writes, then an atomic ``RENAME TABLE``; see "Live tables"
-                in the docs). PostgreSQL: not supported yet, raises
-                :class:`alembic.util.CommandError` before any SQL. SQLite:
+            online: convert a live table while writers go on (see "Live
+                tables" in the docs). PostgreSQL: a shadow column kept in step
+                by a trigger, a batched copy, indexes built ``CONCURRENTLY``,
+                then a short swap. MariaDB/MySQL: a shadow table, triggers
+                that mirror writes, a copy in key order, then an atomic
+                ``RENAME TABLE``. Not in ``--sql`` mode
+                (:class:`alembic.util.CommandError`); SQLite raises
                 ``ValueError``.
             lock_timeout: seconds (or a timedelta) each ALTER may wait for
                 its table lock before it retries (default 1 s); see
                 :class:`~sqlalchemy_ulid.alembic.LockTimeoutError`.
             batch_size: with ``online=True``, rows copied per statement
-                (one transaction each), 1 to 1,000,000.
+                (default 5,000), as for ``add_ulid_column``.
             pause: with ``online=True``, seconds (or a timedelta) to sleep
-                between two batches.
+                between batches.
             progress: with ``online=True``, called after every batch with a
                 :class:`~sqlalchemy_ulid.alembic.BackfillProgress`.
 
@@ -328,12 +318,10 @@ def _alter_ulid_storage(operations: Operations, op: AlterULIDStorageOp) -> None:
 
             alter_shadow(operations, op, sql, from_kind, to_kind)
             return
-        raise CommandError(
-            "alter_ulid_storage(online=True) is not supported online yet: the conversion "
-            "rewrites the column, and on PostgreSQL holds an ACCESS EXCLUSIVE lock while "
-            "it does. Nothing was changed. Run it without online=True in a quiet period "
-            "(see 'Live tables' in the docs)"
-        )
+        from ._storage_online import alter_online
+
+        alter_online(operations, op)
+        return
     column = quote(dialect, op.column_name)
     table = quote(dialect, op.table_name, op.schema)
     converted = sql.convert(column, from_kind, to_kind)
@@ -451,6 +439,23 @@ def _refuse_text_lookalikes(
 
 
 _TEXT_LITERAL = re.compile(r"^'([0-9A-Za-z]{26})'(::[a-z ]+)?$")
+#: PostgreSQL's text of a uuid and of a bytea literal DEFAULT, as reflected
+_UUID_LITERAL = re.compile(
+    r"^'([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})'::uuid$"
+)
+_BYTEA_LITERAL = re.compile(r"^'\\x([0-9a-f]{32})'::bytea$")
+
+
+def _default_value(default: str, storage: Storage) -> ULID | None:
+    """The ULID a literal DEFAULT of ``storage`` holds (None: not such a literal)."""
+    if storage == "text":
+        match = _TEXT_LITERAL.match(default)
+        return None if match is None else ULID(match.group(1))
+    for pattern in (_UUID_LITERAL, _BYTEA_LITERAL):
+        match = pattern.match(default)
+        if match is not None:
+            return ULID.from_hex(match.group(1).replace("-", ""))
+    return None
 
 
 def _convert_default(
@@ -459,9 +464,8 @@ def _convert_default(
     """Return the DEFAULT in the new storage, or refuse one that cannot be converted."""
     if default is None:
         return None
-    match = _TEXT_LITERAL.match(default)
-    if match is not None and op.from_storage == "text":
-        value = ULID(match.group(1))
+    value = _default_value(default, op.from_storage)
+    if value is not None:
         if sql.binary_default is not None and to_kind == "binary":
             return sql.binary_default(value.hex)
         return ULIDType(op.to_storage).literal_processor(dialect)(value)

@@ -42,6 +42,7 @@ from sqlalchemy.engine import Connection
 
 from .._dialects import dialect_row
 from ._backfill import Backfill, error_code
+from ._concurrent_index import build_index_concurrently
 from ._inspect import (
     check_identifier,
     column_state,
@@ -364,22 +365,17 @@ def _pg_unique(connection: Connection, op: AddULIDColumnOp, plan: _Plan) -> None
         return  # the constraint exists
     name = quote(dialect, plan.constraint)
     qualified = quote(dialect, plan.constraint, op.schema)
-    if index is not None and not index[0]:
-        # Left INVALID by a killed or failed CREATE INDEX CONCURRENTLY.
-        plan.ddl(connection, f"DROP INDEX CONCURRENTLY IF EXISTS {qualified}")
-        index = None
-    if index is None:
-        try:
-            plan.ddl(
-                connection,
-                f"CREATE UNIQUE INDEX CONCURRENTLY {name} ON {plan.table_sql} ({plan.column_sql})",
-            )
-        except BaseException:
-            # Drop the INVALID index a failed build leaves (a rerun would too).
-            if not connection.invalidated:
-                with contextlib.suppress(sa.exc.SQLAlchemyError):
-                    run(connection, f"DROP INDEX CONCURRENTLY IF EXISTS {qualified}")
-            raise
+    if index is None or not index[0]:
+        # A timed-out try, or a killed earlier run, leaves an INVALID index
+        # under the name: it is dropped and built again.
+        build_index_concurrently(
+            connection,
+            f"CREATE UNIQUE INDEX CONCURRENTLY {name} ON {plan.table_sql} ({plan.column_sql})",
+            table=plan.table_sql,
+            name=plan.constraint,
+            qualified=qualified,
+            lock_timeout=plan.lock_timeout,
+        )
     plan.ddl(
         connection,
         f"ALTER TABLE {plan.table_sql} ADD CONSTRAINT {name} UNIQUE USING INDEX {name}",

@@ -28,7 +28,6 @@ there, and a rerun after success does nothing.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -40,8 +39,9 @@ from sqlalchemy.engine import Connection
 
 from .._dialects import dialect_row
 from ._backfill import BackfillProgress, retry_batch
+from ._concurrent_index import build_index_concurrently
 from ._inspect import column_state, quote, run, unescape_percent
-from ._locks import DEFAULT_LOCK_TIMEOUT, LockTimeoutError, lock_safe_ddl
+from ._locks import DEFAULT_LOCK_TIMEOUT, lock_safe_ddl
 from ._online import check_online_context
 from ._storage_plan import Index, Plan, build_plan
 
@@ -309,54 +309,22 @@ def _check_state(connection: Connection, plan: Plan, name: str) -> bool | None:
     return None if row is None else bool(row[0])
 
 
-#: ``CREATE INDEX CONCURRENTLY`` waits for every older transaction, but
-#: writers never wait for it: it may wait this long for each try.
-_INDEX_WAIT = 30.0
-_INDEX_TRIES = 5
-
-
 def _build_index(connection: Connection, plan: Plan, index: Index, timeout: float) -> None:
     """``CREATE [UNIQUE] INDEX CONCURRENTLY`` on the shadow; an INVALID leftover rebuilt."""
-    qualified = plan.q(connection, index.shadow, schema=True)
     columns = ", ".join(
         plan.q(connection, plan.shadow if c == plan.column else c) for c in index.columns
     )
     unique = "UNIQUE " if index.unique else ""
-    create = (
+    table = plan.q(connection, plan.table, schema=True)
+    build_index_concurrently(
+        connection,
         f"CREATE {unique}INDEX CONCURRENTLY {plan.q(connection, index.shadow)} "
-        f"ON {plan.q(connection, plan.table, schema=True)} ({columns})"
+        f"ON {table} ({columns})",
+        table=table,
+        name=index.shadow,
+        qualified=plan.q(connection, index.shadow, schema=True),
+        lock_timeout=timeout,
     )
-    wait = max(timeout, _INDEX_WAIT)
-    for attempt in range(1, _INDEX_TRIES + 1):
-        valid = connection.execute(
-            sa.text(
-                "SELECT x.indisvalid FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
-                "WHERE x.indrelid = to_regclass(:table) AND i.relname = :name"
-            ),
-            {"table": plan.q(connection, plan.table, schema=True), "name": index.shadow},
-        ).scalar()
-        if valid:
-            return
-        if valid is not None:
-            # Left INVALID by a killed, failed or timed-out build: a retry of
-            # the statement would find the name taken.
-            lock_safe_ddl(
-                connection, [f"DROP INDEX CONCURRENTLY IF EXISTS {qualified}"], lock_timeout=wait
-            )
-        try:
-            lock_safe_ddl(connection, [create], lock_timeout=wait, attempts=1)
-            return
-        except LockTimeoutError:
-            if attempt == _INDEX_TRIES:
-                raise
-            logger.warning(
-                "%s: lock timeout (%gs), try %d of %d", create, wait, attempt, _INDEX_TRIES
-            )
-        except BaseException:
-            if not connection.invalidated:
-                with contextlib.suppress(sa.exc.SQLAlchemyError):
-                    run(connection, f"DROP INDEX CONCURRENTLY IF EXISTS {qualified}")
-            raise
 
 
 def _swap(connection: Connection, plan: Plan) -> list[str]:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -176,6 +176,29 @@ def metadata(engine: Engine) -> Iterator[sa.MetaData]:
     meta = sa.MetaData()
     yield meta
     meta.drop_all(engine)
+
+
+@contextlib.contextmanager
+def private_engine(
+    backend: Backend, drop: Callable[[Engine], None] | None = None
+) -> Iterator[Engine]:
+    """An engine of the test's own on ``backend``, without a pool, disposed after.
+
+    No pool, so a session the test kills is never handed out again. ``drop``
+    (the test's clean-up of its tables) runs before and after. A required
+    backend that is missing fails the test.
+    """
+    if backend.url is None:
+        pytest.fail(f"backend missing: {backend.reason}", pytrace=False)
+    engine = sa.create_engine(backend.url, poolclass=sa.pool.NullPool)
+    try:
+        if drop is not None:
+            drop(engine)
+        yield engine
+        if drop is not None:
+            drop(engine)
+    finally:
+        engine.dispose()
 
 
 @contextlib.contextmanager

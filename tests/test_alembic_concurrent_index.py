@@ -77,7 +77,9 @@ def test_a_timed_out_build_is_dropped_and_built_again(
         _build(conn, 0.2)
         assert index_valid(conn, TABLE, "ci_retry_v") is True
     thread.join(10)
-    assert any("lock timeout" in r.getMessage() and "try 1 of" in r.getMessage() for r in caplog.records)
+    assert any(
+        "lock timeout" in r.getMessage() and "try 1 of" in r.getMessage() for r in caplog.records
+    )
 
 
 def test_every_try_timing_out_fails_cleanly_and_leaves_no_index(

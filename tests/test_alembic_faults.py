@@ -28,7 +28,7 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection, Engine
 
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
-from conftest import Backend, recording
+from conftest import Backend, private_engine, recording
 from sqlalchemy_ulid import ULID, ULIDType, new_ulid
 from sqlalchemy_ulid._time import to_ms
 
@@ -49,14 +49,8 @@ def server(request: pytest.FixtureRequest, backends: dict[str, Backend]) -> Iter
 
     Not SQLite: its DDL is transactional and it has no sessions to kill.
     """
-    backend = backends[request.param]
-    if backend.url is None:
-        pytest.fail(f"backend missing: {backend.reason}", pytrace=False)
-    engine = sa.create_engine(backend.url, poolclass=sa.pool.NullPool)
-    _drop(engine)
-    yield engine
-    _drop(engine)
-    engine.dispose()
+    with private_engine(backends[request.param], _drop) as engine:
+        yield engine
 
 
 def _drop(engine: Engine) -> None:

@@ -28,7 +28,7 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection, Engine
 
 import sqlalchemy_ulid.alembic
-from conftest import Backend, recording
+from conftest import Backend, private_engine, recording
 from sqlalchemy_ulid import ULID
 from sqlalchemy_ulid._time import to_ms
 from sqlalchemy_ulid.alembic import BackfillProgress
@@ -43,16 +43,10 @@ WRITER_BOUND = 1.5
 
 @pytest.fixture(params=["postgresql", "mysql"])
 def server(request: pytest.FixtureRequest, backends: dict[str, Backend]) -> Iterator[Engine]:
-    backend = backends[request.param]
-    if backend.url is None:
-        pytest.fail(f"backend missing: {backend.reason}", pytrace=False)
-    engine = sa.create_engine(backend.url, poolclass=sa.pool.NullPool)
-    _drop(engine)
-    with engine.begin() as conn:
-        _ops(conn).create_ulid_function()
-    yield engine
-    _drop(engine)
-    engine.dispose()
+    with private_engine(backends[request.param], _drop) as engine:
+        with engine.begin() as conn:
+            _ops(conn).create_ulid_function()
+        yield engine
 
 
 def _drop(engine: Engine) -> None:

@@ -34,7 +34,7 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection, Engine
 
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
-from conftest import Backend, recording
+from conftest import Backend, private_engine, recording
 from sqlalchemy_ulid import ULID
 from sqlalchemy_ulid.alembic import ConversionRefused
 from sqlalchemy_ulid.alembic._locks import LockTimeoutError
@@ -82,14 +82,8 @@ class Interrupted(Exception):
 @pytest.fixture(params=["postgresql", "mysql"])
 def server(request: pytest.FixtureRequest, backends: dict[str, Backend]) -> Iterator[Engine]:
     """A private engine (no pool) on PostgreSQL or MariaDB."""
-    backend = backends[request.param]
-    if backend.url is None:
-        pytest.fail(f"backend missing: {backend.reason}", pytrace=False)
-    engine = sa.create_engine(backend.url, poolclass=sa.pool.NullPool)
-    _drop(engine)
-    yield engine
-    _drop(engine)
-    engine.dispose()
+    with private_engine(backends[request.param], _drop) as engine:
+        yield engine
 
 
 def _drop(engine: Engine) -> None:

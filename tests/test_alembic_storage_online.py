@@ -24,7 +24,7 @@ from alembic.util import CommandError
 from sqlalchemy.engine import Connection, Engine
 
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
-from conftest import Backend, recording
+from conftest import Backend, private_engine, recording
 from sqlalchemy_ulid import ULID, InvalidULID, ULIDType, new_ulid
 from sqlalchemy_ulid.alembic import BackfillProgress
 
@@ -38,14 +38,8 @@ DEFAULT = ULID("01ARZ3NDEKTSV4RRFFQ69G5FAV")
 
 @pytest.fixture
 def engine(backends: dict[str, Backend]) -> Iterator[Engine]:
-    backend = backends["postgresql"]
-    if backend.url is None:
-        pytest.fail(f"backend missing: {backend.reason}", pytrace=False)
-    engine = sa.create_engine(backend.url, poolclass=sa.pool.NullPool)
-    _drop(engine)
-    yield engine
-    _drop(engine)
-    engine.dispose()
+    with private_engine(backends["postgresql"], _drop) as engine:
+        yield engine
 
 
 def _drop(engine: Engine) -> None:

@@ -25,7 +25,7 @@ from alembic.util import CommandError
 from sqlalchemy.engine import Connection, Engine
 
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
-from conftest import Backend, recording
+from conftest import Backend, private_engine, recording
 from sqlalchemy_ulid import ULID, new_ulid
 from sqlalchemy_ulid.alembic import BackfillProgress
 
@@ -39,14 +39,8 @@ DDL = ("CREATE", "ALTER", "RENAME", "DROP", "INSERT", "REPLACE", "UPDATE", "DELE
 
 @pytest.fixture
 def server(backends: dict[str, Backend]) -> Iterator[Engine]:
-    backend = backends["mysql"]
-    if backend.url is None:
-        pytest.fail(f"backend missing: {backend.reason}", pytrace=False)
-    engine = sa.create_engine(backend.url, poolclass=sa.pool.NullPool)
-    _drop(engine)
-    yield engine
-    _drop(engine)
-    engine.dispose()
+    with private_engine(backends["mysql"], _drop) as engine:
+        yield engine
 
 
 def _drop(engine: Engine) -> None:

@@ -17,7 +17,7 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection, Engine
 
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
-from conftest import Backend, recording
+from conftest import Backend, private_engine, recording
 from sqlalchemy_ulid import uuid7_min_at
 from sqlalchemy_ulid._dialects import dialect_row
 
@@ -34,14 +34,8 @@ class Interrupted(Exception):
 
 @pytest.fixture
 def server(request: pytest.FixtureRequest, backends: dict[str, Backend]) -> Iterator[Engine]:
-    backend = backends[request.param]
-    if backend.url is None:
-        pytest.fail(f"backend missing: {backend.reason}", pytrace=False)
-    engine = sa.create_engine(backend.url, poolclass=sa.pool.NullPool)  # killed sessions stay ours
-    _drop(engine)
-    yield engine
-    _drop(engine)
-    engine.dispose()
+    with private_engine(backends[request.param], _drop) as engine:
+        yield engine
 
 
 def _drop(engine: Engine) -> None:

@@ -544,3 +544,24 @@ def test_mariadb_timestamp_column_is_read_in_utc_whatever_the_session_zone(
             conn.exec_driver_sql("DROP TABLE IF EXISTS online_ts")
         utc.dispose()
         app.dispose()
+
+
+def test_a_server_default_whose_function_is_missing_is_refused_before_any_ddl(
+    backends: dict[str, Backend],
+) -> None:
+    """PostgreSQL without gen_ulid(): the DEFAULT is tried first, not after ADD COLUMN.
+
+    (MariaDB's DEFAULT is an expression of built-in functions.)
+    """
+    with private_engine(backends["postgresql"], _drop) as server:
+        _seed(server, 10)
+        with server.begin() as conn:
+            _ops(conn).drop_ulid_function()
+        try:
+            with recording(server) as seen, pytest.raises(ValueError, match="create_ulid_function"):
+                _online(server)
+            assert not [s for s in seen if s.split()[0].upper() in ("ALTER", "CREATE", "UPDATE")]
+            assert "public_id" not in {c["name"] for c in sa.inspect(server).get_columns(TABLE)}
+        finally:
+            with server.begin() as conn:
+                _ops(conn).create_ulid_function()

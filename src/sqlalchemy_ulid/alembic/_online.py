@@ -196,6 +196,7 @@ class _Plan:
         if op.server_default:
             default = op.make_server_default(dialect)
             self.default_sql = str(default.compile(dialect=dialect))
+            _check_default_runs(connection, op, self.default_sql)
         self.lock_timeout = op.lock_timeout if op.lock_timeout is not None else DEFAULT_LOCK_TIMEOUT
         if dialect.name != "postgresql":
             _mysql_refusals(connection, op)
@@ -237,6 +238,26 @@ class _Plan:
 
     def ddl(self, connection: Connection, *statements: str) -> None:
         lock_safe_ddl(connection, statements, lock_timeout=self.lock_timeout)
+
+
+def _check_default_runs(connection: Connection, op: AddULIDColumnOp, sql: str) -> None:
+    """Evaluate the DEFAULT once, before any DDL: its function may not be installed.
+
+    Online, ``ADD COLUMN`` commits on its own: a ``SET DEFAULT`` that then
+    fails (``gen_ulid()`` not created yet) would leave the column behind.
+    """
+    try:
+        with connection.begin_nested():
+            connection.execute(sa.text(f"SELECT {sql}"))
+    except sa.exc.DBAPIError as exc:
+        if exc.connection_invalidated:
+            raise
+        function = "create_uuid7_function" if "uuid7" in op.op_name else "create_ulid_function"
+        raise ValueError(
+            f"{op.op_name}(server_default=True): the column's DEFAULT {sql} fails on this "
+            f"database ({str(exc.orig).splitlines()[0]}); nothing was changed. On "
+            f"PostgreSQL, run op.{function}() in an earlier migration"
+        ) from exc
 
 
 @contextlib.contextmanager

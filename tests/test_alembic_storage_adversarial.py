@@ -1,0 +1,146 @@
+"""``alter_ulid_storage(..., online=True)`` on tables shaped as users make them.
+
+Each test here is a way a user's table or workload broke the online
+conversion once: objects that use the column and that the swap would drop
+(PostgreSQL), generated columns, writers that keep appending rows and
+AUTO_INCREMENT counters (MariaDB).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from alembic.migration import MigrationContext
+from alembic.operations import Operations
+from sqlalchemy.engine import Engine
+
+import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
+from conftest import Backend, recording
+from sqlalchemy_ulid import ULID, new_ulid
+
+TABLE = "adv_items"
+STATE = "ulid_storage_conversions"
+CHANGES = ("ALTER", "CREATE", "INSERT", "UPDATE", "DELETE", "DROP", "RENAME", "REPLACE")
+#: Batches after which a copy of a few rows has clearly stopped ending.
+ENDLESS = 100
+
+
+def _engine(backends: dict[str, Backend], name: str) -> Iterator[Engine]:
+    backend = backends[name]
+    if backend.url is None:
+        pytest.fail(f"backend missing: {backend.reason}", pytrace=False)
+    engine = sa.create_engine(backend.url, poolclass=sa.pool.NullPool)
+    _drop(engine)
+    yield engine
+    _drop(engine)
+    engine.dispose()
+
+
+@pytest.fixture
+def pg(backends: dict[str, Backend]) -> Iterator[Engine]:
+    yield from _engine(backends, "postgresql")
+
+
+def _drop(engine: Engine) -> None:
+    with engine.begin() as conn:
+        if engine.dialect.name == "postgresql":
+            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {TABLE} CASCADE")
+            # Only this test's row: other programs may be converting here.
+            conn.exec_driver_sql(
+                f"DO $$ BEGIN IF to_regclass('{STATE}') IS NOT NULL THEN "
+                f"DELETE FROM {STATE} WHERE table_name = '{TABLE}'; "
+                f"IF NOT EXISTS (SELECT 1 FROM {STATE}) THEN DROP TABLE {STATE}; END IF; "
+                "END IF; END $$"
+            )
+            return
+        for event in ("del", "upd", "ins"):
+            conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS _{TABLE}__ulid_{event}")
+        for name in (TABLE, f"_{TABLE}__new", f"_{TABLE}__old"):
+            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name}")
+
+
+def _run(engine: Engine, **options: Any) -> None:
+    """Run the op as ``alembic upgrade`` does, in the transactions Alembic begins."""
+    with engine.connect() as conn:
+        context = MigrationContext.configure(conn)
+        with context.begin_transaction(), context.begin_transaction(_per_migration=True):
+            Operations(context).alter_ulid_storage(
+                TABLE,
+                "ref",
+                from_storage="text",
+                to_storage="native" if engine.dialect.name == "postgresql" else "binary",
+                online=True,
+                **options,
+            )
+
+
+def _sql(engine: Engine, statement: str) -> None:
+    with engine.begin() as conn:
+        conn.exec_driver_sql(statement)
+
+
+def _rows(engine: Engine, query: str) -> list[Any]:
+    with engine.connect() as conn:
+        return list(conn.exec_driver_sql(query).all())
+
+
+# -- PostgreSQL: what DROP COLUMN would take with it -------------------------------------
+
+#: (what the table has that uses ``ref``, the DDL that makes it, how the error names it)
+USED_BY = [
+    # DROP COLUMN drops a CHECK constraint naming the column, silently
+    ("check", f"ALTER TABLE {TABLE} ADD CONSTRAINT ck_adv_diff CHECK (ref <> other)", "ck_adv"),
+    # DROP COLUMN refuses, after all the copy: a generated column depends on it
+    (
+        "generated",
+        f"ALTER TABLE {TABLE} ADD g TEXT GENERATED ALWAYS AS (lower(ref)) STORED",
+        "column g",
+    ),
+    # DROP COLUMN drops extended statistics on the column, silently
+    ("statistics", f"CREATE STATISTICS st_adv ON ref, n FROM {TABLE}", "st_adv"),
+    # DROP COLUMN drops a row-level security policy using the column
+    ("policy", f"CREATE POLICY p_adv ON {TABLE} USING (ref IS NOT NULL)", "p_adv"),
+    # column privileges live on the column, and go with it
+    ("grant", f"GRANT SELECT (ref) ON {TABLE} TO PUBLIC", "GRANTs on the column"),
+]
+
+
+@pytest.mark.parametrize(("case", "ddl", "named"), USED_BY, ids=[u[0] for u in USED_BY])
+def test_postgresql_refuses_what_the_swap_would_drop_before_any_ddl(
+    pg: Engine, case: str, ddl: str, named: str
+) -> None:
+    _sql(pg, f"CREATE TABLE {TABLE} (id INT PRIMARY KEY, ref CHAR(26) NOT NULL, other TEXT, n INT)")
+    with pg.begin() as conn:
+        conn.execute(
+            sa.text(f"INSERT INTO {TABLE} (id, ref, other, n) VALUES (:i, :r, :o, :i)"),
+            [{"i": i, "r": str(new_ulid()), "o": str(new_ulid())} for i in range(20)],
+        )
+        conn.exec_driver_sql(ddl)
+    with recording(pg) as seen, pytest.raises(ValueError, match=named):
+        _run(pg)
+    assert not [s for s in seen if s.split()[0].upper() in CHANGES]
+    columns = _rows(
+        pg,
+        f"SELECT attname FROM pg_attribute WHERE attrelid = '{TABLE}'::regclass "
+        "AND attnum > 0 AND NOT attisdropped",
+    )
+    assert ("ref__ulid",) not in columns
+    assert not _rows(pg, f"SELECT 1 FROM pg_trigger WHERE tgrelid = '{TABLE}'::regclass")
+    # Once it is gone, the conversion runs.
+    undo = {
+        "check": f"ALTER TABLE {TABLE} DROP CONSTRAINT ck_adv_diff",
+        "generated": f"ALTER TABLE {TABLE} DROP COLUMN g",
+        "statistics": "DROP STATISTICS st_adv",
+        "policy": f"DROP POLICY p_adv ON {TABLE}",
+        "grant": f"REVOKE SELECT (ref) ON {TABLE} FROM PUBLIC",
+    }
+    _sql(pg, undo[case])
+    before = dict(_rows(pg, f"SELECT id, ref FROM {TABLE}"))
+    _run(pg)
+    after = dict(_rows(pg, f"SELECT id, ref FROM {TABLE}"))
+    assert {k: ULID(v) for k, v in before.items()} == {
+        k: ULID.from_uuid(v) for k, v in after.items()
+    }

@@ -20,6 +20,7 @@ from sqlalchemy.engine import Engine
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from conftest import Backend, recording
 from sqlalchemy_ulid import ULID, new_ulid
+from sqlalchemy_ulid.alembic import BackfillProgress
 
 TABLE = "adv_items"
 STATE = "ulid_storage_conversions"
@@ -42,6 +43,11 @@ def _engine(backends: dict[str, Backend], name: str) -> Iterator[Engine]:
 @pytest.fixture
 def pg(backends: dict[str, Backend]) -> Iterator[Engine]:
     yield from _engine(backends, "postgresql")
+
+
+@pytest.fixture
+def maria(backends: dict[str, Backend]) -> Iterator[Engine]:
+    yield from _engine(backends, "mysql")
 
 
 def _drop(engine: Engine) -> None:
@@ -144,3 +150,54 @@ def test_postgresql_refuses_what_the_swap_would_drop_before_any_ddl(
     assert {k: ULID(v) for k, v in before.items()} == {
         k: ULID.from_uuid(v) for k, v in after.items()
     }
+
+
+# -- MariaDB: the shadow table ------------------------------------------------------------
+
+
+def _maria_table(engine: Engine, extra: str = "", rows: int = 10) -> None:
+    _sql(
+        engine,
+        f"CREATE TABLE {TABLE} (id INT NOT NULL AUTO_INCREMENT PRIMARY KEY, "
+        f"ref CHAR(26) NOT NULL, n INT NULL{extra}) ENGINE=InnoDB",
+    )
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text(f"INSERT INTO {TABLE} (ref, n) VALUES (:r, :n)"),
+            [{"r": str(new_ulid()), "n": i} for i in range(rows)],
+        )
+
+
+def _writes(engine: Engine, failures: list[str], *, calls: list[int]) -> Any:
+    """A progress callback that writes (insert, update) from another session each batch."""
+
+    def write(report: BackfillProgress) -> None:
+        calls.append(1)
+        if len(calls) > ENDLESS:
+            raise RuntimeError(f"the copy of a few rows ran {ENDLESS} batches")
+        try:
+            with engine.begin() as conn:
+                conn.execute(
+                    sa.text(f"INSERT INTO {TABLE} (ref, n) VALUES (:r, 7)"), {"r": str(new_ulid())}
+                )
+                conn.exec_driver_sql(f"UPDATE {TABLE} SET n = n + 1 WHERE id = 1")
+        except sa.exc.DBAPIError as exc:
+            failures.append(str(exc.orig))
+
+    return write
+
+
+def _maria_values(engine: Engine, column: str = "ref") -> dict[int, Any]:
+    return dict(_rows(engine, f"SELECT id, {column} FROM {TABLE}"))
+
+
+def test_mariadb_copy_ends_while_writers_keep_appending_rows(maria: Engine) -> None:
+    # Each batch a writer adds a row past the end: the rows added after the
+    # triggers exist are in the shadow already, and the copy must stop.
+    _maria_table(maria)
+    failures: list[str] = []
+    calls: list[int] = []
+    _run(maria, batch_size=3, progress=_writes(maria, failures, calls=calls))
+    assert failures == []
+    assert len(calls) <= 4  # 10 rows, 3 a batch
+    assert len(_maria_values(maria)) == 10 + len(calls)

@@ -11,7 +11,8 @@ commit on their own and that a rerun recognises:
    INSERT``, created in that order) that mirror every write into the
    shadow, converting the column with the one-transaction op's SQL: a value
    that is not a ULID makes the writer's statement fail;
-3. the copy, in primary-key order, ``batch_size`` rows a statement:
+3. the copy, in primary-key order up to the highest key when it begins,
+   ``batch_size`` rows a statement:
    ``INSERT IGNORE ... SELECT ... LOCK IN SHARE MODE``. The shared locks
    make the copy read each row's committed value and hold it until the
    statement commits, so a writer's change lands either before the copy
@@ -378,19 +379,24 @@ class _Shadow:
         total = self._estimate()
         started = last_log = time.monotonic()
         done, low, inclusive = 0, start, True
+        # The triggers existed before this read: a row with a higher key was
+        # written after it, through them. Stopping here keeps writers that
+        # add rows at the end from keeping the copy going.
+        top = self.connection.execute(sa.text(f"SELECT MAX({key}) FROM {self.table}")).scalar()
 
         def above(column: str) -> str:
             if low is None:
                 return "1 = 1"
             return f"{column} {'>=' if inclusive else '>'} :low"
 
-        while True:
+        while top is not None:
             high = self.connection.execute(
                 sa.text(
                     f"SELECT MAX(k) FROM (SELECT {key} AS k FROM {self.table} "
-                    f"WHERE {above(key)} ORDER BY {key} LIMIT {int(self.op.batch_size)}) AS batch"
+                    f"WHERE {above(key)} AND {key} <= :top "
+                    f"ORDER BY {key} LIMIT {int(self.op.batch_size)}) AS batch"
                 ),
-                {"low": low},
+                {"low": low, "top": top},
             ).scalar()
             if high is None:
                 break

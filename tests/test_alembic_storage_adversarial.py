@@ -201,3 +201,20 @@ def test_mariadb_copy_ends_while_writers_keep_appending_rows(maria: Engine) -> N
     assert failures == []
     assert len(calls) <= 4  # 10 rows, 3 a batch
     assert len(_maria_values(maria)) == 10 + len(calls)
+
+
+def test_mariadb_writers_keep_writing_a_table_with_generated_columns(maria: Engine) -> None:
+    # A generated column cannot be given a value: a trigger that copies
+    # every column would make each of the application's writes fail.
+    _maria_table(maria, ", g INT AS (n * 2) PERSISTENT, v VARCHAR(30) AS (CONCAT('n', n)) VIRTUAL")
+    failures: list[str] = []
+    calls: list[int] = []
+    _run(maria, batch_size=3, progress=_writes(maria, failures, calls=calls))
+    assert failures == []
+    rows = _rows(maria, f"SELECT id, n, g, v, LENGTH(ref) FROM {TABLE} ORDER BY id")
+    assert len(rows) == 10 + len(calls)
+    assert all(g == n * 2 and v == f"n{n}" and length == 16 for _, n, g, v, length in rows)
+    assert rows[0][1] == len(calls)  # every update of row 1 is there
+    create = _rows(maria, f"SHOW CREATE TABLE {TABLE}")[0][1]
+    assert "GENERATED ALWAYS AS (`n` * 2) STORED" in create
+    assert "GENERATED ALWAYS AS (concat('n',`n`)) VIRTUAL" in create

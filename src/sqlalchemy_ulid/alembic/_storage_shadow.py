@@ -119,6 +119,9 @@ class _Shadow:
         self.column = op.column_name
         self.lock_timeout = DEFAULT_LOCK_TIMEOUT if op.lock_timeout is None else op.lock_timeout
         self.columns = self._columns(self.name)
+        #: the columns a write sets: a generated column's value is the server's
+        #: (a strict session refuses one given, and the writer's statement fails)
+        self.written = self._columns(self.name, written=True)
         self.key = self._key()
 
     # -- reading ---------------------------------------------------------------
@@ -127,11 +130,12 @@ class _Shadow:
         bound = {"schema": self.op.schema, **params}
         return list(self.connection.execute(sa.text(query), bound).all())
 
-    def _columns(self, table: str) -> list[str]:
+    def _columns(self, table: str, written: bool = False) -> list[str]:
         rows = self._rows(
             "SELECT COLUMN_NAME FROM information_schema.COLUMNS "
             "WHERE TABLE_SCHEMA = COALESCE(:schema, DATABASE()) AND TABLE_NAME = :table "
-            "ORDER BY ORDINAL_POSITION",
+            + ("AND IS_GENERATED = 'NEVER' " if written else "")
+            + "ORDER BY ORDINAL_POSITION",
             table=table,
         )
         return [str(row[0]) for row in rows]
@@ -317,7 +321,7 @@ class _Shadow:
         """The row's columns as the shadow stores them (``row``: NEW, OLD or a table)."""
         dialect = self.connection.dialect
         values = []
-        for name in self.columns:
+        for name in self.written:
             value = f"{row}.{quote(dialect, name)}"
             if name == self.column:
                 value = self.sql.convert(value, self.from_kind, self.to_kind)
@@ -334,7 +338,7 @@ class _Shadow:
     def _trigger_sql(self, event: str) -> str:
         dialect = self.connection.dialect
         assert self.key is not None
-        names = ", ".join(quote(dialect, name) for name in self.columns)
+        names = ", ".join(quote(dialect, name) for name in self.written)
         key = f"{self.shadow}.{quote(dialect, self.key)}"
         head = (
             f"CREATE TRIGGER {quote(dialect, self.triggers[event], self.op.schema)} "
@@ -375,7 +379,7 @@ class _Shadow:
         assert self.key is not None
         dialect = self.connection.dialect
         key = quote(dialect, self.key)
-        names = ", ".join(quote(dialect, name) for name in self.columns)
+        names = ", ".join(quote(dialect, name) for name in self.written)
         total = self._estimate()
         started = last_log = time.monotonic()
         done, low, inclusive = 0, start, True

@@ -18,7 +18,8 @@ commit on their own and that a rerun recognises:
    statement commits, so a writer's change lands either before the copy
    (and the copy skips the row the trigger wrote) or after it (and the
    trigger overwrites the copy);
-4. both tables counted in one statement (one read view), then
+4. both tables counted in one statement (one read view), the table's
+   ``AUTO_INCREMENT`` counter given to the shadow, then
    ``RENAME TABLE <t> TO _<t>__old, _<t>__new TO <t>`` (atomic; the
    triggers follow ``_<t>__old``), then the triggers and ``_<t>__old`` are
    dropped.
@@ -281,6 +282,7 @@ class _Shadow:
         if created or start is not None:
             self._copy(start)
         self._verify()
+        self._carry_auto_increment()
         self._ddl(f"RENAME TABLE {self.table} TO {self.old}, {self.shadow} TO {self.table}")
         self.clean_up()
 
@@ -434,6 +436,23 @@ class _Shadow:
                 logger.warning("copy batch up to key %r: %s; retrying", high, exc.orig)
                 time.sleep(0.05 * attempt)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _carry_auto_increment(self) -> None:
+        """Give the shadow the table's AUTO_INCREMENT counter before the swap.
+
+        ``CREATE TABLE ... LIKE`` starts the counter again, and the copied
+        rows only take it past the highest key left: the keys of rows
+        deleted from the end would be given out again. A row inserted after
+        this takes its key from the table's counter, and the trigger writing
+        it moves the shadow's counter past it.
+        """
+        counter = self._rows(
+            "SELECT AUTO_INCREMENT FROM information_schema.TABLES "
+            "WHERE TABLE_SCHEMA = COALESCE(:schema, DATABASE()) AND TABLE_NAME = :table",
+            table=self.name,
+        )
+        if counter and counter[0][0] is not None:
+            self._ddl(f"ALTER TABLE {self.shadow} AUTO_INCREMENT = {int(counter[0][0])}")
 
     def _verify(self) -> None:
         # One statement: both counts from one read view, and the triggers

@@ -8,6 +8,8 @@ AUTO_INCREMENT counters (MariaDB).
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -237,3 +239,98 @@ def test_mariadb_auto_increment_counter_is_carried_over_the_swap(maria: Engine) 
         f"WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '{TABLE}'",
     )
     assert counter == [(22,)]
+
+
+def _type(engine: Engine, table: str) -> str:
+    return str(
+        _rows(
+            engine,
+            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+            f"WHERE attrelid = '{table}'::regclass AND attname = 'ref'",
+        )[0][0]
+    )
+
+
+def _pg_table(engine: Engine, name: str, rows: int) -> None:
+    _sql(engine, f"CREATE TABLE {name} (id INT PRIMARY KEY, ref CHAR(26) NOT NULL)")
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text(f"INSERT INTO {name} (id, ref) VALUES (:i, :r)"),
+            [{"i": i, "r": str(new_ulid())} for i in range(rows)],
+        )
+
+
+def test_postgresql_a_conversion_starting_while_another_creates_the_state_table(pg: Engine) -> None:
+    # Another conversion's first transaction, caught between creating the
+    # state table and committing: this one waits for it, then joins the table
+    # (it used to fail: duplicate key in pg_type).
+    from sqlalchemy_ulid.alembic._storage_online import _STATE_LOCK
+
+    _sql(pg, f"DROP TABLE IF EXISTS {STATE}")
+    _pg_table(pg, TABLE, 20)
+    created = threading.Event()
+
+    def other() -> None:
+        with pg.begin() as conn:
+            conn.exec_driver_sql(_STATE_LOCK)
+            conn.exec_driver_sql(
+                f"CREATE TABLE {STATE} (table_name TEXT NOT NULL, column_name TEXT NOT NULL, "
+                "last_key TEXT, PRIMARY KEY (table_name, column_name))"
+            )
+            created.set()
+            time.sleep(0.5)
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    assert created.wait(10)
+    _run(pg, lock_timeout=5.0)
+    thread.join(10)
+    assert not thread.is_alive()
+    assert _type(pg, TABLE) == "uuid"
+    # The last conversion took the state table with it.
+    assert _rows(pg, f"SELECT to_regclass('{STATE}')") == [(None,)]
+
+
+def test_postgresql_three_conversions_at_once_all_finish(pg: Engine) -> None:
+    names = [f"{TABLE}_{n}" for n in "abc"]
+    for name in names:
+        _sql(pg, f"DROP TABLE IF EXISTS {name}")
+        _pg_table(pg, name, 30)
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(len(names))
+
+    def convert(name: str, batch: int) -> None:
+        barrier.wait(10)
+        try:
+            with pg.connect() as conn:
+                context = MigrationContext.configure(conn, opts={"transactional_ddl": True})
+                with context.begin_transaction():
+                    Operations(context).alter_ulid_storage(
+                        name,
+                        "ref",
+                        from_storage="text",
+                        to_storage="native",
+                        online=True,
+                        batch_size=batch,
+                        lock_timeout=5.0,
+                    )
+        except BaseException as exc:
+            errors.append(exc)
+
+    try:
+        threads = [
+            threading.Thread(target=convert, args=(n, b))
+            for n, b in zip(names, (50, 5, 7), strict=True)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        assert not any(t.is_alive() for t in threads)
+        assert errors == []
+        for name in names:
+            assert _type(pg, name) == "uuid"
+        assert _rows(pg, f"SELECT to_regclass('{STATE}')") == [(None,)]
+    finally:
+        for name in names:
+            _sql(pg, f"DROP TABLE IF EXISTS {name}")

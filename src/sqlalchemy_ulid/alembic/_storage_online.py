@@ -55,6 +55,8 @@ logger = logging.getLogger("alembic.runtime.migration")
 #: The table that remembers a conversion in progress and its copy's last key.
 STATE_TABLE = "ulid_storage_conversions"
 _LOG_EVERY = 5.0
+#: Taken by the transactions that create, join or drop the state table.
+_STATE_LOCK = f"SELECT pg_advisory_xact_lock(hashtext('sqlalchemy_ulid.{STATE_TABLE}'))"
 
 
 def alter_online(operations: Operations, op: AlterULIDStorageOp) -> None:
@@ -96,22 +98,26 @@ def _phases(connection: Connection, op: AlterULIDStorageOp, plan: Plan) -> None:
 
     table = plan.q(connection, plan.table, schema=True)
     shadow = plan.q(connection, plan.shadow)
-    run(
-        connection,
-        f"CREATE TABLE IF NOT EXISTS {quote(connection.dialect, STATE_TABLE, plan.schema)} ("
-        "table_name TEXT NOT NULL, column_name TEXT NOT NULL, last_key TEXT, "
-        "PRIMARY KEY (table_name, column_name))",
-    )
+    state = quote(connection.dialect, STATE_TABLE, plan.schema)
     fresh = column_state(connection, plan.table, plan.shadow, plan.schema) is None
     # A fresh start forgets a copy position an abandoned conversion left.
     conflict = "DO UPDATE SET last_key = NULL" if fresh else "DO NOTHING"
-    connection.execute(
-        sa.text(
-            f"INSERT INTO {quote(connection.dialect, STATE_TABLE, plan.schema)} "
-            f"(table_name, column_name) VALUES (:t, :c) ON CONFLICT (table_name, column_name) "
-            f"{conflict}"
-        ),
-        {"t": plan.table, "c": plan.column},
+    # One transaction, under the lock the last swap takes to drop the table:
+    # two conversions starting at once would both create it (one failing),
+    # or one would drop it between the other's CREATE and INSERT.
+    ddl(
+        ";\n".join(
+            [
+                _STATE_LOCK,
+                f"CREATE TABLE IF NOT EXISTS {state} (table_name TEXT NOT NULL, "
+                "column_name TEXT NOT NULL, last_key TEXT, "
+                "PRIMARY KEY (table_name, column_name))",
+                f"INSERT INTO {state} (table_name, column_name) VALUES "
+                f"({_literal(connection.dialect, plan.table)}, "
+                f"{_literal(connection.dialect, plan.column)}) "
+                f"ON CONFLICT (table_name, column_name) {conflict}",
+            ]
+        )
     )
     if fresh:
         ddl(f"ALTER TABLE {table} ADD COLUMN {shadow} {plan.new_type} NULL")
@@ -390,6 +396,7 @@ def _swap(connection: Connection, plan: Plan) -> list[str]:
             f"COMMENT ON COLUMN {table}.{column} IS {_literal(dialect, plan.comment)}"
         )
     state = quote(dialect, STATE_TABLE, plan.schema)
+    statements.append(_STATE_LOCK)
     statements.append(
         f"DELETE FROM {state} WHERE table_name = {_literal(dialect, plan.table)} "
         f"AND column_name = {_literal(dialect, plan.column)}"

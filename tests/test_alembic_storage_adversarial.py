@@ -334,3 +334,43 @@ def test_postgresql_three_conversions_at_once_all_finish(pg: Engine) -> None:
     finally:
         for name in names:
             _sql(pg, f"DROP TABLE IF EXISTS {name}")
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_postgresql_the_downgrade_of_an_interrupted_run_removes_what_it_left(pg: Engine) -> None:
+    # The upgrade stopped in its copy (a failure, a kill); the way back is
+    # the same op with the storages swapped. It used to refuse ("neither
+    # uuid nor text"), leaving the trigger converting every write.
+    _pg_table(pg, TABLE, 50)
+    before = _rows(pg, f"SELECT id, ref FROM {TABLE} ORDER BY id")
+
+    def stop(report: BackfillProgress) -> None:
+        raise _Stop
+
+    with pytest.raises(_Stop):
+        _run(pg, batch_size=10, progress=stop)
+    assert _type(pg, TABLE) == "character(26)"
+    with pg.connect() as conn:
+        context = MigrationContext.configure(conn, opts={"transactional_ddl": True})
+        with context.begin_transaction():
+            Operations(context).alter_ulid_storage(
+                TABLE, "ref", from_storage="native", to_storage="text", online=True
+            )
+    columns = _rows(
+        pg,
+        f"SELECT attname FROM pg_attribute WHERE attrelid = '{TABLE}'::regclass "
+        "AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+    )
+    assert columns == [("id",), ("ref",)]
+    assert not _rows(pg, f"SELECT 1 FROM pg_trigger WHERE tgrelid = '{TABLE}'::regclass")
+    assert not _rows(pg, "SELECT 1 FROM pg_proc WHERE proname = 'adv_items_ref__ulid_sync'")
+    assert _rows(pg, f"SELECT to_regclass('{STATE}')") == [(None,)]
+    assert _rows(pg, f"SELECT id, ref FROM {TABLE} ORDER BY id") == before
+    # A value that is not a ULID is written as before the conversion began.
+    _sql(pg, f"UPDATE {TABLE} SET ref = 'not a ulid' WHERE id = 1")
+    _sql(pg, f"UPDATE {TABLE} SET ref = '{before[1][1]}' WHERE id = 1")
+    _run(pg)
+    assert _type(pg, TABLE) == "uuid"

@@ -152,7 +152,7 @@ def _phases(connection: Connection, op: AlterULIDStorageOp, plan: Plan) -> None:
 
     table = plan.q(connection, plan.table, schema=True)
     shadow = plan.q(connection, plan.shadow)
-    state = quote(connection.dialect, STATE_TABLE, plan.schema)
+    state_table = quote(connection.dialect, STATE_TABLE, plan.schema)
     fresh = column_state(connection, plan.table, plan.shadow, plan.schema) is None
     # A fresh start forgets a copy position an abandoned conversion left.
     conflict = "DO UPDATE SET last_key = NULL" if fresh else "DO NOTHING"
@@ -163,10 +163,10 @@ def _phases(connection: Connection, op: AlterULIDStorageOp, plan: Plan) -> None:
         ";\n".join(
             [
                 _STATE_LOCK,
-                f"CREATE TABLE IF NOT EXISTS {state} (table_name TEXT NOT NULL, "
+                f"CREATE TABLE IF NOT EXISTS {state_table} (table_name TEXT NOT NULL, "
                 "column_name TEXT NOT NULL, last_key TEXT, "
                 "PRIMARY KEY (table_name, column_name))",
-                f"INSERT INTO {state} (table_name, column_name) VALUES "
+                f"INSERT INTO {state_table} (table_name, column_name) VALUES "
                 f"({_literal(connection.dialect, plan.table)}, "
                 f"{_literal(connection.dialect, plan.column)}) "
                 f"ON CONFLICT (table_name, column_name) {conflict}",

@@ -40,7 +40,7 @@ from sqlalchemy.engine import Connection
 from .._dialects import dialect_row
 from ._backfill import BackfillProgress, retry_batch
 from ._concurrent_index import build_index_concurrently
-from ._inspect import column_state, quote, run, unescape_percent
+from ._inspect import column_state, quote, run, safe_name, unescape_percent
 from ._locks import DEFAULT_LOCK_TIMEOUT, lock_safe_ddl
 from ._online import check_online_context
 from ._storage_plan import Index, Plan, build_plan
@@ -55,6 +55,8 @@ logger = logging.getLogger("alembic.runtime.migration")
 #: The table that remembers a conversion in progress and its copy's last key.
 STATE_TABLE = "ulid_storage_conversions"
 _LOG_EVERY = 5.0
+#: Taken by the transactions that create, join or drop the state table.
+_STATE_LOCK = f"SELECT pg_advisory_xact_lock(hashtext('sqlalchemy_ulid.{STATE_TABLE}'))"
 
 
 def alter_online(operations: Operations, op: AlterULIDStorageOp) -> None:
@@ -68,6 +70,8 @@ def alter_online(operations: Operations, op: AlterULIDStorageOp) -> None:
         )
     check_online_context(operations)
     connection = operations.get_bind()
+    if _undo_interrupted(operations, op):
+        return
     plan = build_plan(connection, op)
     if plan is None:
         return
@@ -85,6 +89,58 @@ def alter_online(operations: Operations, op: AlterULIDStorageOp) -> None:
         raise
 
 
+def _undo_interrupted(operations: Operations, op: AlterULIDStorageOp) -> bool:
+    """Remove what an interrupted conversion the other way left; False: there is none.
+
+    The column is still in ``to_storage``, a shadow in ``from_storage`` is
+    beside it and the state table records that conversion: this op is its
+    undoing (the downgrade, or a revision that abandons it). The trigger,
+    its function and the shadow (its indexes and checks with it) go in one
+    transaction; the column and its values were never changed.
+    """
+    from ._storage import _kind_of
+
+    connection = operations.get_bind()
+    dialect = connection.dialect
+    row = dialect_row(dialect)
+    if not sa.inspect(connection).has_table(op.table_name, schema=op.schema):
+        return False
+    state = column_state(connection, op.table_name, op.column_name, op.schema)
+    shadow_name = safe_name(f"{op.column_name}__ulid", dialect)
+    shadow = column_state(connection, op.table_name, shadow_name, op.schema)
+    if state is None or shadow is None:
+        return False
+    if _kind_of(state.type, None) != row.kind(op.to_storage):
+        return False
+    if _kind_of(shadow.type, None) != row.kind(op.from_storage):
+        return False
+    state_table = quote(dialect, STATE_TABLE, op.schema)
+    if not sa.inspect(connection).has_table(STATE_TABLE, schema=op.schema):
+        return False
+    recorded = connection.execute(
+        sa.text(f"SELECT 1 FROM {state_table} WHERE table_name = :t AND column_name = :c"),
+        {"t": op.table_name, "c": op.column_name},
+    ).first()
+    if recorded is None:
+        return False
+    table = quote(dialect, op.table_name, op.schema)
+    names = f"{op.table_name}_{op.column_name}"
+    trigger = quote(dialect, safe_name(f"{names}__ulid_sync", dialect))
+    function = quote(dialect, safe_name(f"{names}__ulid_sync", dialect), op.schema)
+    timeout = DEFAULT_LOCK_TIMEOUT if op.lock_timeout is None else op.lock_timeout
+    statements = [
+        f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE",
+        f"DROP TRIGGER IF EXISTS {trigger} ON {table}",
+        f"DROP FUNCTION IF EXISTS {function}()",
+        f"ALTER TABLE {table} DROP COLUMN {quote(dialect, shadow_name)}",
+        *_forget(dialect, op.table_name, op.column_name, op.schema),
+    ]
+    logger.info("alter_ulid_storage: undoing the interrupted conversion of %s", names)
+    with operations.get_context().autocommit_block():
+        lock_safe_ddl(connection, [";\n".join(statements)], lock_timeout=timeout)
+    return True
+
+
 # -- the phases -------------------------------------------------------------------------
 
 
@@ -96,22 +152,26 @@ def _phases(connection: Connection, op: AlterULIDStorageOp, plan: Plan) -> None:
 
     table = plan.q(connection, plan.table, schema=True)
     shadow = plan.q(connection, plan.shadow)
-    run(
-        connection,
-        f"CREATE TABLE IF NOT EXISTS {quote(connection.dialect, STATE_TABLE, plan.schema)} ("
-        "table_name TEXT NOT NULL, column_name TEXT NOT NULL, last_key TEXT, "
-        "PRIMARY KEY (table_name, column_name))",
-    )
+    state_table = quote(connection.dialect, STATE_TABLE, plan.schema)
     fresh = column_state(connection, plan.table, plan.shadow, plan.schema) is None
     # A fresh start forgets a copy position an abandoned conversion left.
     conflict = "DO UPDATE SET last_key = NULL" if fresh else "DO NOTHING"
-    connection.execute(
-        sa.text(
-            f"INSERT INTO {quote(connection.dialect, STATE_TABLE, plan.schema)} "
-            f"(table_name, column_name) VALUES (:t, :c) ON CONFLICT (table_name, column_name) "
-            f"{conflict}"
-        ),
-        {"t": plan.table, "c": plan.column},
+    # One transaction, under the lock the last swap takes to drop the table:
+    # two conversions starting at once would both create it (one failing),
+    # or one would drop it between the other's CREATE and INSERT.
+    ddl(
+        ";\n".join(
+            [
+                _STATE_LOCK,
+                f"CREATE TABLE IF NOT EXISTS {state_table} (table_name TEXT NOT NULL, "
+                "column_name TEXT NOT NULL, last_key TEXT, "
+                "PRIMARY KEY (table_name, column_name))",
+                f"INSERT INTO {state_table} (table_name, column_name) VALUES "
+                f"({_literal(connection.dialect, plan.table)}, "
+                f"{_literal(connection.dialect, plan.column)}) "
+                f"ON CONFLICT (table_name, column_name) {conflict}",
+            ]
+        )
     )
     if fresh:
         ddl(f"ALTER TABLE {table} ADD COLUMN {shadow} {plan.new_type} NULL")
@@ -357,17 +417,21 @@ def _swap(connection: Connection, plan: Plan) -> list[str]:
         statements.append(
             f"COMMENT ON COLUMN {table}.{column} IS {_literal(dialect, plan.comment)}"
         )
-    state = quote(dialect, STATE_TABLE, plan.schema)
-    statements.append(
-        f"DELETE FROM {state} WHERE table_name = {_literal(dialect, plan.table)} "
-        f"AND column_name = {_literal(dialect, plan.column)}"
-    )
-    # The last conversion takes its table with it (autogenerate would see it).
-    statements.append(
-        f"DO $ulid$ BEGIN IF NOT EXISTS (SELECT 1 FROM {state}) THEN DROP TABLE {state}; "
-        "END IF; END $ulid$"
-    )
+    statements.extend(_forget(dialect, plan.table, plan.column, plan.schema))
     return statements
+
+
+def _forget(dialect: Any, table: str, column: str, schema: str | None) -> list[str]:
+    """Statements removing the conversion's row, and the state table after the last one."""
+    state = quote(dialect, STATE_TABLE, schema)
+    return [
+        _STATE_LOCK,
+        f"DELETE FROM {state} WHERE table_name = {_literal(dialect, table)} "
+        f"AND column_name = {_literal(dialect, column)}",
+        # The last conversion takes its table with it (autogenerate would see it).
+        f"DO $ulid$ BEGIN IF NOT EXISTS (SELECT 1 FROM {state}) THEN DROP TABLE {state}; "
+        "END IF; END $ulid$",
+    ]
 
 
 def _literal(dialect: Any, text: str) -> str:

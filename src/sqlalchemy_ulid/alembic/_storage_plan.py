@@ -133,6 +133,7 @@ def build_plan(connection: Connection, op: AlterULIDStorageOp) -> Plan | None:
         same=safe_name(f"ck_{names}__ulid_same", dialect),
     )
     _refuse_dependants(connection, plan)
+    _refuse_used(connection, plan)
     plan.indexes = _indexes(connection, plan)
     if from_kind == "text":
         column_sql = quote(dialect, op.column_name)
@@ -170,6 +171,52 @@ def _refuse_dependants(connection: Connection, plan: Plan) -> None:
                 f"name {plan.column}, which the swap replaces; nothing was changed. Drop "
                 "them before the conversion and create them again after it"
             )
+
+
+#: What else uses the column, which ``DROP COLUMN`` would drop with it (a
+#: CHECK constraint, extended statistics, a policy, a sequence owned by it)
+#: or refuse to drop (a generated column, whose expression is a pg_attrdef
+#: row): not indexes, unique and primary
+#: keys (built again), foreign keys, views and triggers (refused before),
+#: the column's DEFAULT (carried) or the op's own checks.
+_DEPENDANTS = (
+    "WITH col AS (SELECT attrelid, attnum, attacl FROM pg_attribute "
+    "WHERE attrelid = to_regclass(:table) AND attname = :column) "
+    "SELECT COALESCE((SELECT 'the generated column ' || quote_ident(g.attname) "
+    "FROM pg_attrdef f JOIN pg_attribute g ON g.attrelid = f.adrelid AND g.attnum = f.adnum "
+    "WHERE d.classid = 'pg_attrdef'::regclass AND f.oid = d.objid), "
+    "pg_describe_object(d.classid, d.objid, d.objsubid)) FROM pg_depend d, col "
+    "WHERE d.refclassid = 'pg_class'::regclass AND d.refobjid = col.attrelid "
+    "AND d.refobjsubid = col.attnum AND d.deptype IN ('n', 'a') "
+    "AND d.classid NOT IN ('pg_rewrite'::regclass, 'pg_trigger'::regclass) "
+    "AND NOT (d.classid = 'pg_attrdef'::regclass AND d.objid IN "
+    "(SELECT oid FROM pg_attrdef WHERE adrelid = col.attrelid AND adnum = col.attnum)) "
+    "AND NOT (d.classid = 'pg_class'::regclass AND d.objid IN "
+    "(SELECT indexrelid FROM pg_index WHERE indrelid = col.attrelid)) "
+    "AND NOT (d.classid = 'pg_constraint'::regclass AND d.objid IN (SELECT oid FROM "
+    "pg_constraint WHERE contype IN ('p', 'u', 'f') OR conname IN (:same, :check))) "
+    "UNION ALL SELECT 'GRANTs on the column' FROM col WHERE attacl IS NOT NULL"
+)
+
+
+def _refuse_used(connection: Connection, plan: Plan) -> None:
+    """Refuse what uses the column and would not survive the swap's ``DROP COLUMN``."""
+    found = connection.execute(
+        sa.text(_DEPENDANTS),
+        {
+            "table": plan.q(connection, plan.table, schema=True),
+            "column": plan.column,
+            "same": plan.same,
+            "check": plan.check,
+        },
+    ).scalars()
+    names = sorted(set(found))
+    if names:
+        raise ValueError(
+            f"{plan.table}.{plan.column} is used by {', '.join(names)}: the swap drops the "
+            "old column, which would drop them or fail; nothing was changed. Drop them "
+            "before the conversion and create them again after it"
+        )
 
 
 def _indexes(connection: Connection, plan: Plan) -> list[Index]:

@@ -11,13 +11,15 @@ commit on their own and that a rerun recognises:
    INSERT``, created in that order) that mirror every write into the
    shadow, converting the column with the one-transaction op's SQL: a value
    that is not a ULID makes the writer's statement fail;
-3. the copy, in primary-key order, ``batch_size`` rows a statement:
+3. the copy, in primary-key order up to the highest key when it begins,
+   ``batch_size`` rows a statement:
    ``INSERT IGNORE ... SELECT ... LOCK IN SHARE MODE``. The shared locks
    make the copy read each row's committed value and hold it until the
    statement commits, so a writer's change lands either before the copy
    (and the copy skips the row the trigger wrote) or after it (and the
    trigger overwrites the copy);
-4. both tables counted in one statement (one read view), then
+4. both tables counted in one statement (one read view), the table's
+   ``AUTO_INCREMENT`` counter given to the shadow, then
    ``RENAME TABLE <t> TO _<t>__old, _<t>__new TO <t>`` (atomic; the
    triggers follow ``_<t>__old``), then the triggers and ``_<t>__old`` are
    dropped.
@@ -118,6 +120,9 @@ class _Shadow:
         self.column = op.column_name
         self.lock_timeout = DEFAULT_LOCK_TIMEOUT if op.lock_timeout is None else op.lock_timeout
         self.columns = self._columns(self.name)
+        #: the columns a write sets: a generated column's value is the server's
+        #: (a strict session refuses one given, and the writer's statement fails)
+        self.written = self._columns(self.name, written=True)
         self.key = self._key()
 
     # -- reading ---------------------------------------------------------------
@@ -126,11 +131,12 @@ class _Shadow:
         bound = {"schema": self.op.schema, **params}
         return list(self.connection.execute(sa.text(query), bound).all())
 
-    def _columns(self, table: str) -> list[str]:
+    def _columns(self, table: str, written: bool = False) -> list[str]:
         rows = self._rows(
             "SELECT COLUMN_NAME FROM information_schema.COLUMNS "
             "WHERE TABLE_SCHEMA = COALESCE(:schema, DATABASE()) AND TABLE_NAME = :table "
-            "ORDER BY ORDINAL_POSITION",
+            + ("AND IS_GENERATED = 'NEVER' " if written else "")
+            + "ORDER BY ORDINAL_POSITION",
             table=table,
         )
         return [str(row[0]) for row in rows]
@@ -276,6 +282,7 @@ class _Shadow:
         if created or start is not None:
             self._copy(start)
         self._verify()
+        self._carry_auto_increment()
         self._ddl(f"RENAME TABLE {self.table} TO {self.old}, {self.shadow} TO {self.table}")
         self.clean_up()
 
@@ -316,7 +323,7 @@ class _Shadow:
         """The row's columns as the shadow stores them (``row``: NEW, OLD or a table)."""
         dialect = self.connection.dialect
         values = []
-        for name in self.columns:
+        for name in self.written:
             value = f"{row}.{quote(dialect, name)}"
             if name == self.column:
                 value = self.sql.convert(value, self.from_kind, self.to_kind)
@@ -333,7 +340,7 @@ class _Shadow:
     def _trigger_sql(self, event: str) -> str:
         dialect = self.connection.dialect
         assert self.key is not None
-        names = ", ".join(quote(dialect, name) for name in self.columns)
+        names = ", ".join(quote(dialect, name) for name in self.written)
         key = f"{self.shadow}.{quote(dialect, self.key)}"
         head = (
             f"CREATE TRIGGER {quote(dialect, self.triggers[event], self.op.schema)} "
@@ -374,23 +381,28 @@ class _Shadow:
         assert self.key is not None
         dialect = self.connection.dialect
         key = quote(dialect, self.key)
-        names = ", ".join(quote(dialect, name) for name in self.columns)
+        names = ", ".join(quote(dialect, name) for name in self.written)
         total = self._estimate()
         started = last_log = time.monotonic()
         done, low, inclusive = 0, start, True
+        # The triggers existed before this read: a row with a higher key was
+        # written after it, through them. Stopping here keeps writers that
+        # add rows at the end from keeping the copy going.
+        top = self.connection.execute(sa.text(f"SELECT MAX({key}) FROM {self.table}")).scalar()
 
         def above(column: str) -> str:
             if low is None:
                 return "1 = 1"
             return f"{column} {'>=' if inclusive else '>'} :low"
 
-        while True:
+        while top is not None:
             high = self.connection.execute(
                 sa.text(
                     f"SELECT MAX(k) FROM (SELECT {key} AS k FROM {self.table} "
-                    f"WHERE {above(key)} ORDER BY {key} LIMIT {int(self.op.batch_size)}) AS batch"
+                    f"WHERE {above(key)} AND {key} <= :top "
+                    f"ORDER BY {key} LIMIT {int(self.op.batch_size)}) AS batch"
                 ),
-                {"low": low},
+                {"low": low, "top": top},
             ).scalar()
             if high is None:
                 break
@@ -424,6 +436,23 @@ class _Shadow:
                 logger.warning("copy batch up to key %r: %s; retrying", high, exc.orig)
                 time.sleep(0.05 * attempt)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _carry_auto_increment(self) -> None:
+        """Give the shadow the table's AUTO_INCREMENT counter before the swap.
+
+        ``CREATE TABLE ... LIKE`` starts the counter again, and the copied
+        rows only take it past the highest key left: the keys of rows
+        deleted from the end would be given out again. A row inserted after
+        this takes its key from the table's counter, and the trigger writing
+        it moves the shadow's counter past it.
+        """
+        counter = self._rows(
+            "SELECT AUTO_INCREMENT FROM information_schema.TABLES "
+            "WHERE TABLE_SCHEMA = COALESCE(:schema, DATABASE()) AND TABLE_NAME = :table",
+            table=self.name,
+        )
+        if counter and counter[0][0] is not None:
+            self._ddl(f"ALTER TABLE {self.shadow} AUTO_INCREMENT = {int(counter[0][0])}")
 
     def _verify(self) -> None:
         # One statement: both counts from one read view, and the triggers

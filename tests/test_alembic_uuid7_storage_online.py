@@ -217,17 +217,20 @@ class Writers:
         self.stop = threading.Event()
         self.swapping = threading.Event()
         self.swap_started = float("inf")
+        #: held by a writer's statement: the swap waits for the one in flight
+        self.gate = threading.Lock()
         self.owned = owned
         self.threads = [threading.Thread(target=self.write, args=(n,)) for n in range(2)]
 
     def _write(self, conn: Any, sql: str, params: dict[str, Any]) -> bool:
-        storage = self.storages[self.swapping.is_set()]
-        statement = sa.text(sql).bindparams(
-            sa.bindparam("r", type_=_type(storage, self.engine.dialect))
-        )
         try:
-            conn.execute(statement, {**params, "r": _bind(params["r"], storage)})
-            conn.commit()
+            with self.gate:
+                storage = self.storages[self.swapping.is_set()]
+                statement = sa.text(sql).bindparams(
+                    sa.bindparam("r", type_=_type(storage, self.engine.dialect))
+                )
+                conn.execute(statement, {**params, "r": _bind(params["r"], storage)})
+                conn.commit()
         except sa.exc.DBAPIError as exc:
             conn.rollback()
             self.failed.append(str(exc.orig))
@@ -272,6 +275,11 @@ class Writers:
             if statement.lstrip().startswith(swap) and not self.swapping.is_set():
                 self.swap_started = time.monotonic()
                 self.swapping.set()
+                # A statement bound for the old storage must not reach the
+                # new column (PostgreSQL would cast bytea to its text form):
+                # as an application deployed in step, wait for it.
+                with self.gate:
+                    pass
 
         sa.event.listen(self.engine, "before_cursor_execute", hook)
         return lambda: sa.event.remove(self.engine, "before_cursor_execute", hook)
@@ -508,3 +516,21 @@ def test_an_interrupted_one_transaction_run_is_not_taken_for_done(
     assert not [s for s in seen if s.lstrip().upper().startswith(DDL)]
     with mariadb.connect() as conn:
         assert conn.exec_driver_sql(f"SELECT ref FROM {TABLE}").scalar() == value.encode()
+
+
+@pytest.mark.parametrize(("from_", "to"), [("text", "binary"), ("text", "auto")])
+def test_a_uuid7_literal_default_and_the_comment_are_carried(
+    server: Engine, from_: str, to: str
+) -> None:
+    literal = new_uuid7()
+    for name in (TABLE, TWIN):
+        _create(server, name, from_, 30)
+        with server.begin() as conn:
+            conn.execute(sa.text(f"ALTER TABLE {name} ALTER COLUMN ref SET DEFAULT '{literal}'"))
+    _run(server, TABLE, from_, to, online=True, batch_size=7)
+    _run(server, TWIN, from_, to)
+    assert _schema(server, TABLE) == _schema(server, TWIN)
+    assert not _leftovers(server)
+    with server.begin() as conn:
+        conn.exec_driver_sql(f"INSERT INTO {TABLE} (id, n) VALUES (100, 0)")
+    assert _values(server, TABLE, to)[100] == literal

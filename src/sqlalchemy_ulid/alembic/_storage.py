@@ -41,8 +41,6 @@ class AlterULIDStorageOp(MigrateOperation):
     op_name = "alter_ulid_storage"
     #: what the column's values are called in errors
     values_name = "ULIDs"
-    #: whether online=True has a phased path (the UUIDv7 op has none yet)
-    online_copy = True
 
     def __init__(
         self,
@@ -284,13 +282,6 @@ class _Plan:
 
 @Operations.implementation_for(AlterULIDStorageOp)
 def _alter_ulid_storage(operations: Operations, op: AlterULIDStorageOp) -> None:
-    if op.online and not op.online_copy:
-        raise CommandError(
-            f"{op.op_name}(online=True) is not supported yet: the conversion rewrites "
-            "the column (on PostgreSQL under an ACCESS EXCLUSIVE lock). Nothing was "
-            "changed. Run it without online=True in a quiet period (see 'Live tables' "
-            "in the docs)"
-        )
     context = operations.migration_context
     dialect = context.dialect
     row = dialect_row(dialect)
@@ -310,7 +301,7 @@ def _alter_ulid_storage(operations: Operations, op: AlterULIDStorageOp) -> None:
     if op.online:
         if dialect.name == "sqlite":
             raise ValueError(
-                "alter_ulid_storage(online=True) is for PostgreSQL and MariaDB/MySQL, whose "
+                f"{op.op_name}(online=True) is for PostgreSQL and MariaDB/MySQL, whose "
                 "writers it keeps going; SQLite has one writer at a time: drop online=True"
             )
         if dialect.name in ("mysql", "mariadb"):

@@ -64,7 +64,7 @@ def alter_online(operations: Operations, op: AlterULIDStorageOp) -> None:
     context = operations.get_context()
     if context.as_sql:
         raise CommandError(
-            "alter_ulid_storage(online=True) writes no --sql script: its copy and "
+            f"{op.op_name}(online=True) writes no --sql script: its copy and "
             "swap read the table as they go. Run the migration online, or drop "
             "online=True to get the one-statement conversion in the script"
         )
@@ -98,11 +98,8 @@ def _undo_interrupted(operations: Operations, op: AlterULIDStorageOp) -> bool:
     its function and the shadow (its indexes and checks with it) go in one
     transaction; the column and its values were never changed.
     """
-    from ._storage import _kind_of
-
     connection = operations.get_bind()
     dialect = connection.dialect
-    row = dialect_row(dialect)
     if not sa.inspect(connection).has_table(op.table_name, schema=op.schema):
         return False
     state = column_state(connection, op.table_name, op.column_name, op.schema)
@@ -110,9 +107,9 @@ def _undo_interrupted(operations: Operations, op: AlterULIDStorageOp) -> bool:
     shadow = column_state(connection, op.table_name, shadow_name, op.schema)
     if state is None or shadow is None:
         return False
-    if _kind_of(state.type, None) != row.kind(op.to_storage):
+    if op.found_kind(state.type, None) != op.kind(op.to_storage, dialect):
         return False
-    if _kind_of(shadow.type, None) != row.kind(op.from_storage):
+    if op.found_kind(shadow.type, None) != op.kind(op.from_storage, dialect):
         return False
     state_table = quote(dialect, STATE_TABLE, op.schema)
     if not sa.inspect(connection).has_table(STATE_TABLE, schema=op.schema):
@@ -175,7 +172,7 @@ def _phases(connection: Connection, op: AlterULIDStorageOp, plan: Plan) -> None:
     )
     if fresh:
         ddl(f"ALTER TABLE {table} ADD COLUMN {shadow} {plan.new_type} NULL")
-    _trigger(connection, plan, ddl)
+    _trigger(connection, op, plan, ddl)
     _copy(connection, op, plan)
     _prove_same(connection, op, plan, ddl)
     state = column_state(connection, plan.table, plan.shadow, plan.schema)
@@ -196,8 +193,8 @@ def _phases(connection: Connection, op: AlterULIDStorageOp, plan: Plan) -> None:
     ddl(";\n".join(_swap(connection, plan)))
 
 
-def _trigger(connection: Connection, plan: Plan, ddl: Any) -> None:
-    sql = dialect_row(connection.dialect).convert
+def _trigger(connection: Connection, op: AlterULIDStorageOp, plan: Plan, ddl: Any) -> None:
+    sql = op.convert_sql(dialect_row(connection.dialect))
     assert sql is not None
     column, shadow = plan.q(connection, plan.column), plan.q(connection, plan.shadow)
     function = plan.q(connection, plan.function, schema=True)
@@ -224,7 +221,7 @@ def _copy(connection: Connection, op: AlterULIDStorageOp, plan: Plan) -> int:
     """Copy the rows the trigger has not seen, in key order, recording each batch's end."""
     from ._storage import _check_text
 
-    sql = dialect_row(connection.dialect).convert
+    sql = op.convert_sql(dialect_row(connection.dialect))
     assert sql is not None
     dialect = connection.dialect
     table = plan.q(connection, plan.table, schema=True)
@@ -287,8 +284,8 @@ def _copy(connection: Connection, op: AlterULIDStorageOp, plan: Plan) -> int:
         try:
             top, moved, _ = retry_batch(last, one)
         except sa.exc.DBAPIError as exc:
-            if plan.from_kind == "text" and not exc.connection_invalidated:
-                bad = f"{shadow} IS NULL AND {sql.bad_text(column)}"
+            if op.checked_before(plan.from_kind) and not exc.connection_invalidated:
+                bad = f"{shadow} IS NULL AND {sql.bad_text(column, plan.from_kind)}"
                 _check_text(connection, table, column, bad, op, exc)
             raise
         if top is None:
@@ -321,7 +318,7 @@ def _prove_same(connection: Connection, op: AlterULIDStorageOp, plan: Plan, ddl:
     """
     from ._storage import _check_text
 
-    sql = dialect_row(connection.dialect).convert
+    sql = op.convert_sql(dialect_row(connection.dialect))
     assert sql is not None
     table = plan.q(connection, plan.table, schema=True)
     column, shadow = plan.q(connection, plan.column), plan.q(connection, plan.shadow)
@@ -342,8 +339,9 @@ def _prove_same(connection: Connection, op: AlterULIDStorageOp, plan: Plan, ddl:
         except sa.exc.DBAPIError as exc:
             if exc.connection_invalidated:
                 raise
-            if plan.from_kind == "text":
-                _check_text(connection, table, column, sql.bad_text(column), op, exc)
+            if op.checked_before(plan.from_kind):
+                bad = sql.bad_text(column, plan.from_kind)
+                _check_text(connection, table, column, bad, op, exc)
             if round_ == 2 or not isinstance(exc, sa.exc.IntegrityError):
                 raise
         fixed = run(
@@ -352,7 +350,8 @@ def _prove_same(connection: Connection, op: AlterULIDStorageOp, plan: Plan, ddl:
             f"WHERE {shadow} IS DISTINCT FROM {converted}",
         ).rowcount
         logger.warning(
-            "alter_ulid_storage: %s rows of %s were written without the trigger; converted again",
+            "%s: %s rows of %s were written without the trigger; converted again",
+            op.op_name,
             fixed,
             plan.table,
         )

@@ -10,13 +10,12 @@ ULIDs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from .._dialects import dialect_row, key_conversion_sql
-from .._types import ULIDType
 from ._inspect import column_state, foreign_keys_on, quote, safe_name
 
 if TYPE_CHECKING:
@@ -64,13 +63,12 @@ class Plan:
 
 
 def build_plan(connection: Connection, op: AlterULIDStorageOp) -> Plan | None:
-    from ._storage import _check_text, _convert_default, _kind_of
+    from ._storage import _check_text
 
     dialect = connection.dialect
-    sql = dialect_row(dialect).convert
+    sql = op.convert_sql(dialect_row(dialect))
     assert sql is not None
-    row = dialect_row(dialect)
-    from_kind, to_kind = row.kind(op.from_storage), row.kind(op.to_storage)
+    from_kind, to_kind = op.kind(op.from_storage, dialect), op.kind(op.to_storage, dialect)
     if from_kind == to_kind:
         raise ValueError(
             f"{op.from_storage!r} and {op.to_storage!r} are both {from_kind} storage "
@@ -83,7 +81,7 @@ def build_plan(connection: Connection, op: AlterULIDStorageOp) -> Plan | None:
         raise ValueError(f"{op.table_name} has no column {op.column_name!r}")
     shadow = safe_name(f"{op.column_name}__ulid", dialect)
     shadow_state = column_state(connection, op.table_name, shadow, op.schema)
-    found = _kind_of(state.type, None)
+    found = op.found_kind(state.type, None)
     if found == to_kind and shadow_state is None:
         return None  # converted already (a rerun after success)
     if found != from_kind:
@@ -91,7 +89,7 @@ def build_plan(connection: Connection, op: AlterULIDStorageOp) -> Plan | None:
             f"{op.table_name}.{op.column_name} is {state.type}, which is neither "
             f"{from_kind} nor {to_kind} storage: nothing was changed"
         )
-    if shadow_state is not None and _kind_of(shadow_state.type, None) != to_kind:
+    if shadow_state is not None and op.found_kind(shadow_state.type, None) != to_kind:
         raise ValueError(
             f"{op.table_name} already has a column {shadow!r} of type {shadow_state.type}, "
             "the name this op gives the converted values: rename that column first"
@@ -101,14 +99,14 @@ def build_plan(connection: Connection, op: AlterULIDStorageOp) -> Plan | None:
         raise ValueError(
             f"{op.table_name}.{op.column_name} is used by foreign keys "
             f"({'; '.join(references)}); nothing was changed. Drop those foreign keys, "
-            "convert the key and every column referencing it with alter_ulid_storage, "
+            f"convert the key and every column referencing it with {op.op_name}, "
             "then create the foreign keys again (see 'Keys with foreign keys' in the docs)"
         )
     inspector = sa.inspect(connection)
     keys = inspector.get_pk_constraint(op.table_name, schema=op.schema)["constrained_columns"]
     if len(keys) != 1:
         raise ValueError(
-            f"alter_ulid_storage(online=True) needs a single-column primary key on "
+            f"{op.op_name}(online=True) needs a single-column primary key on "
             f"{op.table_name} to walk it in batches; it has {len(keys) or 'none'}"
         )
     table_sql = quote(dialect, op.table_name, op.schema)
@@ -121,10 +119,10 @@ def build_plan(connection: Connection, op: AlterULIDStorageOp) -> Plan | None:
         key_type=_type_of(connection, table_sql, keys[0]),
         from_kind=from_kind,
         to_kind=to_kind,
-        new_type=str(ULIDType(op.to_storage).load_dialect_impl(dialect).compile(dialect=dialect)),
+        new_type=_compiled(op.column_type(op.to_storage, dialect), dialect),
         # The column's own nullability is carried (SET NOT NULL is phase 5).
         nullable=state.nullable,
-        default=_convert_default(state.default, op, dialect, sql, to_kind),
+        default=op.default_in(state.default, dialect, sql, to_kind),
         comment=state.comment,
         shadow=shadow,
         trigger=safe_name(f"{names}__ulid_sync", dialect),
@@ -135,13 +133,20 @@ def build_plan(connection: Connection, op: AlterULIDStorageOp) -> Plan | None:
     _refuse_dependants(connection, plan)
     _refuse_used(connection, plan)
     plan.indexes = _indexes(connection, plan)
-    if from_kind == "text":
+    if op.checked_before(from_kind):
         column_sql = quote(dialect, op.column_name)
-        todo = sql.bad_text(column_sql)
+        todo = sql.bad_text(column_sql, from_kind)
         if shadow_state is not None:
             todo = f"{quote(dialect, shadow)} IS NULL AND {todo}"
         _check_text(connection, table_sql, column_sql, todo, op)
     return plan
+
+
+def _compiled(type_: sa.types.TypeEngine[Any], dialect: Any) -> str:
+    """The column type as the dialect spells it (a TypeDecorator's implementation)."""
+    if isinstance(type_, sa.types.TypeDecorator):
+        type_ = type_.load_dialect_impl(dialect)
+    return str(type_.compile(dialect=dialect))
 
 
 def _type_of(connection: Connection, table: str, column: str) -> str:

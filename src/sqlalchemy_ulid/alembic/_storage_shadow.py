@@ -42,7 +42,6 @@ from alembic.util import CommandError
 from sqlalchemy.engine import Connection
 
 from .._convert_sql import ConvertSQL
-from .._types import ULIDType
 from ._backfill import LOG_EVERY, BackfillProgress, error_code, logger
 from ._inspect import column_state, quote, safe_name, strict_mode
 from ._locks import DEFAULT_LOCK_TIMEOUT, lock_safe, lock_safe_ddl
@@ -66,11 +65,11 @@ def alter_shadow(
     """Run ``op`` online through a shadow table (see the module docstring)."""
     if operations.migration_context.as_sql:
         raise CommandError(
-            "alter_ulid_storage(online=True) has no offline (--sql) script on MariaDB/MySQL: "
+            f"{op.op_name}(online=True) has no offline (--sql) script on MariaDB/MySQL: "
             "its copy is resumable only when run against the database. Run this migration "
             "online (alembic upgrade without --sql)"
         )
-    check_online_context(operations, "alter_ulid_storage")
+    check_online_context(operations, op.op_name)
     connection = operations.get_bind()
     shadow = _Shadow(connection, op, sql, from_kind, to_kind)
     if shadow.finished():
@@ -151,10 +150,11 @@ class _Shadow:
         return str(rows[0][0]) if len(rows) == 1 else None
 
     def _kind(self, table: str) -> str | None:
-        from ._storage import _kind_of
-
         state = column_state(self.connection, table, self.column, self.op.schema)
-        return None if state is None else _kind_of(state.type, True)
+        if state is None:
+            return None
+        holding = None if self.sql.holding is None else self.sql.holding()
+        return self.op.found_kind(state.type, getattr(holding, "length", None))
 
     def _exists(self, table: str) -> bool:
         return bool(self._columns(table))
@@ -184,11 +184,11 @@ class _Shadow:
 
     def refuse(self) -> None:
         """Refuse, naming it, what the shadow way cannot do; nothing is changed yet."""
-        where = f"alter_ulid_storage({self.name!r}, online=True)"
+        where = f"{self.op.op_name}({self.name!r}, online=True)"
         found = self._kind(self.name)
         if found == "holding":
             raise ValueError(
-                f"{self.name}.{self.column} is VARBINARY(26): a conversion without "
+                f"{self.name}.{self.column} is VARBINARY: a conversion without "
                 "online=True was interrupted. Finish it by rerunning without online=True"
             )
         if found != self.from_kind:
@@ -256,14 +256,15 @@ class _Shadow:
         self._check_values()
 
     def _check_values(self) -> None:
-        from ._storage import _check_text, _convert_default
+        from ._storage import _check_text
 
         state = column_state(self.connection, self.name, self.column, self.op.schema)
         assert state is not None
-        _convert_default(state.default, self.op, self.connection.dialect, self.sql, self.to_kind)
-        if self.from_kind == "text":
+        self.op.default_in(state.default, self.connection.dialect, self.sql, self.to_kind)
+        if self.op.checked_before(self.from_kind):
             column = quote(self.connection.dialect, self.column)
-            _check_text(self.connection, self.table, column, self.sql.bad_text(column), self.op)
+            bad = self.sql.bad_text(column, self.from_kind)
+            _check_text(self.connection, self.table, column, bad, self.op)
 
     # -- the steps ---------------------------------------------------------------
 
@@ -287,26 +288,23 @@ class _Shadow:
         self.clean_up()
 
     def _ddl(self, statement: str) -> None:
-        logger.info("alter_ulid_storage online: %s", " ".join(statement.split())[:160])
+        logger.info("%s online: %s", self.op.op_name, " ".join(statement.split())[:160])
         lock_safe_ddl(self.connection, [statement], lock_timeout=self.lock_timeout)
 
     def _alter_shadow(self, operations: Operations) -> None:
         """The one-transaction op's final MODIFY, on the empty shadow."""
-        from ._storage import _convert_default
-
+        dialect = self.connection.dialect
         state = column_state(self.connection, self.shadow_name, self.column, self.op.schema)
         assert state is not None
-        default = _convert_default(
-            state.default, self.op, self.connection.dialect, self.sql, self.to_kind
-        )
+        default = self.op.default_in(state.default, dialect, self.sql, self.to_kind)
 
         def alter() -> None:
             operations.alter_column(
                 self.shadow_name,
                 self.column,
                 schema=self.op.schema,
-                type_=ULIDType(self.op.to_storage),
-                existing_type=ULIDType(self.op.from_storage),
+                type_=self.op.column_type(self.op.to_storage, dialect),
+                existing_type=self.op.column_type(self.op.from_storage, dialect),
                 existing_nullable=state.nullable if self.op.nullable is None else self.op.nullable,
                 existing_server_default=None if default is None else sa.text(default),
                 existing_comment=state.comment,
@@ -464,7 +462,7 @@ class _Shadow:
         ).one()
         if table != shadow:
             raise CommandError(
-                f"alter_ulid_storage({self.name!r}, online=True): {self.name} has {table} rows "
+                f"{self.op.op_name}({self.name!r}, online=True): {self.name} has {table} rows "
                 f"and its converted copy {self.shadow_name} {shadow}; nothing was swapped. "
                 "Rerun the migration: the copy resumes from the first missing row"
             )

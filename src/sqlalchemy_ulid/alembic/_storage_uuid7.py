@@ -4,14 +4,16 @@
 UUIDv7 keys: the same checks before any DDL, the same conversion procedure
 per database (one ``ALTER ... USING`` on PostgreSQL, the resumable
 ``VARBINARY`` holding type on MariaDB, an ``UPDATE`` and a table rebuild on
-SQLite); only the storages, the SQL (``_convert_uuid_sql``) and the DEFAULT
-literals differ.
+SQLite), the same online paths (``_storage_online`` on PostgreSQL,
+``_storage_shadow`` on MariaDB/MySQL, which call this op's hooks); only the
+storages, the SQL (``_convert_uuid_sql``) and the DEFAULT literals differ.
 """
 
 from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -26,6 +28,7 @@ from .._dialects import DialectRow, dialect_row
 from .._types import ULIDType
 from .._ulid import ULID
 from .._uuid7_defaults import _STORAGES, _kind
+from ._backfill import BackfillProgress
 from ._inspect import run
 from ._storage import AlterULIDStorageOp, _alter_ulid_storage
 
@@ -59,7 +62,6 @@ class AlterUUID7StorageOp(AlterULIDStorageOp):
 
     op_name = "alter_uuid7_storage"
     values_name = "UUIDv7s"
-    online_copy = False
 
     @staticmethod
     def check_storage(storage: Any) -> None:
@@ -157,12 +159,16 @@ class AlterUUID7StorageOp(AlterULIDStorageOp):
         copy_from: sa.Table | None = None,
         online: bool = False,
         lock_timeout: float | timedelta | None = None,
+        batch_size: int | None = None,
+        pause: float | timedelta = 0.0,
+        progress: Callable[[BackfillProgress], object] | None = None,
     ) -> None:
         """Convert a UUIDv7 column's storage, keeping every value.
 
         :meth:`alter_ulid_storage` for UUIDv7 keys: the same procedure per
         database, offline (``--sql``) too, the same rerun after success or
-        after an interrupted MariaDB run, and the same care for nullability,
+        after an interrupted MariaDB run, the same ``online=True`` path (on
+        PostgreSQL and MariaDB/MySQL), and the same care for nullability,
         ``COMMENT`` and a literal ``DEFAULT``. Undo it by swapping the two
         storages.
 
@@ -191,15 +197,26 @@ class AlterUUID7StorageOp(AlterULIDStorageOp):
             nullable: whether the column is nullable; required offline.
             schema: the table's schema.
             copy_from: the table's definition, for SQLite in offline mode.
-            online: not supported yet: raises
-                :class:`alembic.util.CommandError` before any SQL.
+            online: on PostgreSQL and MariaDB/MySQL, convert while the
+                table is in use, as ``alter_ulid_storage(online=True)`` does
+                (a shadow column or table kept in step by triggers, a
+                batched copy, one short swap); a value that is not a
+                UUIDv7, written during the copy, makes the writer's
+                statement fail.
             lock_timeout: seconds (or a timedelta) each ALTER may wait for
                 its table lock before it retries (default 1 s).
+            batch_size: with ``online=True``, rows copied per statement
+                (default 5,000).
+            pause: with ``online=True``, seconds (or a timedelta) to sleep
+                between batches.
+            progress: with ``online=True``, called after every batch with a
+                :class:`~sqlalchemy_ulid.alembic.BackfillProgress`.
 
         Raises:
             InvalidULID: (online) a value is not a UUIDv7 in ``from_storage``.
             ValueError: as :meth:`alter_ulid_storage`, before any change.
-            alembic.util.CommandError: offline without ``nullable``.
+            alembic.util.CommandError: offline without ``nullable``; with
+                ``online=True`` in ``--sql`` mode.
 
         Example:
             In a migration, from ``CHAR(36)`` text to ``sa.Uuid()``::
@@ -219,6 +236,9 @@ class AlterUUID7StorageOp(AlterULIDStorageOp):
                 copy_from=copy_from,
                 online=online,
                 lock_timeout=lock_timeout,
+                batch_size=batch_size,
+                pause=pause,
+                progress=progress,
             )
         )
 

@@ -54,13 +54,21 @@ class Writers:
         self.latencies: list[float] = []
         self.errors: list[BaseException] = []
         self.stop = threading.Event()
+        self.ready = [threading.Event() for _ in range(count)]
         self.threads = [
-            threading.Thread(target=self.write, args=(1000 + n * 1_000_000,)) for n in range(count)
+            threading.Thread(target=self.write, args=(1000 + n * 1_000_000, self.ready[n]))
+            for n in range(count)
         ]
 
-    def write(self, key: int) -> None:
+    def write(self, key: int, ready: threading.Event) -> None:
         try:
             with self.engine.connect() as conn:
+                # One untimed INSERT first: a fresh connection's first
+                # statement on the table (opening it) is not the op's doing.
+                conn.exec_driver_sql(f"INSERT INTO {TABLE} (id, note) VALUES ({key}, 'w')")
+                conn.commit()
+                key += 1
+                ready.set()
                 while not self.stop.is_set():
                     started = time.monotonic()
                     conn.exec_driver_sql(f"INSERT INTO {TABLE} (id, note) VALUES ({key}, 'w')")
@@ -74,6 +82,8 @@ class Writers:
     def __enter__(self) -> Writers:
         for thread in self.threads:
             thread.start()
+        for ready in self.ready:
+            ready.wait(10)
         return self
 
     def __exit__(self, *exc: object) -> None:

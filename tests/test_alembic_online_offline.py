@@ -338,7 +338,7 @@ def test_mariadb_offline_script_runs_for_odd_names(maria: Engine, tmp_path: Path
     [
         # Microseconds floored (not rounded up into the next millisecond), and
         # a DATETIME past 2038 (where UNIX_TIMESTAMP() gives up on MariaDB 10.11).
-        ("datetime(6)", ["2024-01-01 00:00:00.000999", "2100-06-01 12:00:00.5", "1970-01-01"]),
+        ("datetime(6)", ["2024-01-01 00:00:00.000999", "2100-06-01 12:00:00.500000", "1970-01-01"]),
         # A TIMESTAMP is read in UTC, whatever the client session's time zone.
         ("timestamp(6)", ["2024-01-01 00:00:00.000999", "2038-01-19 03:14:07.999999"]),
     ],

@@ -38,7 +38,7 @@ from conftest import Backend, private_engine, recording
 from sqlalchemy_ulid import ULID
 from sqlalchemy_ulid.alembic import ConversionRefused
 from sqlalchemy_ulid.alembic._locks import LockTimeoutError
-from sqlalchemy_ulid.alembic._pk_plan import STATE_TABLE
+from sqlalchemy_ulid.alembic._primary_key._plan import STATE_TABLE
 
 VERSION_TABLE = "alembic_version_pk_test"
 TABLES = ("pk_account_events", "pk_orders", "pk_accounts", "pk_customers")

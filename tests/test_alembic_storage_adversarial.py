@@ -264,7 +264,7 @@ def test_postgresql_a_conversion_starting_while_another_creates_the_state_table(
     # Another conversion's first transaction, caught between creating the
     # state table and committing: this one waits for it, then joins the table
     # (it used to fail: duplicate key in pg_type).
-    from sqlalchemy_ulid.alembic._storage_online import _STATE_LOCK
+    from sqlalchemy_ulid.alembic._storage._online import _STATE_LOCK
 
     _sql(pg, f"DROP TABLE IF EXISTS {STATE}")
     _pg_table(pg, TABLE, 20)

@@ -484,7 +484,7 @@ class _Sink:
     ],
 )
 def test_bad_options_refused_when_the_op_is_built(options: dict[str, Any]) -> None:
-    from sqlalchemy_ulid.alembic._storage import AlterULIDStorageOp
+    from sqlalchemy_ulid.alembic import AlterULIDStorageOp
 
     with pytest.raises((ValueError, TypeError)):
         AlterULIDStorageOp(

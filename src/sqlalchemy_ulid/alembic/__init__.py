@@ -46,9 +46,9 @@ The ops live in this package's private modules: ``_add`` (``add_ulid_column``),
 ``_add_uuid7`` (``add_uuid7_column``, on ``_add``'s machinery),
 ``_online``, ``_backfill`` and ``_offline`` (its ``online=True`` phases),
 ``_locks`` (lock timeouts and retries for every DDL statement), ``_drop``,
-``_storage`` (and ``_storage_uuid7`` on its machinery), ``_function``,
-``_primary_key`` (with its plan in ``_pk_plan``,
-its refusals in ``_pk_checks`` and its phases in ``_pk_phases``) and
+the ``_storage`` package (``alter_ulid_storage``, ``alter_uuid7_storage``
+and their online paths), ``_function``, the ``_primary_key`` package
+(``convert_primary_key_to_ulid``: its plan, refusals and phases) and
 ``_inspect`` (reflection and checks shared by them). The SQL that converts
 between storages is per-dialect data and stays in
 ``sqlalchemy_ulid._convert_sql``, beside the dialect table, so that the column
@@ -79,10 +79,12 @@ from ._function import (
     DropUUID7FunctionOp,
 )
 from ._locks import LockTimeoutError
-from ._pk_plan import ConversionRefused
-from ._primary_key import ConvertPrimaryKeyToULIDOp, RestoreLegacyPrimaryKeyOp
-from ._storage import AlterULIDStorageOp
-from ._storage_uuid7 import AlterUUID7StorageOp
+from ._primary_key import (
+    ConversionRefused,
+    ConvertPrimaryKeyToULIDOp,
+    RestoreLegacyPrimaryKeyOp,
+)
+from ._storage import AlterULIDStorageOp, AlterUUID7StorageOp
 
 __all__ = [
     "AddULIDColumnOp",

@@ -2,7 +2,7 @@
 
 ``op.convert_primary_key_to_ulid`` and its reverse
 ``op.restore_legacy_primary_key``. The plan (reflection, refusals, dry-run
-text, the stored state) is in ``_pk_plan``; the phases in ``_pk_phases``.
+text, the stored state) is in ``_plan``; the phases in ``_phases``.
 Importing this module registers both ops on Alembic's ``Operations``.
 """
 
@@ -20,11 +20,12 @@ from alembic.operations import MigrateOperation, Operations
 from alembic.util import CommandError
 from sqlalchemy.engine import Connection
 
-from .._types import Storage, _check_storage
-from ._inspect import safe_name, strict_mode, unique_on
-from ._locks import DEFAULT_LOCK_TIMEOUT, check_lock_timeout
-from ._pk_phases import add_shadows, fill_referencing, staged_key, swap
-from ._pk_plan import (
+from ..._types import Storage, _check_storage
+from .._inspect import safe_name, strict_mode, unique_on
+from .._locks import DEFAULT_LOCK_TIMEOUT, check_lock_timeout
+from ._offline import write_offline
+from ._phases import add_shadows, fill_referencing, staged_key, swap
+from ._plan import (
     ConversionRefused,
     Plan,
     build_plan,
@@ -252,11 +253,8 @@ def _run(operations: Operations, op: _KeyOp, direction: Literal["ulid", "legacy"
     context = operations.migration_context
     name = "convert_primary_key_to_ulid" if direction == "ulid" else "restore_legacy_primary_key"
     if context.as_sql:
-        raise CommandError(
-            f"{name} cannot run in offline (--sql) mode: it finds the foreign keys by "
-            "reflection and computes the new ids from the rows. Run this migration online "
-            "(dry_run=True shows what it will do)"
-        )
+        write_offline(operations, op, direction, name)
+        return None
     connection = operations.get_bind()
     state = load_state(connection, op.schema, op.table_name)
     if state is None:

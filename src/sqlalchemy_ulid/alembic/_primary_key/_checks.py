@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from .._dialects import key_conversion_sql
+from ..._dialects import key_conversion_sql
 
 if TYPE_CHECKING:
-    from ._pk_plan import KeyColumn, Plan
+    from ._plan import KeyColumn, Plan
 
 __all__ = ["ConversionRefused", "has_shadow", "refuse_unsafe"]
 

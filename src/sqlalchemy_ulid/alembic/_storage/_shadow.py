@@ -41,14 +41,14 @@ from alembic.operations import Operations
 from alembic.util import CommandError
 from sqlalchemy.engine import Connection
 
-from .._convert_sql import ConvertSQL
-from ._backfill import LOG_EVERY, BackfillProgress, error_code, logger
-from ._inspect import column_state, quote, safe_name, strict_mode
-from ._locks import DEFAULT_LOCK_TIMEOUT, lock_safe, lock_safe_ddl
-from ._online import check_online_context
+from ..._convert_sql import ConvertSQL
+from .._backfill import LOG_EVERY, BackfillProgress, error_code, logger
+from .._inspect import column_state, quote, safe_name, strict_mode
+from .._locks import DEFAULT_LOCK_TIMEOUT, lock_safe, lock_safe_ddl
+from .._online import check_online_context
 
 if TYPE_CHECKING:
-    from ._storage import AlterULIDStorageOp
+    from ._op import AlterULIDStorageOp
 
 __all__ = ["alter_shadow"]
 
@@ -256,7 +256,7 @@ class _Shadow:
         self._check_values()
 
     def _check_values(self) -> None:
-        from ._storage import _check_text
+        from ._op import _check_text
 
         state = column_state(self.connection, self.name, self.column, self.op.schema)
         assert state is not None

@@ -1,7 +1,7 @@
 """The plan of a primary-key conversion: found by reflection, checked, described.
 
 ``op.convert_primary_key_to_ulid`` and ``op.restore_legacy_primary_key``
-(``_primary_key``) first build a :class:`Plan` here: the key column, every
+(``_ops``) first build a :class:`Plan` here: the key column, every
 column that references it (directly or through other referencing columns,
 self-references included), the foreign keys and indexes to drop and
 recreate, and the row counts. Everything they refuse is refused while the
@@ -20,10 +20,10 @@ from typing import Any, Literal
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from .._dialects import key_conversion_sql
-from .._types import Storage, ULIDType
-from ._inspect import check_identifier, column_state, safe_name
-from ._pk_checks import ConversionRefused, has_shadow, refuse_unsafe
+from ..._dialects import key_conversion_sql
+from ..._types import Storage, ULIDType
+from .._inspect import check_identifier, column_state, safe_name
+from ._checks import ConversionRefused, has_shadow, refuse_unsafe
 
 __all__ = [
     "STATE_TABLE",

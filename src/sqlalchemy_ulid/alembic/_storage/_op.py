@@ -22,14 +22,14 @@ from alembic.operations import MigrateOperation, Operations
 from alembic.util import CommandError
 from sqlalchemy.engine import Connection
 
-from .._codec import ALPHABET, InvalidULID
-from .._convert_sql import ConvertSQL
-from .._dialects import DialectRow, dialect_row, dialects_with
-from .._types import Storage, ULIDType, _check_storage
-from .._ulid import ULID
-from ._backfill import BackfillProgress, check_batch_options
-from ._inspect import column_state, execute, foreign_keys_on, quote, run, strict_mode
-from ._locks import DEFAULT_LOCK_TIMEOUT, check_lock_timeout, lock_safe
+from ..._codec import ALPHABET, InvalidULID
+from ..._convert_sql import ConvertSQL
+from ..._dialects import DialectRow, dialect_row, dialects_with
+from ..._types import Storage, ULIDType, _check_storage
+from ..._ulid import ULID
+from .._backfill import BackfillProgress, check_batch_options
+from .._inspect import column_state, execute, foreign_keys_on, quote, run, strict_mode
+from .._locks import DEFAULT_LOCK_TIMEOUT, check_lock_timeout, lock_safe
 
 __all__ = ["AlterULIDStorageOp"]
 
@@ -198,7 +198,7 @@ class AlterULIDStorageOp(MigrateOperation):
             progress=self.progress,
         )
 
-    # What a subclass for other keys (UUIDv7: _storage_uuid7) overrides.
+    # What a subclass for other keys (UUIDv7: _uuid7) overrides.
 
     @staticmethod
     def check_storage(storage: Any) -> None:
@@ -305,11 +305,11 @@ def _alter_ulid_storage(operations: Operations, op: AlterULIDStorageOp) -> None:
                 "writers it keeps going; SQLite has one writer at a time: drop online=True"
             )
         if dialect.name in ("mysql", "mariadb"):
-            from ._storage_shadow import alter_shadow
+            from ._shadow import alter_shadow
 
             alter_shadow(operations, op, sql, from_kind, to_kind)
             return
-        from ._storage_online import alter_online
+        from ._online import alter_online
 
         alter_online(operations, op)
         return

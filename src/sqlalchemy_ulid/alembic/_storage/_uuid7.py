@@ -1,11 +1,11 @@
 """The Alembic op that converts a UUIDv7 column between text, uuid and binary storage.
 
-``op.alter_uuid7_storage`` is ``op.alter_ulid_storage`` (``_storage``) for
+``op.alter_uuid7_storage`` is ``op.alter_ulid_storage`` (``_op``) for
 UUIDv7 keys: the same checks before any DDL, the same conversion procedure
 per database (one ``ALTER ... USING`` on PostgreSQL, the resumable
 ``VARBINARY`` holding type on MariaDB, an ``UPDATE`` and a table rebuild on
-SQLite), the same online paths (``_storage_online`` on PostgreSQL,
-``_storage_shadow`` on MariaDB/MySQL, which call this op's hooks); only the
+SQLite), the same online paths (``_online`` on PostgreSQL,
+``_shadow`` on MariaDB/MySQL, which call this op's hooks); only the
 storages, the SQL (``_convert_uuid_sql``) and the DEFAULT literals differ.
 """
 
@@ -22,15 +22,15 @@ from alembic.operations import Operations
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import CompileError
 
-from .._codec import InvalidULID
-from .._convert_sql import ConvertSQL
-from .._dialects import DialectRow, dialect_row
-from .._types import ULIDType
-from .._ulid import ULID
-from .._uuid7_defaults import _STORAGES, _kind
-from ._backfill import BackfillProgress
-from ._inspect import run
-from ._storage import AlterULIDStorageOp, _alter_ulid_storage
+from ..._codec import InvalidULID
+from ..._convert_sql import ConvertSQL
+from ..._dialects import DialectRow, dialect_row
+from ..._types import ULIDType
+from ..._ulid import ULID
+from ..._uuid7_defaults import _STORAGES, _kind
+from .._backfill import BackfillProgress
+from .._inspect import run
+from ._op import AlterULIDStorageOp, _alter_ulid_storage
 
 __all__ = ["AlterUUID7StorageOp", "UUID7ConvertStorage"]
 

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from .._dialects import dialect_row, key_conversion_sql
-from ._inspect import column_state, foreign_keys_on, quote, safe_name
+from ..._dialects import dialect_row, key_conversion_sql
+from .._inspect import column_state, foreign_keys_on, quote, safe_name
 
 if TYPE_CHECKING:
-    from ._storage import AlterULIDStorageOp
+    from ._op import AlterULIDStorageOp
 
 __all__ = ["Index", "Plan", "build_plan"]
 
@@ -63,7 +63,7 @@ class Plan:
 
 
 def build_plan(connection: Connection, op: AlterULIDStorageOp) -> Plan | None:
-    from ._storage import _check_text
+    from ._op import _check_text
 
     dialect = connection.dialect
     sql = op.convert_sql(dialect_row(dialect))

@@ -1,6 +1,6 @@
 """The phases of a primary-key conversion, each resumable.
 
-A :class:`~._pk_plan.Plan` is carried out in four phases: *prepare* (the
+A :class:`~._plan.Plan` is carried out in four phases: *prepare* (the
 new ULIDs computed and checked, the plan stored, a nullable shadow column
 added beside each changing column), *fill* the key's shadow, *fill* each
 referencing shadow by a join, and the *swap*. The swap records each of its
@@ -19,13 +19,13 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from .._dialects import key_conversion_sql
-from .._generator import MonotonicGenerator
-from .._types import ULIDType
-from ._add import _STAGING, AddULIDColumnOp, _drop_staging, _fill, _stage
-from ._inspect import ColumnState, column_state, quote, unescape_percent
-from ._locks import lock_safe_ddl
-from ._pk_plan import KeyColumn, Plan, clear_state, mark_done
+from ..._dialects import key_conversion_sql
+from ..._generator import MonotonicGenerator
+from ..._types import ULIDType
+from .._add import _STAGING, AddULIDColumnOp, _drop_staging, _fill, _stage
+from .._inspect import ColumnState, column_state, quote, unescape_percent
+from .._locks import lock_safe_ddl
+from ._plan import KeyColumn, Plan, clear_state, mark_done
 
 __all__ = ["add_shadows", "fill_referencing", "staged_key", "swap", "unfilled"]
 

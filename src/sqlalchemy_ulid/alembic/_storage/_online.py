@@ -37,16 +37,16 @@ from alembic.operations import Operations
 from alembic.util import CommandError
 from sqlalchemy.engine import Connection
 
-from .._dialects import dialect_row
-from ._backfill import BackfillProgress, retry_batch
-from ._concurrent_index import build_index_concurrently
-from ._inspect import column_state, quote, run, safe_name, unescape_percent
-from ._locks import DEFAULT_LOCK_TIMEOUT, lock_safe_ddl
-from ._online import check_online_context
-from ._storage_plan import Index, Plan, build_plan
+from ..._dialects import dialect_row
+from .._backfill import BackfillProgress, retry_batch
+from .._concurrent_index import build_index_concurrently
+from .._inspect import column_state, quote, run, safe_name, unescape_percent
+from .._locks import DEFAULT_LOCK_TIMEOUT, lock_safe_ddl
+from .._online import check_online_context
+from ._plan import Index, Plan, build_plan
 
 if TYPE_CHECKING:
-    from ._storage import AlterULIDStorageOp
+    from ._op import AlterULIDStorageOp
 
 __all__ = ["STATE_TABLE", "alter_online"]
 
@@ -219,7 +219,7 @@ def _trigger(connection: Connection, op: AlterULIDStorageOp, plan: Plan, ddl: An
 
 def _copy(connection: Connection, op: AlterULIDStorageOp, plan: Plan) -> int:
     """Copy the rows the trigger has not seen, in key order, recording each batch's end."""
-    from ._storage import _check_text
+    from ._op import _check_text
 
     sql = op.convert_sql(dialect_row(connection.dialect))
     assert sql is not None
@@ -316,7 +316,7 @@ def _prove_same(connection: Connection, op: AlterULIDStorageOp, plan: Plan, ddl:
     for every session. Rows such a session wrote are converted again, then
     the check is validated again. The check goes with the old column.
     """
-    from ._storage import _check_text
+    from ._op import _check_text
 
     sql = op.convert_sql(dialect_row(connection.dialect))
     assert sql is not None

@@ -1,0 +1,24 @@
+"""The key-conversion ops' offline (``--sql``) script for postgresql (being written)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from alembic.operations import Operations
+from alembic.util import CommandError
+
+if TYPE_CHECKING:
+    from ._ops import _KeyOp
+
+__all__ = ["postgresql_script"]
+
+
+def postgresql_script(
+    operations: Operations, op: _KeyOp, direction: Literal["ulid", "legacy"], name: str
+) -> None:
+    """Write the op's phases for postgresql into the ``--sql`` output."""
+    raise CommandError(
+        f"{name} cannot run in offline (--sql) mode: it finds the foreign keys by "
+        "reflection and computes the new ids from the rows. Run this migration online "
+        "(dry_run=True shows what it will do)"
+    )

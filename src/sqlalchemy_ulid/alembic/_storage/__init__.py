@@ -1,0 +1,15 @@
+"""``op.alter_ulid_storage`` and ``op.alter_uuid7_storage``.
+
+``_op`` holds ``alter_ulid_storage`` and its one-transaction procedure per
+database, ``_uuid7`` the UUIDv7 op built on its hooks. ``online=True`` runs
+through ``_online`` on PostgreSQL (a shadow column, its plan in ``_plan``)
+and ``_shadow`` on MariaDB/MySQL (a shadow table). Importing this package
+registers both ops on Alembic's ``Operations``.
+"""
+
+from __future__ import annotations
+
+from ._op import AlterULIDStorageOp
+from ._uuid7 import AlterUUID7StorageOp
+
+__all__ = ["AlterULIDStorageOp", "AlterUUID7StorageOp"]

@@ -490,7 +490,7 @@ def test_online_conversion_refuses_a_bad_value_that_slips_past_the_check(
     clean: Engine, backend: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A value committed between the check and the conversion: refused, with InvalidULID."""
-    from sqlalchemy_ulid.alembic import _storage as _alembic_storage
+    from sqlalchemy_ulid.alembic._storage import _op as _alembic_storage
 
     _seed_events(clean, [VALID, "01HTQW311N1KR5G0Y75M3EF00U"])
     checks = []

@@ -23,6 +23,7 @@ from sqlalchemy.engine import Connection
 from ..._types import Storage, _check_storage
 from .._inspect import safe_name, strict_mode, unique_on
 from .._locks import DEFAULT_LOCK_TIMEOUT, check_lock_timeout
+from .._online import phases_block
 from ._offline import write_offline
 from ._phases import add_shadows, fill_referencing, staged_key, swap
 from ._plan import (
@@ -300,24 +301,10 @@ def _run(operations: Operations, op: _KeyOp, direction: Literal["ulid", "legacy"
             # autocommit_block() commits the preceding work, as Alembic
             # documents, but only in the transactions it began itself.
             connection.commit()
-        failure: list[BaseException] = []
-        try:
-            with context.autocommit_block():
-                autocommit = operations.get_bind()
-                try:
-                    with strict_mode(autocommit):
-                        _prepare_and_fill(
-                            autocommit, plan, done, op, fill, stored=state is not None
-                        )
-                except BaseException as exc:
-                    failure.append(exc)
-                    raise
-        except sa.exc.PendingRollbackError:
-            # The block's own commit on a killed session must not hide the
-            # error that killed it.
-            if failure:
-                raise failure[0] from None
-            raise
+        with phases_block(operations):
+            autocommit = operations.get_bind()
+            with strict_mode(autocommit):
+                _prepare_and_fill(autocommit, plan, done, op, fill, stored=state is not None)
     connection = operations.get_bind()
     with strict_mode(connection):
         swap(

@@ -42,7 +42,7 @@ from .._backfill import BackfillProgress, retry_batch
 from .._concurrent_index import build_index_concurrently
 from .._inspect import column_state, quote, run, safe_name, unescape_percent
 from .._locks import DEFAULT_LOCK_TIMEOUT, lock_safe_ddl
-from .._online import check_online_context
+from .._online import check_online_context, phases_block
 from ._plan import Index, Plan, build_plan
 
 if TYPE_CHECKING:
@@ -75,18 +75,8 @@ def alter_online(operations: Operations, op: AlterULIDStorageOp) -> None:
     plan = build_plan(connection, op)
     if plan is None:
         return
-    failure: list[BaseException] = []
-    try:
-        with context.autocommit_block():
-            try:
-                _phases(connection, op, plan)
-            except BaseException as exc:
-                failure.append(exc)
-                raise
-    except sa.exc.SQLAlchemyError as exc:
-        if failure and exc is not failure[0]:
-            raise failure[0] from None
-        raise
+    with phases_block(operations):
+        _phases(connection, op, plan)
 
 
 def _undo_interrupted(operations: Operations, op: AlterULIDStorageOp) -> bool:

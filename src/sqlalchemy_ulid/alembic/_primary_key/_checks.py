@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..._dialects import key_conversion_sql
+from .._inspect import index_features
 
 if TYPE_CHECKING:
     from ._plan import KeyColumn, Plan
@@ -111,21 +112,11 @@ def _refuse_index_options(connection: Connection, plan: Plan) -> None:
             sa.text(sql.index_options),
             {"schema": plan.schema, "table": column.table, "column": column.column},
         ).all()
-        for name, method, predicate, expressions, include, ordering in sorted(rows):
-            found = [
-                what
-                for what, present in (
-                    (f"USING {method}", method != "btree"),
-                    ("a WHERE clause", predicate),
-                    ("expressions", expressions),
-                    ("INCLUDE columns", include),
-                    ("DESC or NULLS FIRST", ordering),
-                )
-                if present
-            ]
+        for row in sorted(rows):
+            found = index_features(row)
             if found:
                 raise ConversionRefused(
-                    f"the index {name} on {column.table} uses {column.table}.{column.column} "
+                    f"the index {row[0]} on {column.table} uses {column.table}.{column.column} "
                     f"with {', '.join(found)}, which this op does not recreate: drop the "
                     "index before the conversion and create it again after it"
                 )

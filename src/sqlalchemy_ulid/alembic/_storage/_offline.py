@@ -34,7 +34,13 @@ from .._concurrent_index import _INDEX_WAIT
 from .._locks import DEFAULT_LOCK_TIMEOUT
 from .._offline import _comment, _dollar_quoted, _literal
 from ._offline_check import check_block, forget, undo_block
-from ._offline_sql import Names, names_for, shadow_index_sql
+from ._offline_sql import (
+    Names,
+    build_indexes,
+    drop_invalid_indexes,
+    names_for,
+    shadow_index_sql,
+)
 
 if TYPE_CHECKING:
     from ._op import AlterULIDStorageOp
@@ -69,8 +75,8 @@ def alter_offline(operations: Operations, op: AlterULIDStorageOp) -> None:
             "-- drops it when the script is run again."
         )
         out(f"SET lock_timeout = '{round(max(timeout, _INDEX_WAIT) * 1000)}ms';")
-        out(_drop_invalid_indexes(n))
-        out(_build_indexes(n))
+        out(drop_invalid_indexes(n))
+        out(build_indexes(n))
         out(f"SET lock_timeout = '{max(1, round(timeout * 1000))}ms';")
         out(_swap_block(n))
         out("RESET lock_timeout;")
@@ -83,9 +89,9 @@ def _header(op: AlterULIDStorageOp, n: Names) -> str:
         "-- psql -v ON_ERROR_STOP=1 -f (it needs psql: phase 6 uses \\gexec), outside a\n"
         "-- transaction; each block commits on its own. Writers go on throughout. If a\n"
         "-- statement fails (a lock timeout, a value that is not an id), fix the cause and\n"
-        "-- run the whole script again: each block reads the catalog first and does only\n"
-        "-- what is left; the copy goes on after its last batch. Run after success, it\n"
-        "-- does nothing."
+        "-- run the script again from this comment (Alembic's own statements before it may\n"
+        "-- not rerun): each block reads the catalog first and does only what is left; the\n"
+        "-- copy goes on after its last batch. Run after success, it does nothing."
     )
 
 
@@ -289,37 +295,6 @@ BEGIN
   END IF;
 END
 """,
-    )
-
-
-def _drop_invalid_indexes(n: Names) -> str:
-    return (
-        "SELECT format('DROP INDEX CONCURRENTLY IF EXISTS %I.%I', s.nspname, i.relname) "
-        "FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
-        "JOIN pg_namespace s ON s.oid = i.relnamespace "
-        "JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = ANY (x.indkey) "
-        f"WHERE x.indrelid = to_regclass({n.table_lit}) AND NOT x.indisvalid "
-        f"AND a.attname = {n.shadow_lit} \\gexec"
-    )
-
-
-def _build_indexes(n: Names) -> str:
-    columns = (
-        f"(SELECT string_agg(quote_ident(CASE WHEN a.attname = {n.column_lit} "
-        f"THEN {n.shadow_lit} ELSE a.attname END), ', ' ORDER BY k.o) "
-        "FROM unnest(x.indkey) WITH ORDINALITY k(n, o) "
-        "JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = k.n)"
-    )
-    return (
-        "SELECT format('CREATE %sINDEX CONCURRENTLY %I ON %s (%s)', "
-        f"CASE WHEN x.indisunique THEN 'UNIQUE ' ELSE '' END, {shadow_index_sql('i.relname')}, "
-        f"{n.table_lit}, {columns}) "
-        "FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
-        f"WHERE x.indrelid = to_regclass({n.table_lit}) AND ({n.in_progress}) "
-        "AND EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = x.indrelid "
-        f"AND a.attnum = ANY (x.indkey) AND a.attname = {n.column_lit}) "
-        "AND NOT EXISTS (SELECT 1 FROM pg_class s WHERE s.relnamespace = i.relnamespace "
-        f"AND s.relname = {shadow_index_sql('i.relname')}) ORDER BY i.relname \\gexec"
     )
 
 

@@ -25,7 +25,14 @@ from ._plan import _compiled
 if TYPE_CHECKING:
     from ._op import AlterULIDStorageOp
 
-__all__ = ["Names", "inline", "names_for", "shadow_index_sql"]
+__all__ = [
+    "Names",
+    "build_indexes",
+    "drop_invalid_indexes",
+    "inline",
+    "names_for",
+    "shadow_index_sql",
+]
 
 #: Where a conversion template takes the value to convert (``format()``'s %1$s).
 _SLOT = "\x00value\x00"
@@ -173,3 +180,36 @@ def inline(query: str, **params: str) -> str:
         return params.get(match.group(1), match.group(0))
 
     return _PARAM.sub(value, query)
+
+
+def drop_invalid_indexes(n: Names) -> str:
+    r"""psql: a SELECT whose rows (run by ``\gexec``) drop INVALID indexes on the shadow."""
+    return (
+        "SELECT format('DROP INDEX CONCURRENTLY IF EXISTS %I.%I', s.nspname, i.relname) "
+        "FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
+        "JOIN pg_namespace s ON s.oid = i.relnamespace "
+        "JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = ANY (x.indkey) "
+        f"WHERE x.indrelid = to_regclass({n.table_lit}) AND NOT x.indisvalid "
+        f"AND a.attname = {n.shadow_lit} \\gexec"
+    )
+
+
+def build_indexes(n: Names) -> str:
+    r"""psql: a SELECT whose rows (run by ``\gexec``) build the missing shadow indexes."""
+    columns = (
+        f"(SELECT string_agg(quote_ident(CASE WHEN a.attname = {n.column_lit} "
+        f"THEN {n.shadow_lit} ELSE a.attname END), ', ' ORDER BY k.o) "
+        "FROM unnest(x.indkey) WITH ORDINALITY k(n, o) "
+        "JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = k.n)"
+    )
+    return (
+        "SELECT format('CREATE %sINDEX CONCURRENTLY %I ON %s (%s)', "
+        f"CASE WHEN x.indisunique THEN 'UNIQUE ' ELSE '' END, {shadow_index_sql('i.relname')}, "
+        f"{n.table_lit}, {columns}) "
+        "FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
+        f"WHERE x.indrelid = to_regclass({n.table_lit}) AND ({n.in_progress}) "
+        "AND EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = x.indrelid "
+        f"AND a.attnum = ANY (x.indkey) AND a.attname = {n.column_lit}) "
+        "AND NOT EXISTS (SELECT 1 FROM pg_class s WHERE s.relnamespace = i.relnamespace "
+        f"AND s.relname = {shadow_index_sql('i.relname')}) ORDER BY i.relname \\gexec"
+    )

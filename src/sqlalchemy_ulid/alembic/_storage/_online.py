@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from alembic.operations import Operations
-from alembic.util import CommandError
 from sqlalchemy.engine import Connection
 
 from ..._dialects import dialect_row
@@ -63,11 +62,10 @@ def alter_online(operations: Operations, op: AlterULIDStorageOp) -> None:
     """Run ``op`` on PostgreSQL in phases (see the module docstring)."""
     context = operations.get_context()
     if context.as_sql:
-        raise CommandError(
-            f"{op.op_name}(online=True) writes no --sql script: its copy and "
-            "swap read the table as they go. Run the migration online, or drop "
-            "online=True to get the one-statement conversion in the script"
-        )
+        from ._offline import alter_offline
+
+        alter_offline(operations, op)
+        return
     check_online_context(operations)
     connection = operations.get_bind()
     if _undo_interrupted(operations, op):

@@ -136,7 +136,8 @@ class AlterULIDStorageOp(MigrateOperation):
             to_storage: the storage to convert to.
             nullable: whether the column is nullable (MySQL restates it in
                 ``MODIFY``). Online it is read from the database if omitted;
-                offline it is required.
+                offline it is required (except with ``online=True`` on
+                PostgreSQL, whose script reads it as it runs).
             schema: the table's schema.
             copy_from: the table's definition, for SQLite in offline mode.
             online: convert a live table while writers go on (see "Live
@@ -144,8 +145,10 @@ class AlterULIDStorageOp(MigrateOperation):
                 by a trigger, a batched copy, indexes built ``CONCURRENTLY``,
                 then a short swap. MariaDB/MySQL: a shadow table, triggers
                 that mirror writes, a copy in key order, then an atomic
-                ``RENAME TABLE``. Not in ``--sql`` mode
-                (:class:`alembic.util.CommandError`); SQLite raises
+                ``RENAME TABLE``. In ``--sql`` mode, PostgreSQL gets the
+                same phases as a rerunnable script for ``psql`` (see
+                "Offline (--sql) on PostgreSQL" in the docs); MariaDB/MySQL
+                raise :class:`alembic.util.CommandError`; SQLite raises
                 ``ValueError``.
             lock_timeout: seconds (or a timedelta) each ALTER may wait for
                 its table lock before it retries (default 1 s); see
@@ -163,7 +166,9 @@ class AlterULIDStorageOp(MigrateOperation):
                 (online) the column is used by a foreign key, has a DEFAULT
                 that cannot be converted, is of neither storage, or holds
                 both converted and unconverted values.
-            alembic.util.CommandError: offline without ``nullable``.
+            alembic.util.CommandError: offline without ``nullable`` (not
+                needed with ``online=True`` on PostgreSQL); offline with
+                ``online=True`` on MariaDB/MySQL.
         """
         operations.invoke(
             cls(

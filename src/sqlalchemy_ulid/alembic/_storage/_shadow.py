@@ -66,8 +66,11 @@ def alter_shadow(
     if operations.migration_context.as_sql:
         raise CommandError(
             f"{op.op_name}(online=True) has no offline (--sql) script on MariaDB/MySQL: "
-            "its copy is resumable only when run against the database. Run this migration "
-            "online (alembic upgrade without --sql)"
+            "its shadow table's triggers must list every column of the table, which is "
+            "known only when the database is read, and this version writes that script "
+            "for PostgreSQL only. Run this migration online (alembic upgrade without "
+            "--sql), or drop online=True to get the in-place conversion in the script "
+            "(MODIFY, UPDATE, MODIFY: writers wait while each statement runs)"
         )
     check_online_context(operations, op.op_name)
     connection = operations.get_bind()

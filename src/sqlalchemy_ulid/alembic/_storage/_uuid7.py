@@ -216,7 +216,8 @@ class AlterUUID7StorageOp(AlterULIDStorageOp):
             InvalidULID: (online) a value is not a UUIDv7 in ``from_storage``.
             ValueError: as :meth:`alter_ulid_storage`, before any change.
             alembic.util.CommandError: offline without ``nullable``; with
-                ``online=True`` in ``--sql`` mode.
+                ``online=True`` in ``--sql`` mode on MariaDB/MySQL (PostgreSQL
+                gets a script for ``psql``, as :meth:`alter_ulid_storage`).
 
         Example:
             In a migration, from ``CHAR(36)`` text to ``sa.Uuid()``::

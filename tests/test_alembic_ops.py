@@ -696,6 +696,29 @@ def test_conversion_keeps_default_comment_and_nullability(clean: Engine, backend
         assert conn.scalar(sa.select(table.c.ref).where(table.c.id == 2)) == VALID
 
 
+@pytest.mark.parametrize("storage", ["auto", "binary"])
+def test_a_literal_default_comes_back_with_the_downgrade(
+    clean: Engine, backend: Backend, storage: str
+) -> None:
+    """The reverse op reads the DEFAULT the forward op wrote, on every database."""
+    with clean.begin() as conn:
+        conn.execute(
+            sa.text(
+                f"CREATE TABLE {EVENTS} (id INTEGER PRIMARY KEY, "
+                f"ref CHAR(26) NOT NULL DEFAULT '{VALID}')"
+            )
+        )
+    for from_, to in (("text", storage), (storage, "text")):
+        with clean.begin() as conn:
+            _op(conn).alter_ulid_storage(
+                EVENTS, "ref", from_storage=from_, to_storage=to, nullable=False
+            )
+    with clean.begin() as conn:
+        conn.execute(sa.text(f"INSERT INTO {EVENTS} (id) VALUES (1)"))
+        stored = conn.scalar(sa.text(f"SELECT ref FROM {EVENTS} WHERE id = 1"))
+    assert stored == VALID
+
+
 def test_a_key_referenced_by_foreign_keys_is_refused_before_any_change(
     clean: Engine, backend: Backend
 ) -> None:

@@ -467,6 +467,30 @@ def test_default_comment_and_nullability_are_kept(clean: Engine, backend: Backen
         assert _decoded(stored) == literal
 
 
+@pytest.mark.parametrize("storage", ["auto", "binary", "hex"])
+def test_a_literal_default_comes_back_with_the_downgrade(
+    clean: Engine, backend: Backend, storage: str
+) -> None:
+    """The reverse op reads the DEFAULT the forward op wrote, on every database."""
+    literal = new_uuid7()
+    with clean.begin() as conn:
+        conn.execute(
+            sa.text(
+                f"CREATE TABLE {TABLE} (id INTEGER PRIMARY KEY, "
+                f"ref CHAR(36) NOT NULL DEFAULT '{literal}')"
+            )
+        )
+    for from_, to in (("text", storage), (storage, "text")):
+        with clean.begin() as conn:
+            _op(conn).alter_uuid7_storage(
+                TABLE, "ref", from_storage=from_, to_storage=to, nullable=False
+            )
+    with clean.begin() as conn:
+        conn.execute(sa.text(f"INSERT INTO {TABLE} (id) VALUES (1)"))
+        stored = conn.scalar(sa.text(f"SELECT ref FROM {TABLE} WHERE id = 1"))
+    assert stored == str(literal)
+
+
 def test_a_default_of_another_version_is_refused(clean: Engine) -> None:
     with clean.begin() as conn:
         conn.execute(

@@ -435,11 +435,24 @@ def _refuse_text_lookalikes(
 
 
 _TEXT_LITERAL = re.compile(r"^'([0-9A-Za-z]{26})'(::[a-z ]+)?$")
-#: PostgreSQL's text of a uuid and of a bytea literal DEFAULT, as reflected
-_UUID_LITERAL = re.compile(
-    r"^'([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})'::uuid$"
+#: A 16-byte literal DEFAULT as the databases reflect it: a uuid (PostgreSQL
+#: casts it, MariaDB's UUID type does not), a PostgreSQL bytea, the unhex()
+#: this op gives a MariaDB BINARY(16) column, and SQLite's blob literal.
+_BYTES_LITERALS = (
+    re.compile(r"^'([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})'(?:::uuid)?$"),
+    re.compile(r"^'\\x([0-9a-f]{32})'::bytea$"),
+    re.compile(r"^unhex\('([0-9a-fA-F]{32})'\)$", re.IGNORECASE),
+    re.compile(r"^[xX]'([0-9a-fA-F]{32})'$"),
 )
-_BYTEA_LITERAL = re.compile(r"^'\\x([0-9a-f]{32})'::bytea$")
+
+
+def literal_bytes(default: str) -> bytes | None:
+    """The 16 bytes a reflected literal DEFAULT of a uuid or binary column holds, or None."""
+    for pattern in _BYTES_LITERALS:
+        match = pattern.match(default)
+        if match is not None:
+            return bytes.fromhex(match.group(1).replace("-", ""))
+    return None
 
 
 def _default_value(default: str, storage: Storage) -> ULID | None:
@@ -447,11 +460,8 @@ def _default_value(default: str, storage: Storage) -> ULID | None:
     if storage == "text":
         match = _TEXT_LITERAL.match(default)
         return None if match is None else ULID(match.group(1))
-    for pattern in (_UUID_LITERAL, _BYTEA_LITERAL):
-        match = pattern.match(default)
-        if match is not None:
-            return ULID.from_hex(match.group(1).replace("-", ""))
-    return None
+    raw = literal_bytes(default)
+    return None if raw is None else ULID.from_bytes(raw)
 
 
 def _convert_default(
@@ -531,6 +541,8 @@ def _convert(
                 existing_type=holding,
                 existing_nullable=plan.nullable,
                 existing_server_default=default,
+                # SQLite's batch copies the reflected (old) DEFAULT unless told.
+                server_default=False if default is None else default,
                 existing_comment=plan.comment,
             )
 

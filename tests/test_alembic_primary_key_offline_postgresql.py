@@ -35,7 +35,6 @@ import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from conftest import Backend, private_engine
 from sqlalchemy_ulid._time import to_ms
 from test_alembic_primary_key import (
-    BASE,
     VERSION_TABLE,
     _check_ulids,
     _drop,
@@ -258,24 +257,95 @@ def test_upgrade_downgrade_upgrade_by_psql_keeps_every_join_and_matches_online(
     assert _catalog(pg) == legacy
 
 
-def test_ids_from_now_sort_like_the_old_keys_across_batches(pg: Engine, tmp_path: Path) -> None:
+@pytest.mark.parametrize("storage", ["auto", "binary"])
+def test_ids_from_now_sort_like_the_old_keys_across_batches(
+    pg: Engine, tmp_path: Path, storage: str
+) -> None:
     _seed(pg)
     before = _snapshot(pg)
-    config = _project(tmp_path, pg, up="batch_size=4", down="batch_size=4")
-    start = to_ms(BASE.replace(tzinfo=timezone.utc))  # any id dated now is later
+    options = f"batch_size=4, storage={storage!r}"
+    config = _project(tmp_path, pg, up=options, down="batch_size=4")
+    started = int(time.time() * 1000) - 1
     log = _ok(pg, _script(config, "upgrade"))
+    finished = int(time.time() * 1000) + 1
     assert "28 rows of pk_customers.id given ULIDs" in log  # in batches of 4
     assert _snapshot(pg) == before
     with pg.connect() as conn:
         rows = conn.exec_driver_sql(
             "SELECT legacy_id, id FROM pk_customers ORDER BY legacy_id"
         ).all()
-    ids = [row[1].bytes for row in rows]
+        key_type = conn.exec_driver_sql(
+            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+            "WHERE attrelid = 'pk_orders'::regclass AND attname = 'customer_id'"
+        ).scalar()
+    assert key_type == ("uuid" if storage == "auto" else "bytea")
+    ids = [bytes(row[1]) if storage == "binary" else row[1].bytes for row in rows]
     assert ids == sorted(ids)
     assert len(set(ids)) == 30
-    assert all(int.from_bytes(i[:6], "big") > start for i in ids)
+    # Each batch its own millisecond, later than the one before: at most a
+    # few past the clock.
+    assert all(started <= int.from_bytes(i[:6], "big") <= finished + 8 for i in ids)
     _ok(pg, _script(config, "downgrade"))
     assert _snapshot(pg) == before
+
+
+def test_a_uuid_key_by_psql(pg: Engine, tmp_path: Path) -> None:
+    with pg.begin() as conn:
+        conn.exec_driver_sql(
+            "CREATE TABLE pk_customers (id uuid PRIMARY KEY, created_at timestamp NOT NULL, "
+            "name text NOT NULL)"
+        )
+        conn.exec_driver_sql(
+            "CREATE TABLE pk_orders (id int PRIMARY KEY, customer_id uuid "
+            "CONSTRAINT fk_pk_orders_customer REFERENCES pk_customers, note text NOT NULL)"
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO pk_customers SELECT gen_random_uuid(), "
+            "timestamp '2023-03-01 08:00' + i * interval '1 ms', 'c' || i "
+            "FROM generate_series(1, 10) AS i"
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO pk_orders SELECT i, CASE WHEN i %% 3 > 0 THEN (SELECT id FROM "
+            "pk_customers WHERE name = 'c' || (1 + i %% 10)) END, 'o' || i "
+            "FROM generate_series(1, 20) AS i"
+        )
+    query = (
+        "SELECT o.note, c.name FROM pk_orders o LEFT JOIN pk_customers c ON c.id = o.customer_id"
+    )
+    with pg.connect() as conn:
+        before = sorted(tuple(r) for r in conn.exec_driver_sql(query))
+        keys = set(conn.exec_driver_sql("SELECT id FROM pk_customers").scalars())
+        legacy = _catalog(pg)
+    config = _project(tmp_path, pg)
+    _ok(pg, _script(config, "upgrade"))
+    with pg.connect() as conn:
+        assert sorted(tuple(r) for r in conn.exec_driver_sql(query)) == before
+        assert set(conn.exec_driver_sql("SELECT legacy_id FROM pk_customers").scalars()) == keys
+        made = conn.exec_driver_sql("SELECT id, created_at FROM pk_customers").all()
+    assert all(
+        int.from_bytes(i.bytes[:6], "big") == to_ms(t.replace(tzinfo=timezone.utc)) for i, t in made
+    )
+    _ok(pg, _script(config, "downgrade"))
+    with pg.connect() as conn:
+        assert sorted(tuple(r) for r in conn.exec_driver_sql(query)) == before
+    assert _catalog(pg) == legacy
+
+
+def test_a_script_of_the_other_direction_left_unfinished_is_refused(
+    pg: Engine, tmp_path: Path
+) -> None:
+    _seed(pg)
+    config = _project(tmp_path, pg)
+    up, down = _script(config, "upgrade"), _script(config, "downgrade")
+    _ok(pg, up[: up.index("-- Phase 2:")])  # stopped after its shadow columns
+    schema = _catalog(pg)
+    done = _psql(pg, down)
+    assert done.returncode != 0
+    assert "an unfinished convert_primary_key_to_ulid of pk_customers" in done.stderr
+    assert "pk_orders.customer_id__ulid" in done.stderr
+    assert _catalog(pg) == schema
+    _ok(pg, up)  # the upgrade script finishes
+    _check_ulids(pg)
 
 
 def test_script_refuses_dry_run_and_other_zones_before_writing(pg: Engine, tmp_path: Path) -> None:
@@ -501,38 +571,54 @@ def _blocked(pg: Engine, hold: str, wait: float = 20) -> int:
 
 KILLS = [
     # inside phase 1: the shadows of the first tables are committed
-    ("prepare", None, "SELECT 1 FROM pk_orders LIMIT 1", "added pk_customers.id__ulid"),
+    ("upgrade", None, "SELECT 1 FROM pk_orders LIMIT 1", "added pk_customers.id__ulid"),
     # inside the key's fill: its first batches are committed, the last one
     # ending inside a millisecond that the next batch shares (the shadows
     # added by a first run: their ALTER would wait for the row lock too)
-    ("fill", "-- Phase 2:", "SELECT 1 FROM pk_customers WHERE id = 29 FOR UPDATE",
+    ("upgrade", "-- Phase 2:", "SELECT 1 FROM pk_customers WHERE id = 29 FOR UPDATE",
      "28 rows of pk_customers.id given ULIDs"),
     # inside the fills by a join
-    ("join", "-- Phase 3:", "SELECT 1 FROM pk_orders WHERE id = 3 FOR UPDATE",
+    ("upgrade", "-- Phase 3:", "SELECT 1 FROM pk_orders WHERE id = 3 FOR UPDATE",
      "pk_customers.referrer_id filled from pk_customers"),
     # inside the swap: it waits for its LOCK TABLE
-    ("swap", "-- Phase 4:", "SELECT 1 FROM pk_account_events LIMIT 1",
+    ("upgrade", "-- Phase 4:", "SELECT 1 FROM pk_account_events LIMIT 1",
+     "pk_account_events.account_id filled from pk_accounts"),
+    # the same in the downgrade
+    ("downgrade", None, "SELECT 1 FROM pk_orders LIMIT 1",
+     "added pk_customers.referrer_id__legacy"),
+    ("downgrade", "-- Phase 3:", "SELECT 1 FROM pk_orders WHERE customer_id IS NOT NULL "
+     "LIMIT 1 FOR UPDATE", "pk_customers.referrer_id filled from pk_customers"),
+    ("downgrade", "-- Phase 4:", "SELECT 1 FROM pk_account_events LIMIT 1",
      "pk_account_events.account_id filled from pk_accounts"),
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("phase", "first", "hold", "progress"), KILLS, ids=[k[0] for k in KILLS])
+@pytest.mark.parametrize(
+    ("action", "first", "hold", "progress"),
+    KILLS,
+    ids=["prepare", "fill", "join", "swap", "down-prepare", "down-join", "down-swap"],
+)
 def test_the_session_terminated_inside_a_phase_then_rerun(
-    pg: Engine, tmp_path: Path, phase: str, first: str | None, hold: str, progress: str
+    pg: Engine, tmp_path: Path, action: str, first: str | None, hold: str, progress: str
 ) -> None:
     _seed(pg)
-    before = _snapshot(pg)
+    before, legacy = _snapshot(pg), _catalog(pg)
     options = "from_time='created_at', batch_size=7, lock_timeout=30"
     config = _project(tmp_path, pg, up=options, down="lock_timeout=30")
-    up = _script(config, "upgrade")
+    up, down = _script(config, "upgrade"), _script(config, "downgrade")
+    script_text = up
+    if action == "downgrade":
+        _ok(pg, up)
+        script_text = down
+    version = _version(pg)
     if first is not None:
-        _ok(pg, up[: up.index(first)])
+        _ok(pg, script_text[: script_text.index(first)])
     args, env = _psql_command(pg)
     blocker = pg.connect()
     try:
         blocker.exec_driver_sql(hold).all()  # holds its lock until the rollback
-        path = tmp_path / "upgrade.sql"
-        path.write_text(up)
+        path = tmp_path / "script.sql"
+        path.write_text(script_text)
         script = subprocess.Popen(
             [*args[:-1], str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True, env=env,
@@ -553,11 +639,41 @@ def test_the_session_terminated_inside_a_phase_then_rerun(
         blocker.rollback()
         blocker.close()
     assert _snapshot(pg) == before
+    assert _version(pg) == version
+    _ok(pg, script_text)
+    assert _snapshot(pg) == before
+    if action == "upgrade":
+        _check_ulids(pg)
+        assert _version(pg) == "pk0001"
+    else:
+        assert _catalog(pg) == legacy
+        assert _version(pg) == "pk0000"
+
+
+def test_a_lock_timeout_is_retried_then_stops_the_script_and_the_rerun_finishes(
+    pg: Engine, tmp_path: Path
+) -> None:
+    _seed(pg)
+    before = _snapshot(pg)
+    config = _project(tmp_path, pg, up="from_time='created_at', lock_timeout=0.05")
+    up = _script(config, "upgrade")
+    reader = pg.connect()
+    try:
+        reader.exec_driver_sql("SELECT count(*) FROM pk_orders").all()  # holds its lock
+        started = time.monotonic()
+        done = _psql(pg, up)
+        assert time.monotonic() - started < 30
+    finally:
+        reader.rollback()
+        reader.close()
+    assert done.returncode != 0
+    assert "lock timeout on pk_orders, try 3 of 4" in done.stderr
+    assert "canceling statement due to lock timeout" in done.stderr
+    assert _snapshot(pg) == before
     assert _version(pg) == "pk0000"
     _ok(pg, up)
     assert _snapshot(pg) == before
     _check_ulids(pg)
-    assert _version(pg) == "pk0001"
 
 
 # -- writers while the script runs -------------------------------------------------------------

@@ -195,7 +195,8 @@ BEGIN
   CREATE TEMP TABLE ulid_pk_plan (
     pos int PRIMARY KEY, relid oid NOT NULL, attnum int2 NOT NULL, tbl name NOT NULL,
     col name NOT NULL, parent int, shadow name, source name NOT NULL,
-    nullable boolean NOT NULL, pk_name name, new_type text NOT NULL, millis text);
+    nullable boolean NOT NULL, pk_name name, new_type text NOT NULL, millis text,
+    key_type text);
   SELECT oid INTO ns FROM pg_namespace WHERE nspname = sch;
   key_rel := to_regclass(format('%I.%I', sch, tbl));
   IF key_rel IS NULL THEN
@@ -242,7 +243,7 @@ BEGIN
     WHERE attrelid = key_rel AND attnum = keys[1];
 {key_checks}
   INSERT INTO pg_temp.ulid_pk_plan VALUES (0, key_rel, keys[1], tbl, key_col, NULL, shadow,
-    coalesce(shadow, legacy), false, key_pk, new_type, millis);
+    coalesce(shadow, legacy), false, key_pk, new_type, millis, key_type_sql);
   -- Every column that references a changing column, level by level.
   LOOP
     SELECT * INTO r FROM pg_temp.ulid_pk_plan WHERE pos = i;
@@ -277,7 +278,8 @@ BEGIN
       last := last + 1;
       INSERT INTO pg_temp.ulid_pk_plan VALUES (last, fk.conrelid, fk.conkey[1], fk.relname,
         col.attname, i, col.attname || '{names.suffix}', col.attname || '{names.suffix}',
-        col.nullable, CASE WHEN ref_keys = ARRAY[fk.conkey[1]] THEN ref_pk END, new_type, NULL);
+        col.nullable, CASE WHEN ref_keys = ARRAY[fk.conkey[1]] THEN ref_pk END, new_type, NULL,
+        NULL);
     END LOOP;
     i := i + 1;
   END LOOP;

@@ -13,13 +13,18 @@ after the swap).
 
 The new ids: from ``from_time`` the time part is the row's time to the
 millisecond (``_offline``'s expressions: a timestamp without time zone read
-as UTC), ties within a batch numbered in key order; with no ``from_time``,
-each batch gets one millisecond, later than the one before and than every
-id already given, and numbers its rows in key order, so the new ids sort
-like the old keys.
+as UTC), and rows sharing a millisecond are numbered in (time, key) order
+by one ordered pass into a temporary table, as the online op numbers them;
+with no ``from_time``, each batch gets one millisecond, later than the one
+before and than every id already given, and numbers its rows in key order,
+so the new ids sort like the old keys. Both fills take their batches in
+that order by an index (the temporary table's, or the key's), so each
+batch costs the same however far the fill has gone.
 """
 
 from __future__ import annotations
+
+import textwrap
 
 from .._offline import _ULID_BYTEA, _ULID_UUID, _dollar_quoted, _literal
 from ._offline_pg_plan import MAX_MS, Names, declarations, marker
@@ -75,77 +80,96 @@ END
 def _key_fill(names: Names, *, commit: bool) -> str:
     """PL/pgSQL giving ULIDs to the key rows whose shadow is NULL, a batch at a time.
 
-    From ``from_time`` the batches go in (time, key) order, as the online
-    op's one ordered pass: the rows already given ids are a prefix of that
-    order, so a millisecond shared with the batch before (or with the last
-    id a killed run gave) goes on counting from that id's number.
+    From ``from_time``, one ordered pass (as online) numbers the rows that
+    share a millisecond in (time, key) order into a temporary table, and the
+    batches follow that order: the rows already given ids are a prefix of
+    it, so a millisecond shared with the last id given (by a killed run)
+    goes on counting from that id's number. With no ``from_time`` the
+    batches follow the key, from the lowest key without an id.
     """
     ulid = _ULID_UUID if names.kind == "uuid" else _ULID_BYTEA
     head = "uuid_send(%3$I)" if names.kind == "uuid" else "%3$I"
+    batch = names.batch_size
     # format() templates: %1$I schema, %2$I table, %3$I shadow, %4$I key,
-    # %5$I from_time, %6$s its Unix milliseconds; $1, $2 the millisecond and
-    # the tie number to go on from.
+    # %5$I from_time, %6$s its Unix milliseconds (or the key's type), %7$s,
+    # %8$s the millisecond and tie number to go on from.
     out_of_range = _literal(
         f"{names.op_name}: a from_time value is out of the ULID range (1970 to 10889) or NULL: "
     ).replace("%", "%%")
+    stage = (
+        "CREATE TEMP TABLE ulid_pk_ids AS SELECT row_number() OVER (ORDER BY r.v, r.k) AS seq, "
+        "r.k, r.ms, row_number() OVER (PARTITION BY r.ms ORDER BY r.v, r.k) "
+        "+ CASE WHEN r.ms = %7$s THEN %8$s ELSE 0 END AS rank FROM ("
+        f"SELECT %4$I AS k, %5$I AS v, CASE WHEN %6$s BETWEEN 0 AND {MAX_MS} THEN %6$s ELSE "
+        f"({out_of_range} || coalesce(%5$I::text, 'NULL'))::bigint END AS ms "
+        "FROM %1$I.%2$I WHERE %3$I IS NULL) AS r"
+    )
     by_time = (
+        f"UPDATE %1$I.%2$I AS t SET %3$I = {ulid} FROM pg_temp.ulid_pk_ids AS b "
+        "WHERE b.seq > $1 AND b.seq <= $1 + $2 AND t.%4$I = b.k AND t.%3$I IS NULL"
+    )
+    by_key = (
         "WITH u AS (UPDATE %1$I.%2$I AS t SET %3$I = s.ulid FROM ("
-        f"SELECT b.k, b.ms, b.rank, {ulid} AS ulid FROM ("
-        "SELECT c.k, c.ms, row_number() OVER (PARTITION BY c.ms ORDER BY c.v, c.k) "
-        "+ CASE WHEN c.ms = $1 THEN $2 ELSE 0 END AS rank FROM ("
-        f"SELECT r.k, r.v, CASE WHEN r.m BETWEEN 0 AND {MAX_MS} THEN r.m ELSE "
-        f"({out_of_range} || coalesce(r.v::text, 'NULL'))::bigint END AS ms "
-        "FROM (SELECT %4$I AS k, %5$I AS v, %6$s AS m FROM %1$I.%2$I WHERE %3$I IS NULL "
-        f"ORDER BY %5$I, %4$I LIMIT {names.batch_size}) AS r) AS c) AS b) AS s "
-        "WHERE t.%4$I = s.k AND t.%3$I IS NULL RETURNING s.ms, s.rank) "
-        "SELECT count(*), max(ms), max(rank) FILTER (WHERE ms = (SELECT max(ms) FROM u)) FROM u"
-    )
-    by_now = (
-        f"UPDATE %1$I.%2$I AS t SET %3$I = s.ulid FROM (SELECT b.k, {ulid} AS ulid FROM ("
+        f"SELECT b.k, {ulid} AS ulid FROM ("
         "SELECT r.k, $1::bigint AS ms, row_number() OVER (ORDER BY r.k) AS rank FROM ("
-        "SELECT %4$I AS k FROM %1$I.%2$I WHERE %3$I IS NULL "
-        f"ORDER BY %4$I LIMIT {names.batch_size}) AS r) AS b) AS s "
-        "WHERE t.%4$I = s.k AND t.%3$I IS NULL"
+        "SELECT %4$I AS k FROM %1$I.%2$I WHERE %3$I IS NULL AND %4$I %7$s $2::%6$s "
+        f"ORDER BY %4$I LIMIT {batch}) AS r) AS b) AS s "
+        "WHERE t.%4$I = s.k AND t.%3$I IS NULL RETURNING t.%4$I AS k) "
+        "SELECT count(*), (SELECT k::text FROM u ORDER BY k DESC LIMIT 1) FROM u"
     )
+    first_key = "SELECT %4$I::text FROM %1$I.%2$I WHERE %3$I IS NULL ORDER BY %4$I LIMIT 1"
     latest = (
         "SELECT ('x' || encode(substring(h FROM 1 FOR 6), 'hex'))::bit(48)::bigint, "
         "('x' || encode(substring(h FROM 7 FOR 2), 'hex'))::bit(16)::int "
         f"FROM (SELECT {head} AS h FROM %1$I.%2$I WHERE %3$I IS NOT NULL "
         "ORDER BY %3$I DESC LIMIT 1) AS x"
     )
+    commit_sql = "\n      COMMIT;" if commit else ""
     return f"""
   EXECUTE format({_dollar_quoted("latest", latest)}, sch, k.tbl, k.shadow) INTO last_ms, last_tie;
   last_ms := coalesce(last_ms, -1);
   last_tie := coalesce(last_tie, 0);
-  LOOP
-    IF k.millis IS NULL THEN
-      ms := greatest(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint, last_ms + 1);
-      EXECUTE format({_dollar_quoted("batch", by_now)}, sch, k.tbl, k.shadow, k.col) USING ms;
-      GET DIAGNOSTICS filled = ROW_COUNT;
-      last_ms := ms;
-    ELSE
-      EXECUTE format({_dollar_quoted("batch", by_time)}, sch, k.tbl, k.shadow, k.col,
-        when_col, k.millis) INTO filled, ms, tie USING last_ms, last_tie;
-      IF ms > last_ms THEN
-        last_ms := ms;
-        last_tie := tie;
-      ELSIF ms = last_ms THEN
-        last_tie := greatest(last_tie, tie);
-      END IF;
+  IF k.millis IS NOT NULL THEN
+    IF to_regclass('pg_temp.ulid_pk_ids') IS NOT NULL THEN
+      DROP TABLE pg_temp.ulid_pk_ids;
     END IF;
-    EXIT WHEN filled = 0;
-    total := total + filled;
-    RAISE NOTICE '{names.op_name}: % rows of %.% given ULIDs', total, k.tbl, k.col;{
-        chr(10) + "    COMMIT;" if commit else ""
-    }
-  END LOOP;"""
+    EXECUTE format({_dollar_quoted("stage", stage)}, sch, k.tbl, k.shadow, k.col, when_col,
+      k.millis, last_ms, last_tie);
+    ALTER TABLE pg_temp.ulid_pk_ids ADD PRIMARY KEY (seq);
+    SELECT count(*) INTO staged FROM pg_temp.ulid_pk_ids;
+    done_rows := 0;
+    WHILE done_rows < staged LOOP
+      EXECUTE format({_dollar_quoted("batch", by_time)}, sch, k.tbl, k.shadow, k.col)
+        USING done_rows, {batch};
+      GET DIAGNOSTICS filled = ROW_COUNT;
+      done_rows := done_rows + {batch};
+      total := total + filled;
+      RAISE NOTICE '{names.op_name}: % rows of %.% given ULIDs', total, k.tbl, k.col;{commit_sql}
+    END LOOP;
+    DROP TABLE pg_temp.ulid_pk_ids;
+  ELSE
+    EXECUTE format({_dollar_quoted("first", first_key)}, sch, k.tbl, k.shadow, k.col)
+      INTO from_key;
+    op := '>=';
+    WHILE from_key IS NOT NULL LOOP
+      ms := greatest(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint, last_ms + 1);
+      EXECUTE format({_dollar_quoted("batch", by_key)}, sch, k.tbl, k.shadow, k.col, NULL,
+        k.key_type, op) INTO filled, from_key USING ms, from_key;
+      EXIT WHEN filled = 0;
+      last_ms := ms;
+      op := '>';
+      total := total + filled;
+      RAISE NOTICE '{names.op_name}: % rows of %.% given ULIDs', total, k.tbl, k.col;{commit_sql}
+    END LOOP;
+  END IF;"""
 
 
 def _key_declarations(names: Names) -> str:
     when = _literal(names.from_time) if names.from_time is not None else "NULL::text"
     return (
         f"  when_col text := {when};\n  k record;\n  filled bigint;\n  total bigint := 0;\n"
-        "  ms bigint;\n  last_ms bigint;\n  tie bigint;\n  last_tie bigint;\n"
+        "  ms bigint;\n  last_ms bigint;\n  last_tie bigint;\n  staged bigint;\n"
+        "  done_rows bigint;\n  from_key text;\n  op text;\n"
     )
 
 
@@ -205,7 +229,7 @@ def swap_block(names: Names) -> str:
     lock = "        EXECUTE 'LOCK TABLE ' || tables || ' IN ACCESS EXCLUSIVE MODE';"
     key_catch_up = (
         f"""
-  IF k.shadow IS NOT NULL THEN{_key_fill(names, commit=False)}
+  IF k.shadow IS NOT NULL THEN{textwrap.indent(_key_fill(names, commit=False), "  ")}
   END IF;"""
         if names.direction == "ulid"
         else ""
@@ -245,7 +269,7 @@ BEGIN
   END IF;
   SELECT string_agg(format('%I.%I', sch, x.tbl), ', ' ORDER BY x.first) INTO tables
     FROM (SELECT q.tbl, min(q.pos) AS first FROM pg_temp.ulid_pk_plan q GROUP BY q.tbl) AS x;
-{_retrying(names, lock, "tables")}
+{textwrap.indent(textwrap.dedent(_retrying(names, lock, "tables")), "  ")}
   -- Rows written since the fill, and references changed since.{key_catch_up}
   FOR r IN SELECT * FROM pg_temp.ulid_pk_plan WHERE pos > 0 ORDER BY pos LOOP
     SELECT * INTO p FROM pg_temp.ulid_pk_plan WHERE pos = r.parent;

@@ -34,6 +34,7 @@ from sqlalchemy.engine import Engine
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from conftest import Backend, private_engine
 from sqlalchemy_ulid._time import to_ms
+from sqlalchemy_ulid.alembic import ConversionRefused
 from test_alembic_primary_key import (
     VERSION_TABLE,
     _check_ulids,
@@ -497,6 +498,24 @@ def test_an_unfinished_online_conversion_makes_the_script_refuse(
     assert "rerun that migration online" in done.stderr
     assert _catalog(pg) == schema
     _online(config, pg, "upgrade")  # online finishes it
+    assert _snapshot(pg) == before
+    _check_ulids(pg)
+
+
+def test_the_online_op_refuses_an_unfinished_script_and_names_it(
+    pg: Engine, tmp_path: Path
+) -> None:
+    _seed(pg)
+    before = _snapshot(pg)
+    config = _project(tmp_path, pg)
+    script = _script(config, "upgrade")
+    done = _psql(pg, script[: script.index("-- Phase 2:")])  # the shadows, then stopped
+    assert done.returncode == 0, done.stderr
+    schema = _catalog(pg)
+    with pytest.raises(ConversionRefused, match=r"offline \(--sql\) script of this conversion"):
+        _online(config, pg, "upgrade")
+    assert _catalog(pg) == schema
+    _ok(pg, script)  # the script finishes it
     assert _snapshot(pg) == before
     _check_ulids(pg)
 

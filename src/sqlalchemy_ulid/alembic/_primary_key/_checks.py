@@ -82,8 +82,16 @@ def _refuse_taken_names(inspector: Any, plan: Plan) -> None:
     for column in plan.columns:
         if not has_shadow(plan, column):
             continue
-        names = {c["name"] for c in inspector.get_columns(column.table, schema=plan.schema)}
-        if column.shadow in names:
+        found = {c["name"]: c for c in inspector.get_columns(column.table, schema=plan.schema)}
+        comment = (found.get(column.shadow) or {}).get("comment") or ""
+        # The mark the offline script gives its shadow columns (_offline_pg_plan.marker).
+        if comment.startswith("sqlalchemy_ulid: ") and " (offline): " in comment:
+            raise ConversionRefused(
+                f"{column.table}.{column.shadow} was added by an offline (--sql) script of "
+                "this conversion that has not finished: run that script again to finish it "
+                "(or drop the shadow columns to abandon it), not the online op"
+            )
+        if column.shadow in found:
             raise ConversionRefused(
                 f"{column.table} already has a column {column.shadow!r}, the name this op "
                 f"gives the new values of {column.table}.{column.column} before the swap: "

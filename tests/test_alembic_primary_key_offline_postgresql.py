@@ -14,6 +14,7 @@ finishes when run again.
 from __future__ import annotations
 
 import io
+import itertools
 import os
 import shutil
 import subprocess
@@ -288,6 +289,37 @@ def test_ids_from_now_sort_like_the_old_keys_across_batches(
     assert all(started <= int.from_bytes(i[:6], "big") <= finished + 8 for i in ids)
     _ok(pg, _script(config, "downgrade"))
     assert _snapshot(pg) == before
+
+
+def test_more_rows_in_one_millisecond_than_a_16_bit_counter_keep_their_order(
+    pg: Engine, tmp_path: Path
+) -> None:
+    """An imported table whose rows share one created_at: 70,000 ids, in key order."""
+    rows = 70_000
+    with pg.begin() as conn:
+        conn.exec_driver_sql("DROP TABLE IF EXISTS pk_flat")
+        conn.exec_driver_sql(
+            "CREATE TABLE pk_flat (id bigint PRIMARY KEY, created_at timestamptz NOT NULL)"
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO pk_flat SELECT g, '2020-01-01 00:00:00+00' "
+            f"FROM generate_series(1, {rows}) g"
+        )
+    try:
+        options = "from_time='created_at', batch_size=20000"
+        config = _project(tmp_path, pg, table="pk_flat", up=options)
+        _ok(pg, _script(config, "upgrade"))
+        with pg.connect() as conn:
+            ids = [
+                row[0].bytes
+                for row in conn.exec_driver_sql("SELECT id FROM pk_flat ORDER BY legacy_id")
+            ]
+    finally:
+        with pg.begin() as conn:
+            conn.exec_driver_sql("DROP TABLE IF EXISTS pk_flat")
+    assert len(ids) == rows
+    assert {int.from_bytes(i[:6], "big") for i in ids} == {1577836800000}
+    assert all(a < b for a, b in itertools.pairwise(ids)), "ids out of key order"
 
 
 def test_a_uuid_key_by_psql(pg: Engine, tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import textwrap
 
-from .._offline import _ULID_BYTEA, _ULID_UUID, _dollar_quoted, _literal
+from .._offline import _dollar_quoted, _literal
 from ._offline_pg_plan import MAX_MS, Names, declarations, marker
 
 __all__ = ["fill_key_block", "fill_referencing_block", "prepare_block", "swap_block"]
@@ -77,6 +77,18 @@ END
     )
 
 
+#: A new id as bytea: the 48-bit millisecond, a 32-bit tie number, 48 random
+#: bits. Rows sharing a millisecond (an imported table may have millions
+#: at one time) are numbered across batches, so the number gets 32 bits,
+#: not the 16 of add_ulid_column's batches; past 2**31 rows in one
+#: millisecond the cast to int fails and nothing is stored.
+_ID_BYTEA = (
+    "substring(int8send(b.ms) FROM 3) || int4send(b.rank::int)"
+    " || substring(uuid_send(gen_random_uuid()) FROM 1 FOR 6)"
+)
+_ID_UUID = f"encode({_ID_BYTEA}, 'hex')::uuid"
+
+
 def _key_fill(names: Names, *, commit: bool) -> str:
     """PL/pgSQL giving ULIDs to the key rows whose shadow is NULL, a batch at a time.
 
@@ -87,7 +99,7 @@ def _key_fill(names: Names, *, commit: bool) -> str:
     goes on counting from that id's number. With no ``from_time`` the
     batches follow the key, from the lowest key without an id.
     """
-    ulid = _ULID_UUID if names.kind == "uuid" else _ULID_BYTEA
+    ulid = _ID_UUID if names.kind == "uuid" else _ID_BYTEA
     head = "uuid_send(%3$I)" if names.kind == "uuid" else "%3$I"
     batch = names.batch_size
     # format() templates: %1$I schema, %2$I table, %3$I shadow, %4$I key,
@@ -120,7 +132,7 @@ def _key_fill(names: Names, *, commit: bool) -> str:
     first_key = "SELECT %4$I::text FROM %1$I.%2$I WHERE %3$I IS NULL ORDER BY %4$I LIMIT 1"
     latest = (
         "SELECT ('x' || encode(substring(h FROM 1 FOR 6), 'hex'))::bit(48)::bigint, "
-        "('x' || encode(substring(h FROM 7 FOR 2), 'hex'))::bit(16)::int "
+        "('x' || encode(substring(h FROM 7 FOR 4), 'hex'))::bit(32)::bigint "
         f"FROM (SELECT {head} AS h FROM %1$I.%2$I WHERE %3$I IS NOT NULL "
         "ORDER BY %3$I DESC LIMIT 1) AS x"
     )

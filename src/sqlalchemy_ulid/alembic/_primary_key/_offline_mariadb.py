@@ -83,7 +83,7 @@ def mariadb_script(
     label = _comment(op.table_name)
     with context.autocommit_block():
         out(
-            f"-- {name}({label}), for MariaDB 10.6+. Run this script with the mariadb client\n"
+            f"-- {name}({label}), for MariaDB 10.10+. Run this script with the mariadb client\n"
             "-- (mariadb --batch < script.sql), which stops at the first error. Block 1 checks\n"
             "-- the tables and stores the plan; block 2 runs it step by step (each statement\n"
             "-- commits on its own). If a statement fails (a lock wait timed out, the client\n"

@@ -12,7 +12,7 @@ table is continued; an online conversion in progress is refused.
 
 from __future__ import annotations
 
-from .._offline_mariadb import _INTEGERS, _MAX_MS, _compound, _literal, _signal
+from .._offline_mariadb import _INTEGERS, _MAX_MS, _compound, _literal
 from ._offline_mariadb_sql import (
     ONLINE_TABLE,
     STEPS_TABLE,
@@ -20,6 +20,7 @@ from ._offline_mariadb_sql import (
     concat,
     quoted,
     safe_name_sql,
+    signal,
     table_sql,
 )
 from ._offline_mariadb_steps import plan_steps
@@ -27,7 +28,7 @@ from ._offline_mariadb_steps import plan_steps
 __all__ = ["plan_block"]
 
 _DECLARATIONS = """\
-  DECLARE message VARCHAR(128) CHARACTER SET utf8mb4;
+  DECLARE message VARCHAR(512) CHARACTER SET utf8mb4;
   DECLARE v_n, v_i BIGINT DEFAULT 0;
   DECLARE v_found, v_text, v_millis, v_time_type, v_time_column_type TEXT CHARACTER SET utf8mb4;
   DECLARE v_key_type, v_key_column_type, v_new_type, v_schema TEXT CHARACTER SET utf8mb4;
@@ -54,7 +55,7 @@ _TEMPORARY = """\
 
 
 def _refuse(n: Names, message: str) -> str:
-    return _signal(f"CONCAT({_literal(n.op_name + ': ')}, {message})")
+    return signal(f"CONCAT({_literal(n.op_name + ': ')}, {message})")
 
 
 def _state_checks(n: Names) -> str:

@@ -11,8 +11,8 @@ the lock timeout is tried again, five times in all, then the script stops
 
 from __future__ import annotations
 
-from .._offline_mariadb import _compound, _literal, _signal
-from ._offline_mariadb_sql import STEPS_TABLE, Names
+from .._offline_mariadb import _compound, _literal
+from ._offline_mariadb_sql import STEPS_TABLE, Names, signal
 
 __all__ = ["run_block"]
 
@@ -25,7 +25,7 @@ def run_block(n: Names) -> str:
     steps, name = n.steps_table, n.name_sql
     op = _literal(n.op_name + ": ")
     body = f"""\
-  DECLARE message VARCHAR(128) CHARACTER SET utf8mb4;
+  DECLARE message VARCHAR(512) CHARACTER SET utf8mb4;
   DECLARE v_n, v_seq, v_next, v_tries, v_failed, v_filled, v_total BIGINT DEFAULT 0;
   DECLARE v_always, v_batched TINYINT;
   DECLARE v_label TEXT CHARACTER SET utf8mb4;
@@ -58,7 +58,7 @@ def run_block(n: Names) -> str:
               SET @sqlalchemy_ulid_bad = NULL;
               EXECUTE IMMEDIATE v_each;
               IF @sqlalchemy_ulid_bad IS NOT NULL THEN
-                {_signal(f"CONCAT({op}, @sqlalchemy_ulid_bad)")}
+                {signal(f"CONCAT({op}, @sqlalchemy_ulid_bad)")}
               END IF;
             END IF;
             SET v_filled = 0, v_tries = 0;
@@ -77,7 +77,7 @@ def run_block(n: Names) -> str:
               END IF;
               SET v_tries = v_tries + 1;
               IF v_tries >= {_TRIES} THEN
-                {_signal(f"CONCAT({op}, 'a lock wait timed out {_TRIES} times at: ', v_label, '. Run the script again')")}
+                {signal(f"CONCAT({op}, 'a lock wait timed out {_TRIES} times at: ', v_label, '. Run the script again')")}
               END IF;
               DO SLEEP(0.5 * v_tries);
             END LOOP retry;

@@ -27,6 +27,7 @@ __all__ = [
     "has_columns",
     "quoted",
     "safe_name_sql",
+    "signal",
     "table_sql",
 ]
 
@@ -36,6 +37,20 @@ STEPS_TABLE = "ulid_key_conversions_offline"
 ONLINE_TABLE = "ulid_key_conversions"
 #: The identifier limit of MariaDB/MySQL names, in bytes.
 _LIMIT = 64
+
+
+def signal(message: str) -> str:
+    """SIGNAL with ``message`` (SQL of a string), cut to 512 characters.
+
+    MariaDB keeps 512 characters of MESSAGE_TEXT (MySQL 128, as
+    ``add_ulid_column``'s script assumes): these messages name tables,
+    columns and constraints, and need the room. The block declares
+    ``message VARCHAR(512)``.
+    """
+    return (
+        f"SET message = LEFT({message}, 512);\n"
+        "    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = message;"
+    )
 
 
 def quoted(expr: str) -> str:

@@ -32,6 +32,7 @@ from sqlalchemy.engine import Engine
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from conftest import Backend, private_engine
 from sqlalchemy_ulid import ULID, new_ulid
+from sqlalchemy_ulid.alembic import ConversionRefused
 from sqlalchemy_ulid.alembic._primary_key._offline_mariadb_sql import STEPS_TABLE
 from sqlalchemy_ulid.alembic._primary_key._plan import STATE_TABLE
 from test_alembic_primary_key import TABLES, _check_ulids, _seed, _snapshot
@@ -120,7 +121,7 @@ def _project(
     versions.mkdir(exist_ok=True)
     (tmp_path / "env.py").write_text(ENV_PY)
     (versions / "pk0000_base.py").write_text(BASE_REVISION)
-    down = ", ".join(part for part in extra.split(", ") if part.startswith("legacy_id"))
+    down = ", ".join(p for p in extra.split(", ") if p.startswith(("legacy_id", "schema")))
     revision = REVISION.format(table=table, extra=extra, down=down)
     (versions / "pk0001_convert.py").write_text(revision)
     config = Config()
@@ -330,6 +331,9 @@ REFUSALS = [
      "from_time='seen_at'", "pk_customers.seen_at is NULL in 3 rows"),
     ("UPDATE pk_customers SET created_at = '1969-12-31 23:59:59' WHERE id = 7", "pk_customers",
      "from_time='created_at'", "pk_customers.created_at of id = 7 is 1969-12-31 23:59:59"),
+    ("ALTER TABLE pk_customers ADD COLUMN ms BIGINT NULL; UPDATE pk_customers SET ms = "
+     "1700000000000; UPDATE pk_customers SET ms = 281474976710656 WHERE id = 9", "pk_customers",
+     "from_time='ms'", "pk_customers.ms of id = 9 is 281474976710656: outside the ULID range"),
     # A composite foreign key to the key.
     ("ALTER TABLE pk_customers ADD UNIQUE KEY uq_id_name (id, name); "
      "CREATE TABLE pk_pairs (a INT, b VARCHAR(20), CONSTRAINT fk_pairs FOREIGN KEY (a, b) "
@@ -350,6 +354,11 @@ REFUSALS = [
     (f"CREATE TABLE {STATE_TABLE} (name VARCHAR(190) PRIMARY KEY, plan TEXT NOT NULL, "
      f"done TEXT NOT NULL); INSERT INTO {STATE_TABLE} VALUES ('pk_customers', '{{}}', '[]')",
      "pk_customers", "", "an unfinished online conversion of pk_customers"),
+    # An unfinished offline downgrade of the table.
+    (f"CREATE TABLE {STEPS_TABLE} (name VARCHAR(190) NOT NULL, seq INT NOT NULL, label TEXT, "
+     f"body LONGTEXT, done TINYINT, PRIMARY KEY (name, seq)); INSERT INTO {STEPS_TABLE} "
+     "VALUES ('pk_customers', 0, 'plan', 'legacy', 1)", "pk_customers", "",
+     f"an unfinished legacy conversion of pk_customers is in {STEPS_TABLE}"),
     # No such table.
     ("DO 0", "pk_nothing", "", "there is no table pk_nothing"),
 ]  # fmt: skip
@@ -365,6 +374,112 @@ def test_refuses_before_any_change(
         for statement in setup.split("; "):
             conn.exec_driver_sql(statement)
     _refused(maria, config, message)
+
+
+def test_the_online_op_refuses_a_table_the_script_is_converting(
+    maria: Engine, tmp_path: Path
+) -> None:
+    config = _project(tmp_path, maria, extra="from_time='created_at'")
+    _fresh(maria, config)
+    script = _script(config, "upgrade")
+    _applied(maria, _split(script)[0])  # the plan stored, nothing else
+    with pytest.raises(ConversionRefused, match="unfinished offline"):
+        _online(config, maria, "upgrade", "pk0001")
+    _applied(maria, script)
+    _check_ulids(maria)
+
+
+def test_tables_in_another_schema(maria: Engine, tmp_path: Path) -> None:
+    """schema=: the script runs from the migration's database on another one's tables."""
+    other = f"{maria.url.database}_elsewhere"
+    with maria.begin() as conn:
+        conn.exec_driver_sql(f"DROP DATABASE IF EXISTS `{other}`")
+        conn.exec_driver_sql(f"CREATE DATABASE `{other}`")
+    elsewhere = sa.create_engine(maria.url.set(database=other), poolclass=sa.pool.NullPool)
+    try:
+        _seed(elsewhere)
+        before = _snapshot(elsewhere)
+        config = _project(tmp_path, maria, extra=f"from_time='created_at', schema={other!r}")
+        _online(config, maria, "stamp", "pk0000")
+        upgrade, downgrade = _script(config, "upgrade"), _script(config, "downgrade")
+        _applied(maria, upgrade)
+        assert _snapshot(elsewhere) == before
+        _check_ulids(elsewhere)
+        assert "already done" in _applied(maria, upgrade)
+        _applied(maria, downgrade)
+        assert _snapshot(elsewhere) == before
+        with elsewhere.connect() as conn:
+            names = {c["name"] for c in sa.inspect(conn).get_columns("pk_customers")}
+            assert "legacy_id" not in names
+            assert not sa.inspect(conn).has_table(STEPS_TABLE)
+    finally:
+        elsewhere.dispose()
+        with maria.begin() as conn:
+            conn.exec_driver_sql(f"DROP DATABASE IF EXISTS `{other}`")
+
+
+def test_a_lock_wait_is_bounded_and_the_rerun_finishes(maria: Engine, tmp_path: Path) -> None:
+    config = _project(tmp_path, maria, extra="from_time='created_at'")  # lock_timeout: 1 s
+    _fresh(maria, config)
+    before = _snapshot(maria)
+    script = _script(config, "upgrade")
+    reader = maria.connect()
+    try:
+        reader.exec_driver_sql("SELECT COUNT(*) FROM pk_orders").all()  # holds its lock
+        started = time.monotonic()
+        done = _mariadb(maria, script)
+        elapsed = time.monotonic() - started
+    finally:
+        reader.rollback()
+        reader.close()
+    assert done.returncode != 0
+    assert "a lock wait timed out 5 times at: add pk_orders.customer_id__ulid" in done.stderr
+    assert elapsed < 30
+    _applied(maria, script)
+    assert _snapshot(maria) == before
+    _check_ulids(maria)
+
+
+def test_a_native_uuid_key(maria: Engine, tmp_path: Path) -> None:
+    config = _project(tmp_path, maria)
+    _fresh(maria, config)
+    with maria.begin() as conn:
+        for table in TABLES:
+            conn.exec_driver_sql(f"DROP TABLE {table}")
+        conn.exec_driver_sql(
+            "CREATE TABLE pk_customers (id UUID PRIMARY KEY, created_at DATETIME(6) NOT NULL, "
+            "name VARCHAR(20) NOT NULL)"
+        )
+        conn.exec_driver_sql(
+            "CREATE TABLE pk_orders (id INT AUTO_INCREMENT PRIMARY KEY, customer_id UUID NULL, "
+            "note VARCHAR(20) NOT NULL, CONSTRAINT fk_pk_orders_customer FOREIGN KEY "
+            "(customer_id) REFERENCES pk_customers (id))"
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO pk_customers SELECT UUID(), '2024-01-01', CONCAT('c', seq) FROM seq_1_to_9"
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO pk_orders (customer_id, note) SELECT IF(seq %% 3, id, NULL), "
+            "CONCAT('o', seq) FROM seq_1_to_9 JOIN pk_customers ON name = CONCAT('c', seq)"
+        )
+    query = (
+        "SELECT o.note, c.name FROM pk_orders o LEFT JOIN pk_customers c ON c.id = o.customer_id"
+    )
+    with maria.connect() as conn:
+        before = sorted(tuple(r) for r in conn.exec_driver_sql(query))
+        keys = sorted(str(r[0]) for r in conn.exec_driver_sql("SELECT id FROM pk_customers"))
+    _applied(maria, _script(config, "upgrade"))
+    with maria.connect() as conn:
+        assert sorted(tuple(r) for r in conn.exec_driver_sql(query)) == before
+        rows = conn.exec_driver_sql("SELECT legacy_id, id FROM pk_customers ORDER BY legacy_id")
+        pairs = [(str(legacy), ULID.from_bytes(raw)) for legacy, raw in rows]
+    assert [legacy for legacy, _ in pairs] == keys
+    assert [u for _, u in pairs] == sorted(u for _, u in pairs)  # in the old keys' order
+    _applied(maria, _script(config, "downgrade"))
+    with maria.connect() as conn:
+        assert sorted(tuple(r) for r in conn.exec_driver_sql(query)) == before
+        restored = conn.exec_driver_sql("SELECT id FROM pk_customers").scalars()
+        assert sorted(str(key) for key in restored) == keys
 
 
 def test_refuses_a_foreign_key_from_another_database(maria: Engine, tmp_path: Path) -> None:

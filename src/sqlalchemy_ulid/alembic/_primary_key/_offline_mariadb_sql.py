@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Literal
 from ..._types import ULIDType
 from .._inspect import quote, safe_name
 from .._offline_mariadb import _literal
+from ._checks import OFFLINE_STEPS_TABLE
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Dialect
@@ -31,8 +32,9 @@ __all__ = [
     "table_sql",
 ]
 
-#: The table that holds an offline conversion's steps while it runs.
-STEPS_TABLE = "ulid_key_conversions_offline"
+#: The table that holds an offline conversion's steps while it runs (the
+#: online op refuses a table named there).
+STEPS_TABLE = OFFLINE_STEPS_TABLE
 #: The online op's state table: a row there is a conversion the script must not touch.
 ONLINE_TABLE = "ulid_key_conversions"
 #: The identifier limit of MariaDB/MySQL names, in bytes.

@@ -297,6 +297,24 @@ def test_ids_from_now_follow_the_old_key_order(maria: Engine, tmp_path: Path) ->
     assert all(start <= u.datetime <= datetime.now(timezone.utc) for u in ulids)
 
 
+def test_ties_count_up_across_batches(maria: Engine, tmp_path: Path) -> None:
+    # Two customers a millisecond, two rows a batch: every millisecond but the
+    # first is split between two batches. Its second row must still sort after
+    # its first, as online, where ties count up over the whole table.
+    config = _project(tmp_path, maria, extra="from_time='created_at', batch_size=2")
+    _fresh(maria, config)
+    _applied(maria, _script(config, "upgrade"))
+    _check_ulids(maria)
+    with maria.connect() as conn:
+        ties = [
+            int.from_bytes(raw[6:8], "big")
+            for raw in conn.exec_driver_sql(
+                "SELECT id FROM pk_customers ORDER BY legacy_id"
+            ).scalars()
+        ]
+    assert ties == [1] + [1, 2] * 14 + [1]
+
+
 # -- refusals: before any change, naming what was found ---------------------------------------
 
 
@@ -334,6 +352,10 @@ REFUSALS = [
     ("ALTER TABLE pk_customers ADD COLUMN ms BIGINT NULL; UPDATE pk_customers SET ms = "
      "1700000000000; UPDATE pk_customers SET ms = 281474976710656 WHERE id = 9", "pk_customers",
      "from_time='ms'", "pk_customers.ms of id = 9 is 281474976710656: outside the ULID range"),
+    # More rows in one millisecond than the script can number.
+    ("INSERT INTO pk_customers (id, created_at, name) SELECT seq + 100, '2023-03-01 08:00:00', "
+     "'x' FROM seq_1_to_65536", "pk_customers", "from_time='created_at'",
+     "65537 rows of pk_customers.created_at are the millisecond 1677657600000"),
     # A composite foreign key to the key.
     ("ALTER TABLE pk_customers ADD UNIQUE KEY uq_id_name (id, name); "
      "CREATE TABLE pk_pairs (a INT, b VARCHAR(20), CONSTRAINT fk_pairs FOREIGN KEY (a, b) "

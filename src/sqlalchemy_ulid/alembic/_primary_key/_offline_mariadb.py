@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 
 __all__ = ["mariadb_script"]
 
+#: What the script's session changes, saved in user variables and restored.
+_ALSO_SAVED = (*_SAVED, ("tx_isolation", "@sqlalchemy_ulid_isolation"))
 #: Rows one batch may date: rows of one millisecond are numbered in 16 bits.
 _MAX_BATCH = 65_535
 
@@ -90,15 +92,18 @@ def mariadb_script(
             "-- or its session was killed), run the whole script again: it goes on from the\n"
             f"-- first step not done ({STEPS_TABLE}); after success it does nothing."
         )
-        saved = ", ".join(f"{user} = @@SESSION.{setting}" for setting, user in _SAVED)
+        saved = ", ".join(f"{user} = @@SESSION.{setting}" for setting, user in _ALSO_SAVED)
         out(f"SET {saved};")
         out(
             "SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION', "
             "time_zone = '+00:00';"
         )
+        # READ COMMITTED: the statements that read the tables to fill them
+        # (INSERT ... SELECT, CREATE ... SELECT) read without locking their rows.
+        out("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED;")
         for statement in locks.set(max(1.0, op.lock_timeout), False):
             out(f"{statement};")
         out(plan_block(names))
         out(run_block(names))
-        restore = ", ".join(f"SESSION {setting} = {user}" for setting, user in _SAVED)
+        restore = ", ".join(f"SESSION {setting} = {user}" for setting, user in _ALSO_SAVED)
         out(f"SET {restore};")

@@ -149,6 +149,12 @@ def _key_checks(n: Names) -> str:
         "ORDER BY ulid_r1.{kq} LIMIT 1",
         {"kq": "v_kq", "millis": "v_millis"},
     )
+    crowded = concat(
+        "SELECT ms, COUNT(*) INTO @sqlalchemy_ulid_key, @sqlalchemy_ulid_time FROM "
+        f"(SELECT {{millis}} AS ms FROM {table_sql(n)} AS ulid_r1) AS r "
+        "GROUP BY ms HAVING COUNT(*) > 65535 LIMIT 1",
+        {"millis": "v_millis"},
+    )
     return (
         sql
         + f"""\
@@ -170,6 +176,11 @@ def _key_checks(n: Names) -> str:
   EXECUTE IMMEDIATE {out_of_range};
   IF @sqlalchemy_ulid_key IS NOT NULL THEN
     {_refuse(n, f"CONCAT({_literal(time_name + ' of ')}, v_key, ' = ', @sqlalchemy_ulid_key, ' is ', @sqlalchemy_ulid_time, ': outside the ULID range (1970 to 10889)')")}
+  END IF;
+  SET @sqlalchemy_ulid_key = NULL, @sqlalchemy_ulid_time = NULL;
+  EXECUTE IMMEDIATE {crowded};
+  IF @sqlalchemy_ulid_key IS NOT NULL THEN
+    {_refuse(n, f"CONCAT(@sqlalchemy_ulid_time, ' rows of ', {_literal(time_name)}, ' are the millisecond ', @sqlalchemy_ulid_key, ': the script numbers at most 65535 (run this migration online)')")}
   END IF;
 """  # noqa: E501
     )

@@ -1,7 +1,9 @@
 """The second block of the MariaDB key-conversion script: run the stored steps.
 
 It runs the steps the plan block stored in ``ulid_key_conversions_offline``
-in order, each statement with ``EXECUTE IMMEDIATE``: a batched step until a
+in order, each statement with ``EXECUTE IMMEDIATE`` (a step's statements
+before each batch are separated by NUL, which no name can hold; each may
+set ``@sqlalchemy_ulid_bad`` to stop the script): a batched step until a
 batch changes no row (committing after each), a step with a guard only while
 its columns are there, and it records each step done (the lock, catch-up and
 checks excepted: they run on every run). A statement that waits longer than
@@ -26,10 +28,10 @@ def run_block(n: Names) -> str:
     op = _literal(n.op_name + ": ")
     body = f"""\
   DECLARE message VARCHAR(512) CHARACTER SET utf8mb4;
-  DECLARE v_n, v_seq, v_next, v_tries, v_failed, v_filled, v_total BIGINT DEFAULT 0;
+  DECLARE v_n, v_seq, v_next, v_tries, v_failed, v_filled, v_total, v_cut BIGINT DEFAULT 0;
   DECLARE v_always, v_batched TINYINT;
   DECLARE v_label TEXT CHARACTER SET utf8mb4;
-  DECLARE v_guard, v_setup, v_each, v_body LONGTEXT CHARACTER SET utf8mb4;
+  DECLARE v_guard, v_setup, v_each, v_body, v_rest LONGTEXT CHARACTER SET utf8mb4;
   SELECT COUNT(*) INTO v_n FROM information_schema.TABLES WHERE {n.where(_literal(STEPS_TABLE))};
   IF v_n > 0 THEN
     SELECT COUNT(*) INTO v_n FROM {steps} WHERE name = {name} AND seq = 0;
@@ -54,13 +56,15 @@ def run_block(n: Names) -> str:
           END IF;
           SET v_total = 0;
           batches: LOOP
-            IF v_each IS NOT NULL THEN
-              SET @sqlalchemy_ulid_bad = NULL;
-              EXECUTE IMMEDIATE v_each;
+            SET v_rest = v_each;
+            each_statement: WHILE v_rest IS NOT NULL DO
+              SET @sqlalchemy_ulid_bad = NULL, v_cut = LOCATE(CHAR(0 USING utf8mb4), v_rest);
+              EXECUTE IMMEDIATE IF(v_cut = 0, v_rest, LEFT(v_rest, v_cut - 1));
               IF @sqlalchemy_ulid_bad IS NOT NULL THEN
                 {signal(f"CONCAT({op}, @sqlalchemy_ulid_bad)")}
               END IF;
-            END IF;
+              SET v_rest = IF(v_cut = 0, NULL, SUBSTRING(v_rest, v_cut + 1));
+            END WHILE each_statement;
             SET v_filled = 0, v_tries = 0;
             retry: LOOP
               IF v_body IS NULL THEN

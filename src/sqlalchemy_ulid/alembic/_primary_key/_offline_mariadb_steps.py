@@ -64,20 +64,53 @@ def _key_fill(n: Names, table: str) -> tuple[str, str, str]:
         f"WHERE ulid_r1.{{sq}} IS NULL ORDER BY ulid_r1.{{kq}} LIMIT {limit}"
     )
     message = _literal(f"{n.table}.{n.from_time} of the row with ")
-    each = (
+    in_range = f"c.ms BETWEEN 0 AND {_MAX_MS}"
+    check = (
         f"SELECT CONCAT({message}, {{key}}, ' = ', r.k, ' is ', "
         "COALESCE(r.v, 'NULL'), ': outside the ULID range (1970 to 10889)') "
         f"INTO @sqlalchemy_ulid_bad FROM ({rows}) AS r "
         f"WHERE r.ms IS NULL OR r.ms NOT BETWEEN 0 AND {_MAX_MS} ORDER BY r.k LIMIT 1"
     )
+    # Ties count up over the whole table, as online: _TIES keeps, per
+    # millisecond, the last tie given (tie) and the last this batch gives (next).
+    ties = (
+        f"CREATE OR REPLACE TEMPORARY TABLE {_TIES} (ms BIGINT NOT NULL PRIMARY KEY, "
+        "tie BIGINT NOT NULL, next BIGINT NOT NULL) "
+        f"SELECT {_part('ulid_r1.{sq}', 1, 6)} AS ms, MAX({_part('ulid_r1.{sq}', 7, 2)}) AS tie, "
+        f"MAX({_part('ulid_r1.{sq}', 7, 2)}) AS next FROM {table} AS ulid_r1 "
+        "WHERE ulid_r1.{sq} IS NOT NULL GROUP BY 1"
+    )
+    promote = f"UPDATE {_TIES} SET tie = next WHERE next <> tie"
+    plan = (
+        f"INSERT INTO {_TIES} (ms, tie, next) SELECT c.ms, 0, COUNT(*) FROM ({rows}) AS c "
+        f"WHERE {in_range} GROUP BY c.ms ON DUPLICATE KEY UPDATE next = tie + VALUES(next)"
+    )
+    overflow = (
+        f"SELECT CONCAT({_literal(f'more than 65535 rows of {n.table} have the time ')}, ms, "
+        "' (Unix ms): no room for their ties') "
+        f"INTO @sqlalchemy_ulid_bad FROM {_TIES} WHERE next > 65535 LIMIT 1"
+    )
     ulid = mysql_ulid_sql("b.ms", "UNHEX(LPAD(HEX(b.tie), 4, '0')), RANDOM_BYTES(8)")
     batch = (
         f"UPDATE {table} AS ulid_t1 JOIN (SELECT b.k, {ulid} AS ulid FROM ("
-        "SELECT c.k, c.ms, ROW_NUMBER() OVER (PARTITION BY c.ms ORDER BY c.k) AS tie "
-        f"FROM ({rows}) AS c WHERE c.ms BETWEEN 0 AND {_MAX_MS}) AS b) AS s "
+        "SELECT c.k, c.ms, ROW_NUMBER() OVER (PARTITION BY c.ms ORDER BY c.k) "
+        f"+ COALESCE(x.tie, 0) AS tie FROM ({rows}) AS c LEFT JOIN {_TIES} AS x "
+        f"ON x.ms = c.ms WHERE {in_range}) AS b) AS s "
         "ON ulid_t1.{kq} = s.k SET ulid_t1.{sq} = s.ulid WHERE ulid_t1.{sq} IS NULL"
     )
-    return "NULL", concat(each, values), concat(batch, values)
+    each = ", CHAR(0 USING utf8mb4), ".join(
+        concat(statement, values) for statement in (check, promote, plan, overflow)
+    )
+    return concat(ties, values), f"CONCAT({each})", concat(batch, values)
+
+
+#: The session's ties per millisecond while the key is filled from a time column.
+_TIES = "sqlalchemy_ulid_pk_ties"
+
+
+def _part(column: str, start: int, length: int) -> str:
+    """SQL of bytes ``start`` to ``start + length - 1`` of a ULID, as an integer."""
+    return f"CAST(CONV(HEX(SUBSTR({column}, {start}, {length})), 16, 10) AS SIGNED)"
 
 
 def _fill_key(n: Names, table: str, always: int) -> str:

@@ -583,8 +583,11 @@ def test_refuses_offline_mode_and_sqlite(engine: Engine, backend: Backend) -> No
         context = MigrationContext.configure(
             dialect_name=engine.dialect.name, opts={"as_sql": True}
         )
+        # MariaDB writes a script offline (test_alembic_primary_key_offline_mariadb);
+        # a dry run there cannot be written.
+        options = {"dry_run": True} if backend.name == "mysql" else {}
         with pytest.raises(CommandError, match="offline"):
-            Operations(context).convert_primary_key_to_ulid("pk_customers")
+            Operations(context).convert_primary_key_to_ulid("pk_customers", **options)
         return
     with engine.begin() as conn:
         conn.exec_driver_sql("CREATE TABLE pk_lonely (id INTEGER PRIMARY KEY)")

@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 import _writers
+from _sessions import session_id
 from conftest import Backend, private_engine, recording
 from sqlalchemy_ulid.alembic._locks import LockTimeoutError, lock_safe_ddl
 
@@ -79,13 +80,6 @@ def _columns(engine: Engine) -> list[str]:
     return [c["name"] for c in sa.inspect(engine).get_columns(TABLE)]
 
 
-def _session(conn: sa.Connection) -> int:
-    sql = (
-        "SELECT pg_backend_pid()" if conn.dialect.name == "postgresql" else "SELECT CONNECTION_ID()"
-    )
-    return int(conn.exec_driver_sql(sql).scalar_one())
-
-
 def test_ddl_retries_behind_a_reader_and_succeeds_when_it_ends(
     server: Engine, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -110,7 +104,7 @@ def test_ddl_retries_behind_a_reader_and_succeeds_when_it_ends(
 
 def test_ddl_gives_up_after_its_tries_naming_the_reader(server: Engine) -> None:
     reader = server.connect()
-    reader_id = _session(reader)
+    reader_id = session_id(reader)
     reader.exec_driver_sql(f"SELECT * FROM {TABLE} WHERE id = 1").all()
     try:
         with Writers(server) as writers, server.connect() as conn:

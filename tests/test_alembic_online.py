@@ -28,6 +28,7 @@ from sqlalchemy.engine import Connection, Engine
 
 import _writers
 import sqlalchemy_ulid.alembic
+from _sessions import session_killer
 from conftest import Backend, private_engine, recording
 from sqlalchemy_ulid import ULID
 from sqlalchemy_ulid._time import to_ms
@@ -184,54 +185,15 @@ def test_writers_keep_flowing_whatever_the_size(server: Engine, rows: int) -> No
     assert [r.rows_done for r in reports] == sorted(r.rows_done for r in reports)
 
 
-def _session(conn: Connection) -> int:
-    sql = (
-        "SELECT pg_backend_pid()" if conn.dialect.name == "postgresql" else "SELECT CONNECTION_ID()"
-    )
-    return int(conn.exec_driver_sql(sql).scalar_one())
-
-
-def _kill(engine: Engine, session: int) -> None:
-    sql = (
-        f"SELECT pg_terminate_backend({session})"
-        if engine.dialect.name == "postgresql"
-        else f"KILL {session}"
-    )
-    with engine.connect() as admin:
-        admin.exec_driver_sql(sql)
-    time.sleep(0.05)
-
-
 def _killed_run(engine: Engine, when: Callable[[str, int], bool]) -> None:
     """Run the op and kill its session before the first statement ``when`` picks."""
-    state = {"count": 0, "session": 0, "killed": False}
-
-    def hook(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        state["count"] += 1
-        if not state["killed"] and state["session"] and when(statement, state["count"]):
-            state["killed"] = True
-            _kill(engine, state["session"])
-
-    def remember(conn: Any, record: Any) -> None:
-        if not state["session"]:
-            cursor = conn.cursor()
-            cursor.execute(
-                "SELECT pg_backend_pid()"
-                if engine.dialect.name == "postgresql"
-                else "SELECT CONNECTION_ID()"
-            )
-            state["session"] = int(cursor.fetchone()[0])
-            cursor.close()
-
-    sa.event.listen(engine, "connect", remember)
-    sa.event.listen(engine, "before_cursor_execute", hook)
+    done = session_killer(engine, when)
     try:
         with pytest.raises(sa.exc.DBAPIError):
             _online(engine, batch_size=500)
     finally:
-        sa.event.remove(engine, "before_cursor_execute", hook)
-        sa.event.remove(engine, "connect", remember)
-    assert state["killed"]
+        killed = done()
+    assert killed
 
 
 def _updates(seen: list[str]) -> int:

@@ -24,6 +24,7 @@ from sqlalchemy.engine import Connection, Engine
 
 import _writers
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
+from _sessions import session_killer
 from conftest import Backend, private_engine, recording
 from sqlalchemy_ulid import ULID, InvalidULID, ULIDType, new_ulid
 from sqlalchemy_ulid.alembic import BackfillProgress
@@ -230,36 +231,6 @@ def test_the_primary_key_itself_is_converted_walking_its_old_values(
     assert _schema(engine, TABLE) == _schema(engine, TWIN)
 
 
-def _session_killer(engine: Engine, when: Callable[[str, int], bool]) -> Callable[[], bool]:
-    """Kill the op's session before the first statement ``when`` picks; returns 'killed?'."""
-    state = {"count": 0, "session": 0, "killed": False}
-
-    def remember(conn: Any, record: Any) -> None:
-        if not state["session"]:
-            cursor = conn.cursor()
-            cursor.execute("SELECT pg_backend_pid()")
-            state["session"] = int(cursor.fetchone()[0])
-            cursor.close()
-
-    def hook(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        state["count"] += 1
-        if not state["killed"] and state["session"] and when(statement, state["count"]):
-            state["killed"] = True
-            with engine.connect() as admin:
-                admin.exec_driver_sql(f"SELECT pg_terminate_backend({state['session']})")
-            time.sleep(0.05)
-
-    sa.event.listen(engine, "connect", remember)
-    sa.event.listen(engine, "before_cursor_execute", hook)
-
-    def done() -> bool:
-        sa.event.remove(engine, "before_cursor_execute", hook)
-        sa.event.remove(engine, "connect", remember)
-        return bool(state["killed"])
-
-    return done
-
-
 def _nth_batch(n: int) -> Callable[[str, int], bool]:
     seen = [0]
 
@@ -295,7 +266,7 @@ def test_killed_at_each_phase_then_rerun_finishes_and_a_second_rerun_is_a_no_op(
     _create(engine, TABLE, "text", 3000)
     _create(engine, TWIN, "text", 10)
     before = _values(engine, TABLE, "text")
-    done = _session_killer(engine, KILL_POINTS[point])
+    done = session_killer(engine, KILL_POINTS[point])
     try:
         with pytest.raises(sa.exc.DBAPIError):
             _run(engine, TABLE, "text", "auto", online=True, batch_size=500)
@@ -450,7 +421,7 @@ def test_sqlite_refuses_online() -> None:
 def test_a_position_left_by_an_abandoned_conversion_is_forgotten(engine: Engine) -> None:
     _create(engine, TABLE, "text", 1000)
     before = _values(engine, TABLE, "text")
-    done = _session_killer(engine, _nth_batch(2))
+    done = session_killer(engine, _nth_batch(2))
     try:
         with pytest.raises(sa.exc.DBAPIError):
             _run(engine, TABLE, "text", "auto", online=True, batch_size=300)

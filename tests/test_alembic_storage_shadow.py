@@ -25,6 +25,7 @@ from sqlalchemy.engine import Connection, Engine
 
 import _writers
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
+from _sessions import session_killer
 from conftest import Backend, private_engine, recording
 from sqlalchemy_ulid import ULID, new_ulid
 from sqlalchemy_ulid.alembic import BackfillProgress
@@ -250,38 +251,15 @@ def test_rerun_after_success_does_nothing_and_the_reverse_gives_the_text_back(
     assert _schema(server, TABLE) == _schema(server, PLAIN)
 
 
-def _session(conn: Any) -> int:
-    cursor = conn.cursor()
-    cursor.execute("SELECT CONNECTION_ID()")
-    session = int(cursor.fetchone()[0])
-    cursor.close()
-    return session
-
-
 def _killed_run(engine: Engine, when: Callable[[str], bool]) -> None:
     """Run the op and kill its session before the first statement ``when`` picks."""
-    state = {"session": 0, "killed": False}
-
-    def hook(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if not state["killed"] and state["session"] and when(statement):
-            state["killed"] = True
-            with engine.connect() as admin:
-                admin.exec_driver_sql(f"KILL {state['session']}")
-            time.sleep(0.05)
-
-    def remember(conn: Any, record: Any) -> None:
-        if not state["session"]:
-            state["session"] = _session(conn)
-
-    sa.event.listen(engine, "connect", remember)
-    sa.event.listen(engine, "before_cursor_execute", hook)
+    done = session_killer(engine, lambda statement, _: when(statement))
     try:
         with pytest.raises(sa.exc.DBAPIError):
             _migrate(engine, batch_size=200)
     finally:
-        sa.event.remove(engine, "before_cursor_execute", hook)
-        sa.event.remove(engine, "connect", remember)
-    assert state["killed"]
+        killed = done()
+    assert killed
 
 
 def _nth(prefix: str, n: int) -> Callable[[str], bool]:

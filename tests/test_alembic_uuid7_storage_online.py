@@ -24,6 +24,7 @@ from sqlalchemy.engine import Connection, Engine
 
 import _writers
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
+from _sessions import session_killer
 from conftest import Backend, recording
 from sqlalchemy_ulid import InvalidULID, new_uuid7
 from sqlalchemy_ulid._dialects import dialect_row
@@ -382,36 +383,15 @@ def test_a_table_with_another_trigger_is_refused_before_any_ddl(server: Engine) 
 
 def _killer(engine: Engine, nth_copy: int) -> Callable[[], bool]:
     """Kill the op's session before its ``nth_copy``-th copy statement; returns 'killed?'."""
-    postgresql = engine.dialect.name == "postgresql"
     copy = COPY[_name(engine)]
-    state = {"session": 0, "copies": 0, "killed": False}
+    copies = [0]
 
-    def remember(conn: Any, record: Any) -> None:
-        if not state["session"]:
-            cursor = conn.cursor()
-            cursor.execute("SELECT pg_backend_pid()" if postgresql else "SELECT CONNECTION_ID()")
-            state["session"] = int(cursor.fetchone()[0])
-            cursor.close()
-
-    def hook(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+    def when(statement: str, _: int) -> bool:
         if statement.lstrip().startswith(copy):
-            state["copies"] += 1
-        if not state["killed"] and state["session"] and state["copies"] == nth_copy:
-            state["killed"] = True
-            kill = f"SELECT pg_terminate_backend({state['session']})" if postgresql else None
-            with engine.connect() as admin:
-                admin.exec_driver_sql(kill or f"KILL {state['session']}")
-            time.sleep(0.05)
+            copies[0] += 1
+        return copies[0] == nth_copy
 
-    sa.event.listen(engine, "connect", remember)
-    sa.event.listen(engine, "before_cursor_execute", hook)
-
-    def done() -> bool:
-        sa.event.remove(engine, "before_cursor_execute", hook)
-        sa.event.remove(engine, "connect", remember)
-        return bool(state["killed"])
-
-    return done
+    return session_killer(engine, when)
 
 
 @pytest.mark.parametrize(("from_", "to"), [("text", "auto"), ("binary", "text")])

@@ -25,7 +25,7 @@ from sqlalchemy.engine import Connection, Engine
 import _writers
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from _sessions import session_killer
-from conftest import Backend, recording
+from conftest import Backend, private_engine, recording
 from sqlalchemy_ulid import InvalidULID, new_uuid7
 from sqlalchemy_ulid._dialects import dialect_row
 from sqlalchemy_ulid.alembic import BackfillProgress
@@ -42,14 +42,8 @@ PAIRS = [("text", "auto"), ("auto", "text"), ("text", "binary"), ("binary", "tex
 
 
 def _engine(backends: dict[str, Backend], name: str) -> Iterator[Engine]:
-    backend = backends[name]
-    if backend.url is None:
-        pytest.fail(f"backend missing: {backend.reason}", pytrace=False)
-    engine = sa.create_engine(backend.url, poolclass=sa.pool.NullPool)
-    _drop(engine)
-    yield engine
-    _drop(engine)
-    engine.dispose()
+    with private_engine(backends[name], _drop) as engine:
+        yield engine
 
 
 @pytest.fixture(params=["postgresql", "mysql"])

@@ -35,7 +35,7 @@ from sqlalchemy.engine import Engine
 
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from _sessions import kill_session, session_id
-from conftest import Backend, private_engine, recording
+from conftest import Backend, connection_env_py, private_engine, recording
 from sqlalchemy_ulid import ULID
 from sqlalchemy_ulid.alembic import ConversionRefused
 from sqlalchemy_ulid.alembic._locks import LockTimeoutError
@@ -46,17 +46,7 @@ TABLES = ("pk_account_events", "pk_orders", "pk_accounts", "pk_customers")
 DATETIME = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql")
 BASE = datetime(2023, 3, 1, 8, 0, 0)
 
-ENV_PY = f"""
-from alembic import context
-import sqlalchemy_ulid.alembic
-
-context.configure(
-    connection=context.config.attributes["connection"],
-    version_table={VERSION_TABLE!r},
-)
-with context.begin_transaction():
-    context.run_migrations()
-"""
+ENV_PY = connection_env_py(VERSION_TABLE)
 
 REVISION = """
 from alembic import op

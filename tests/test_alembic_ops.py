@@ -490,7 +490,7 @@ def test_online_conversion_refuses_a_bad_value_that_slips_past_the_check(
     clean: Engine, backend: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A value committed between the check and the conversion: refused, with InvalidULID."""
-    from sqlalchemy_ulid.alembic import _storage as _alembic_storage
+    from sqlalchemy_ulid.alembic._storage import _op as _alembic_storage
 
     _seed_events(clean, [VALID, "01HTQW311N1KR5G0Y75M3EF00U"])
     checks = []
@@ -694,6 +694,29 @@ def test_conversion_keeps_default_comment_and_nullability(clean: Engine, backend
             sa.Column("ref", ULIDType(as_str=True)),
         )
         assert conn.scalar(sa.select(table.c.ref).where(table.c.id == 2)) == VALID
+
+
+@pytest.mark.parametrize("storage", ["auto", "binary"])
+def test_a_literal_default_comes_back_with_the_downgrade(
+    clean: Engine, backend: Backend, storage: str
+) -> None:
+    """The reverse op reads the DEFAULT the forward op wrote, on every database."""
+    with clean.begin() as conn:
+        conn.execute(
+            sa.text(
+                f"CREATE TABLE {EVENTS} (id INTEGER PRIMARY KEY, "
+                f"ref CHAR(26) NOT NULL DEFAULT '{VALID}')"
+            )
+        )
+    for from_, to in (("text", storage), (storage, "text")):
+        with clean.begin() as conn:
+            _op(conn).alter_ulid_storage(
+                EVENTS, "ref", from_storage=from_, to_storage=to, nullable=False
+            )
+    with clean.begin() as conn:
+        conn.execute(sa.text(f"INSERT INTO {EVENTS} (id) VALUES (1)"))
+        stored = conn.scalar(sa.text(f"SELECT ref FROM {EVENTS} WHERE id = 1"))
+    assert stored == VALID
 
 
 def test_a_key_referenced_by_foreign_keys_is_refused_before_any_change(

@@ -407,7 +407,15 @@ def test_refusals_before_any_sql(backend: Backend) -> None:
         op.alter_uuid7_storage(TABLE, "ref", from_storage="text", to_storage="text", nullable=True)
     with pytest.raises(CommandError, match="nullable="):
         op.alter_uuid7_storage(TABLE, "ref", from_storage="text", to_storage="binary")
-    # online=True writes no script (SQLite has no online path at all).
+    assert buffer.getvalue() == ""
+    if backend.name == "postgresql":
+        # online=True writes the online phases (test_alembic_storage_offline runs them).
+        op.alter_uuid7_storage(
+            TABLE, "ref", from_storage="text", to_storage="binary", nullable=True, online=True
+        )
+        assert "-- Phase 7:" in buffer.getvalue()
+        return
+    # online=True writes no script on MariaDB (SQLite has no online path at all).
     refusal = ValueError if backend.name == "sqlite" else CommandError
     with pytest.raises(refusal, match=r"alter_uuid7_storage\(online=True\)"):
         op.alter_uuid7_storage(
@@ -457,6 +465,30 @@ def test_default_comment_and_nullability_are_kept(clean: Engine, backend: Backen
         conn.execute(sa.text(f"INSERT INTO {TABLE} (id) VALUES (2)"))
         stored = conn.execute(sa.text(f"SELECT ref FROM {TABLE} WHERE id = 2")).scalar()
         assert _decoded(stored) == literal
+
+
+@pytest.mark.parametrize("storage", ["auto", "binary", "hex"])
+def test_a_literal_default_comes_back_with_the_downgrade(
+    clean: Engine, backend: Backend, storage: str
+) -> None:
+    """The reverse op reads the DEFAULT the forward op wrote, on every database."""
+    literal = new_uuid7()
+    with clean.begin() as conn:
+        conn.execute(
+            sa.text(
+                f"CREATE TABLE {TABLE} (id INTEGER PRIMARY KEY, "
+                f"ref CHAR(36) NOT NULL DEFAULT '{literal}')"
+            )
+        )
+    for from_, to in (("text", storage), (storage, "text")):
+        with clean.begin() as conn:
+            _op(conn).alter_uuid7_storage(
+                TABLE, "ref", from_storage=from_, to_storage=to, nullable=False
+            )
+    with clean.begin() as conn:
+        conn.execute(sa.text(f"INSERT INTO {TABLE} (id) VALUES (1)"))
+        stored = conn.scalar(sa.text(f"SELECT ref FROM {TABLE} WHERE id = 1"))
+    assert stored == str(literal)
 
 
 def test_a_default_of_another_version_is_refused(clean: Engine) -> None:

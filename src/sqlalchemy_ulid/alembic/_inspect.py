@@ -23,6 +23,7 @@ __all__ = [
     "column_state",
     "execute",
     "foreign_keys_on",
+    "index_features",
     "quote",
     "run",
     "safe_name",
@@ -138,6 +139,28 @@ def foreign_keys_on(
                 columns = ", ".join(fk["constrained_columns"])
                 found.append(f"{other}({columns}) references {table}.{column}")
     return found
+
+
+def index_features(row: sa.Row[Any] | tuple[Any, ...]) -> list[str]:
+    """What an index has beyond its columns, from a row of ``index_options``.
+
+    The row is (name, access method, predicate, expressions, INCLUDE columns,
+    ordering), as the dialect's ``KeyConversionSQL.index_options`` reads it.
+    The ops that rebuild an index from its name, columns and uniqueness
+    refuse one with any of these: it would be rebuilt without them.
+    """
+    _, method, predicate, expressions, include, ordering = tuple(row)
+    return [
+        what
+        for what, present in (
+            (f"USING {method}", method != "btree"),
+            ("a WHERE clause", predicate),
+            ("expressions", expressions),
+            ("INCLUDE columns", include),
+            ("DESC or NULLS FIRST", ordering),
+        )
+        if present
+    ]
 
 
 def unique_on(connection: Connection, table: str, column: str, schema: str | None) -> list[str]:

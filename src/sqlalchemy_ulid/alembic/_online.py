@@ -32,6 +32,7 @@ block that commits after every batch: a ``DO`` block on PostgreSQL
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from datetime import timezone as _timezone
 from typing import TYPE_CHECKING, Any
 
@@ -87,6 +88,28 @@ def check_online_context(operations: Operations, op_name: str = "add_ulid_column
         )
 
 
+@contextlib.contextmanager
+def phases_block(operations: Operations) -> Iterator[None]:
+    """Alembic's ``autocommit_block()``, for phases that commit on their own.
+
+    With the session gone (killed, a failover), Alembic cannot commit the
+    block's transaction as it leaves it; the error of that commit would hide
+    the one that stopped the phases, so that one is raised instead.
+    """
+    failure: list[BaseException] = []
+    try:
+        with operations.get_context().autocommit_block():
+            try:
+                yield
+            except BaseException as exc:
+                failure.append(exc)
+                raise
+    except sa.exc.SQLAlchemyError as exc:
+        if failure and exc is not failure[0]:
+            raise failure[0] from None
+        raise
+
+
 def add_online(operations: Operations, op: AddULIDColumnOp, millis: Any) -> None:
     """Run ``op`` in phases; ``millis`` is the op's strict row-time conversion."""
     if operations.get_context().as_sql:
@@ -102,24 +125,12 @@ def add_online(operations: Operations, op: AddULIDColumnOp, millis: Any) -> None
     if dialect.name not in ("postgresql", "mysql", "mariadb"):
         raise ValueError(f"{op.op_name}(online=True) is not supported on {dialect.name}")
     check_online_context(operations)
-    failure: list[BaseException] = []
     # TIMESTAMP times read in UTC, whatever the session's time_zone (MariaDB).
     with utc_session(connection):
         plan = _Plan(connection, op)
         plan.check_times(connection, op, millis)
-        try:
-            with operations.get_context().autocommit_block():
-                try:
-                    _phases(operations, op, plan, millis)
-                except BaseException as exc:
-                    failure.append(exc)
-                    raise
-        except sa.exc.SQLAlchemyError as exc:
-            # With the session gone (killed, a failover) Alembic cannot commit
-            # the block's transaction as it leaves it: report why we stopped.
-            if failure and exc is not failure[0]:
-                raise failure[0] from None
-            raise
+        with phases_block(operations):
+            _phases(operations, op, plan, millis)
 
 
 def _phases(operations: Operations, op: AddULIDColumnOp, plan: _Plan, millis: Any) -> None:

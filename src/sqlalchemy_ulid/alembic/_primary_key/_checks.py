@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..._dialects import key_conversion_sql
+from .._inspect import index_features
 
 if TYPE_CHECKING:
     from ._plan import KeyColumn, Plan
@@ -81,8 +82,16 @@ def _refuse_taken_names(inspector: Any, plan: Plan) -> None:
     for column in plan.columns:
         if not has_shadow(plan, column):
             continue
-        names = {c["name"] for c in inspector.get_columns(column.table, schema=plan.schema)}
-        if column.shadow in names:
+        found = {c["name"]: c for c in inspector.get_columns(column.table, schema=plan.schema)}
+        comment = (found.get(column.shadow) or {}).get("comment") or ""
+        # The mark the offline script gives its shadow columns (_offline_pg_plan.marker).
+        if comment.startswith("sqlalchemy_ulid: ") and " (offline): " in comment:
+            raise ConversionRefused(
+                f"{column.table}.{column.shadow} was added by an offline (--sql) script of "
+                "this conversion that has not finished: run that script again to finish it "
+                "(or drop the shadow columns to abandon it), not the online op"
+            )
+        if column.shadow in found:
             raise ConversionRefused(
                 f"{column.table} already has a column {column.shadow!r}, the name this op "
                 f"gives the new values of {column.table}.{column.column} before the swap: "
@@ -111,21 +120,11 @@ def _refuse_index_options(connection: Connection, plan: Plan) -> None:
             sa.text(sql.index_options),
             {"schema": plan.schema, "table": column.table, "column": column.column},
         ).all()
-        for name, method, predicate, expressions, include, ordering in sorted(rows):
-            found = [
-                what
-                for what, present in (
-                    (f"USING {method}", method != "btree"),
-                    ("a WHERE clause", predicate),
-                    ("expressions", expressions),
-                    ("INCLUDE columns", include),
-                    ("DESC or NULLS FIRST", ordering),
-                )
-                if present
-            ]
+        for row in sorted(rows):
+            found = index_features(row)
             if found:
                 raise ConversionRefused(
-                    f"the index {name} on {column.table} uses {column.table}.{column.column} "
+                    f"the index {row[0]} on {column.table} uses {column.table}.{column.column} "
                     f"with {', '.join(found)}, which this op does not recreate: drop the "
                     "index before the conversion and create it again after it"
                 )

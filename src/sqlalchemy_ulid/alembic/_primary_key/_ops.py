@@ -23,6 +23,7 @@ from sqlalchemy.engine import Connection
 from ..._types import Storage, _check_storage
 from .._inspect import safe_name, strict_mode, unique_on
 from .._locks import DEFAULT_LOCK_TIMEOUT, check_lock_timeout
+from .._online import phases_block
 from ._offline import write_offline
 from ._phases import add_shadows, fill_referencing, staged_key, swap
 from ._plan import (
@@ -126,7 +127,11 @@ class ConvertPrimaryKeyToULIDOp(_KeyOp):
         on its own), then the swap (on PostgreSQL one transaction under
         ACCESS EXCLUSIVE locks on the tables). Rerun after a kill at any
         point, it continues the stored plan; rerun after success, it does
-        nothing. PostgreSQL and MariaDB/MySQL, online only.
+        nothing. PostgreSQL and MariaDB/MySQL, online or offline: in
+        ``--sql`` mode the op writes a script that finds the foreign keys,
+        makes the same refusals before any change and computes the new ids
+        when it runs (on PostgreSQL, for ``psql -v ON_ERROR_STOP=1``); the
+        whole script is rerun after an interruption.
 
         Args:
             operations: supplied by Alembic (call it as
@@ -158,7 +163,9 @@ class ConvertPrimaryKeyToULIDOp(_KeyOp):
             ConversionRefused: a composite key, a key neither integer nor
                 UUID, a foreign key in another schema, a trigger or view on
                 the tables, SQLite, or NULL times. Before any DDL.
-            alembic.util.CommandError: offline (``--sql``) mode.
+            alembic.util.CommandError: offline (``--sql``), with
+                ``dry_run=True`` (a dry run reads the database), a storage
+                other than uuid or binary, or a ``timezone`` other than UTC.
 
         Example:
             >>> from sqlalchemy_ulid.alembic import ConvertPrimaryKeyToULIDOp
@@ -210,7 +217,8 @@ class RestoreLegacyPrimaryKeyOp(_KeyOp):
         The reverse of :meth:`convert_primary_key_to_ulid` (its downgrade):
         the ULID key column is dropped, ``legacy_id`` becomes the key under
         the key's name, and every referencing column gets back the old
-        values, by a join. The same phases, refusals, dry run and reruns.
+        values, by a join. The same phases, refusals, dry run and reruns,
+        online and offline (``--sql``: the downgrade script).
         ``from_time``, ``storage``, ``timezone``, ``fold`` are not used here;
         they are kept for the reverse op.
 
@@ -300,24 +308,10 @@ def _run(operations: Operations, op: _KeyOp, direction: Literal["ulid", "legacy"
             # autocommit_block() commits the preceding work, as Alembic
             # documents, but only in the transactions it began itself.
             connection.commit()
-        failure: list[BaseException] = []
-        try:
-            with context.autocommit_block():
-                autocommit = operations.get_bind()
-                try:
-                    with strict_mode(autocommit):
-                        _prepare_and_fill(
-                            autocommit, plan, done, op, fill, stored=state is not None
-                        )
-                except BaseException as exc:
-                    failure.append(exc)
-                    raise
-        except sa.exc.PendingRollbackError:
-            # The block's own commit on a killed session must not hide the
-            # error that killed it.
-            if failure:
-                raise failure[0] from None
-            raise
+        with phases_block(operations):
+            autocommit = operations.get_bind()
+            with strict_mode(autocommit):
+                _prepare_and_fill(autocommit, plan, done, op, fill, stored=state is not None)
     connection = operations.get_bind()
     with strict_mode(connection):
         swap(

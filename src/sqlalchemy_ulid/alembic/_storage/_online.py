@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from alembic.operations import Operations
-from alembic.util import CommandError
 from sqlalchemy.engine import Connection
 
 from ..._dialects import dialect_row
@@ -42,7 +41,7 @@ from .._backfill import BackfillProgress, retry_batch
 from .._concurrent_index import build_index_concurrently
 from .._inspect import column_state, quote, run, safe_name, unescape_percent
 from .._locks import DEFAULT_LOCK_TIMEOUT, lock_safe_ddl
-from .._online import check_online_context
+from .._online import check_online_context, phases_block
 from ._plan import Index, Plan, build_plan
 
 if TYPE_CHECKING:
@@ -63,11 +62,10 @@ def alter_online(operations: Operations, op: AlterULIDStorageOp) -> None:
     """Run ``op`` on PostgreSQL in phases (see the module docstring)."""
     context = operations.get_context()
     if context.as_sql:
-        raise CommandError(
-            f"{op.op_name}(online=True) writes no --sql script: its copy and "
-            "swap read the table as they go. Run the migration online, or drop "
-            "online=True to get the one-statement conversion in the script"
-        )
+        from ._offline import alter_offline
+
+        alter_offline(operations, op)
+        return
     check_online_context(operations)
     connection = operations.get_bind()
     if _undo_interrupted(operations, op):
@@ -75,18 +73,8 @@ def alter_online(operations: Operations, op: AlterULIDStorageOp) -> None:
     plan = build_plan(connection, op)
     if plan is None:
         return
-    failure: list[BaseException] = []
-    try:
-        with context.autocommit_block():
-            try:
-                _phases(connection, op, plan)
-            except BaseException as exc:
-                failure.append(exc)
-                raise
-    except sa.exc.SQLAlchemyError as exc:
-        if failure and exc is not failure[0]:
-            raise failure[0] from None
-        raise
+    with phases_block(operations):
+        _phases(connection, op, plan)
 
 
 def _undo_interrupted(operations: Operations, op: AlterULIDStorageOp) -> bool:

@@ -136,7 +136,8 @@ class AlterULIDStorageOp(MigrateOperation):
             to_storage: the storage to convert to.
             nullable: whether the column is nullable (MySQL restates it in
                 ``MODIFY``). Online it is read from the database if omitted;
-                offline it is required.
+                offline it is required (except with ``online=True`` on
+                PostgreSQL, whose script reads it as it runs).
             schema: the table's schema.
             copy_from: the table's definition, for SQLite in offline mode.
             online: convert a live table while writers go on (see "Live
@@ -144,8 +145,10 @@ class AlterULIDStorageOp(MigrateOperation):
                 by a trigger, a batched copy, indexes built ``CONCURRENTLY``,
                 then a short swap. MariaDB/MySQL: a shadow table, triggers
                 that mirror writes, a copy in key order, then an atomic
-                ``RENAME TABLE``. Not in ``--sql`` mode
-                (:class:`alembic.util.CommandError`); SQLite raises
+                ``RENAME TABLE``. In ``--sql`` mode, PostgreSQL gets the
+                same phases as a rerunnable script for ``psql`` (see
+                "Offline (--sql) on PostgreSQL" in the docs); MariaDB/MySQL
+                raise :class:`alembic.util.CommandError`; SQLite raises
                 ``ValueError``.
             lock_timeout: seconds (or a timedelta) each ALTER may wait for
                 its table lock before it retries (default 1 s); see
@@ -163,7 +166,9 @@ class AlterULIDStorageOp(MigrateOperation):
                 (online) the column is used by a foreign key, has a DEFAULT
                 that cannot be converted, is of neither storage, or holds
                 both converted and unconverted values.
-            alembic.util.CommandError: offline without ``nullable``.
+            alembic.util.CommandError: offline without ``nullable`` (not
+                needed with ``online=True`` on PostgreSQL); offline with
+                ``online=True`` on MariaDB/MySQL.
         """
         operations.invoke(
             cls(
@@ -430,11 +435,24 @@ def _refuse_text_lookalikes(
 
 
 _TEXT_LITERAL = re.compile(r"^'([0-9A-Za-z]{26})'(::[a-z ]+)?$")
-#: PostgreSQL's text of a uuid and of a bytea literal DEFAULT, as reflected
-_UUID_LITERAL = re.compile(
-    r"^'([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})'::uuid$"
+#: A 16-byte literal DEFAULT as the databases reflect it: a uuid (PostgreSQL
+#: casts it, MariaDB's UUID type does not), a PostgreSQL bytea, the unhex()
+#: this op gives a MariaDB BINARY(16) column, and SQLite's blob literal.
+_BYTES_LITERALS = (
+    re.compile(r"^'([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})'(?:::uuid)?$"),
+    re.compile(r"^'\\x([0-9a-f]{32})'::bytea$"),
+    re.compile(r"^unhex\('([0-9a-fA-F]{32})'\)$", re.IGNORECASE),
+    re.compile(r"^[xX]'([0-9a-fA-F]{32})'$"),
 )
-_BYTEA_LITERAL = re.compile(r"^'\\x([0-9a-f]{32})'::bytea$")
+
+
+def literal_bytes(default: str) -> bytes | None:
+    """The 16 bytes a reflected literal DEFAULT of a uuid or binary column holds, or None."""
+    for pattern in _BYTES_LITERALS:
+        match = pattern.match(default)
+        if match is not None:
+            return bytes.fromhex(match.group(1).replace("-", ""))
+    return None
 
 
 def _default_value(default: str, storage: Storage) -> ULID | None:
@@ -442,11 +460,8 @@ def _default_value(default: str, storage: Storage) -> ULID | None:
     if storage == "text":
         match = _TEXT_LITERAL.match(default)
         return None if match is None else ULID(match.group(1))
-    for pattern in (_UUID_LITERAL, _BYTEA_LITERAL):
-        match = pattern.match(default)
-        if match is not None:
-            return ULID.from_hex(match.group(1).replace("-", ""))
-    return None
+    raw = literal_bytes(default)
+    return None if raw is None else ULID.from_bytes(raw)
 
 
 def _convert_default(
@@ -526,6 +541,8 @@ def _convert(
                 existing_type=holding,
                 existing_nullable=plan.nullable,
                 existing_server_default=default,
+                # SQLite's batch copies the reflected (old) DEFAULT unless told.
+                server_default=False if default is None else default,
                 existing_comment=plan.comment,
             )
 

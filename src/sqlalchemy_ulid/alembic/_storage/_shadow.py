@@ -45,7 +45,7 @@ from ..._convert_sql import ConvertSQL
 from .._backfill import LOG_EVERY, BackfillProgress, error_code, logger
 from .._inspect import column_state, quote, safe_name, strict_mode
 from .._locks import DEFAULT_LOCK_TIMEOUT, lock_safe, lock_safe_ddl
-from .._online import check_online_context
+from .._online import check_online_context, phases_block
 
 if TYPE_CHECKING:
     from ._op import AlterULIDStorageOp
@@ -66,8 +66,11 @@ def alter_shadow(
     if operations.migration_context.as_sql:
         raise CommandError(
             f"{op.op_name}(online=True) has no offline (--sql) script on MariaDB/MySQL: "
-            "its copy is resumable only when run against the database. Run this migration "
-            "online (alembic upgrade without --sql)"
+            "its shadow table's triggers must list every column of the table, which is "
+            "known only when the database is read, and this version writes that script "
+            "for PostgreSQL only. Run this migration online (alembic upgrade without "
+            "--sql), or drop online=True to get the in-place conversion in the script "
+            "(MODIFY, UPDATE, MODIFY: writers wait while each statement runs)"
         )
     check_online_context(operations, op.op_name)
     connection = operations.get_bind()
@@ -77,20 +80,8 @@ def alter_shadow(
             shadow.clean_up()
         return
     shadow.refuse()
-    failure: list[BaseException] = []
-    try:
-        with operations.get_context().autocommit_block(), strict_mode(connection):
-            try:
-                shadow.run(operations)
-            except BaseException as exc:
-                failure.append(exc)
-                raise
-    except sa.exc.SQLAlchemyError as exc:
-        # With the session gone (killed, a failover) Alembic cannot commit
-        # the block's transaction as it leaves it: report why we stopped.
-        if failure and exc is not failure[0]:
-            raise failure[0] from None
-        raise
+    with phases_block(operations), strict_mode(connection):
+        shadow.run(operations)
 
 
 class _Shadow:

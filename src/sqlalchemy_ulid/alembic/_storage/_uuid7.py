@@ -30,7 +30,7 @@ from ..._ulid import ULID
 from ..._uuid7_defaults import _STORAGES, _kind
 from .._backfill import BackfillProgress
 from .._inspect import run
-from ._op import AlterULIDStorageOp, _alter_ulid_storage
+from ._op import AlterULIDStorageOp, _alter_ulid_storage, literal_bytes
 
 __all__ = ["AlterUUID7StorageOp", "UUID7ConvertStorage"]
 
@@ -53,7 +53,20 @@ def _parse_v7(text: str, kind: str) -> uuid.UUID | None:
         return None
     if kind == "text" and str(value) != text.lower():
         return None  # hyphens in other places
+    return _v7(value)
+
+
+def _v7(value: uuid.UUID) -> uuid.UUID | None:
     return value if value.version == 7 and value.variant == uuid.RFC_4122 else None
+
+
+def _default_v7(default: str, kind: str) -> uuid.UUID | None:
+    """The UUIDv7 a reflected literal DEFAULT of a ``kind`` column holds, or None."""
+    if kind in ("text", "hex"):
+        match = _TEXT_DEFAULT.match(default)
+        return None if match is None else _parse_v7(match.group(1), kind)
+    raw = literal_bytes(default)
+    return None if raw is None else _v7(uuid.UUID(bytes=raw))
 
 
 @Operations.register_operation("alter_uuid7_storage")
@@ -126,9 +139,7 @@ class AlterUUID7StorageOp(AlterULIDStorageOp):
     ) -> str | None:
         if default is None:
             return None
-        from_kind = self.kind(self.from_storage, dialect)
-        match = _TEXT_DEFAULT.match(default)
-        value = None if match is None else _parse_v7(match.group(1), from_kind)
+        value = _default_v7(default, self.kind(self.from_storage, dialect))
         if value is None:
             raise ValueError(
                 f"{self.table_name}.{self.column_name} has DEFAULT {default}, which cannot be "
@@ -216,7 +227,8 @@ class AlterUUID7StorageOp(AlterULIDStorageOp):
             InvalidULID: (online) a value is not a UUIDv7 in ``from_storage``.
             ValueError: as :meth:`alter_ulid_storage`, before any change.
             alembic.util.CommandError: offline without ``nullable``; with
-                ``online=True`` in ``--sql`` mode.
+                ``online=True`` in ``--sql`` mode on MariaDB/MySQL (PostgreSQL
+                gets a script for ``psql``, as :meth:`alter_ulid_storage`).
 
         Example:
             In a migration, from ``CHAR(36)`` text to ``sa.Uuid()``::

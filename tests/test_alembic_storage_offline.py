@@ -29,7 +29,6 @@ from alembic import command
 from alembic.config import Config
 from alembic.migration import MigrationContext
 from alembic.operations import Operations
-from alembic.util import CommandError
 from sqlalchemy.engine import Connection, Engine
 
 import _writers
@@ -470,20 +469,6 @@ def test_killed_at_a_phase_boundary_the_rerun_finishes(engine: Engine, phase: in
     assert killed.returncode != 0
     assert "terminating connection" in killed.stderr, killed.stderr
     _finish_and_rerun(engine, script, op, values)
-
-
-def test_mariadb_offline_is_refused_saying_why_and_what_to_do() -> None:
-    context = MigrationContext.configure(
-        dialect_name="mysql", opts={"as_sql": True, "output_buffer": io.StringIO()}
-    )
-    with pytest.raises(CommandError) as raised:
-        Operations(context).alter_ulid_storage(
-            TABLE, "ref", from_storage="text", to_storage="binary", online=True
-        )
-    message = str(raised.value)
-    assert "no offline (--sql) script on MariaDB/MySQL" in message
-    assert "without --sql" in message
-    assert "drop online=True" in message
 
 
 def test_rows_written_without_the_trigger_are_converted_again_before_the_check(

@@ -64,14 +64,10 @@ def alter_shadow(
 ) -> None:
     """Run ``op`` online through a shadow table (see the module docstring)."""
     if operations.migration_context.as_sql:
-        raise CommandError(
-            f"{op.op_name}(online=True) has no offline (--sql) script on MariaDB/MySQL: "
-            "its shadow table's triggers must list every column of the table, which is "
-            "known only when the database is read, and this version writes that script "
-            "for PostgreSQL only. Run this migration online (alembic upgrade without "
-            "--sql), or drop online=True to get the in-place conversion in the script "
-            "(MODIFY, UPDATE, MODIFY: writers wait while each statement runs)"
-        )
+        from ._offline_mariadb import alter_shadow_offline
+
+        alter_shadow_offline(operations, op, sql, from_kind, to_kind)
+        return
     check_online_context(operations, op.op_name)
     connection = operations.get_bind()
     shadow = _Shadow(connection, op, sql, from_kind, to_kind)

@@ -316,11 +316,27 @@ class _Shadow:
         return ", ".join(values)
 
     def _key_value(self, row: str) -> str:
+        """The row's key as the shadow stores it, comparable with the shadow's key."""
         assert self.key is not None
         value = f"{row}.{quote(self.connection.dialect, self.key)}"
-        if self.key == self.column:
-            return self.sql.convert(value, self.from_kind, self.to_kind)
-        return value
+        if self.key != self.column:
+            return value
+        converted = self.sql.convert(value, self.from_kind, self.to_kind)
+        # Text made from bytes has the session's collation, and "=" with the
+        # shadow's key (ascii_bin for a ULID) is then an illegal mix (1267).
+        rows = self._rows(
+            "SELECT CHARACTER_SET_NAME, COLLATION_NAME FROM information_schema.COLUMNS "
+            "WHERE TABLE_SCHEMA = COALESCE(:schema, DATABASE()) AND TABLE_NAME = :table "
+            "AND COLUMN_NAME = :column",
+            table=self.shadow_name,
+            column=self.key,
+        )
+        if not rows or rows[0][0] is None:
+            return converted
+        charset, collation = (str(v) for v in rows[0])
+        if not (charset.isidentifier() and collation.isidentifier()):
+            raise ValueError(f"unexpected collation {collation!r} of {self.shadow_name}")
+        return f"CONVERT({converted} USING {charset}) COLLATE {collation}"
 
     def _trigger_sql(self, event: str) -> str:
         dialect = self.connection.dialect

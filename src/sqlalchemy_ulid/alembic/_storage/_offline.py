@@ -1,7 +1,7 @@
 r"""``alter_ulid_storage(..., online=True)`` in offline (``--sql``) mode, on PostgreSQL.
 
 The script has the online op's phases (``_online``), in order, for
-``psql -v ON_ERROR_STOP=1 -f`` outside a transaction (Alembic's
+``psql -f`` outside a transaction (it sets ``ON_ERROR_STOP`` itself; Alembic's
 ``autocommit_block()`` writes the ``COMMIT`` before them). Each phase is a
 ``DO`` block that reads the catalog first and does only what is left:
 
@@ -59,6 +59,9 @@ def alter_offline(operations: Operations, op: AlterULIDStorageOp) -> None:
     out = context.impl.static_output
     with context.autocommit_block():
         out(_header(op, n))
+        # psql goes on after a failed statement unless told not to: a
+        # refusal would then be followed by the phases it refused.
+        out("\\set ON_ERROR_STOP on")
         out(f"SET lock_timeout = '{max(1, round(timeout * 1000))}ms';")
         out(undo_block(n))
         out(check_block(op, n, dialect))
@@ -86,12 +89,13 @@ def _header(op: AlterULIDStorageOp, n: Names) -> str:
     where = f"{_comment(op.table_name)}.{_comment(op.column_name)}"
     return (
         f"-- {n.op}({where}, {n.from_kind} -> {n.to_kind}, online=True): run this with\n"
-        "-- psql -v ON_ERROR_STOP=1 -f (it needs psql: phase 6 uses \\gexec), outside a\n"
-        "-- transaction; each block commits on its own. Writers go on throughout. If a\n"
-        "-- statement fails (a lock timeout, a value that is not an id), fix the cause and\n"
-        "-- run the script again from this comment (Alembic's own statements before it may\n"
-        "-- not rerun): each block reads the catalog first and does only what is left; the\n"
-        "-- copy goes on after its last batch. Run after success, it does nothing."
+        "-- psql -f (it needs psql: phase 6 uses \\gexec; it sets ON_ERROR_STOP itself, so\n"
+        "-- psql stops at the first error), outside a transaction (not psql -1): each block\n"
+        "-- commits on its own. Writers go on throughout. If a statement fails (a lock\n"
+        "-- timeout, a value that is not an id), fix the cause and run the script again\n"
+        "-- from this comment (Alembic's own statements before it may not rerun): each\n"
+        "-- block reads the catalog first and does only what is left; the copy goes on\n"
+        "-- after its last batch. Run after success, it does nothing."
     )
 
 

@@ -1,0 +1,198 @@
+"""The offline (``--sql``) storage conversion script, run the ways users run it.
+
+Each test is a way a user ran ``alembic upgrade --sql`` through the real
+``psql`` on PostgreSQL in its default settings and got a different table
+than they asked for: without ``ON_ERROR_STOP``, on a partitioned table,
+with an index the rebuild would change, with a schema first on the
+``search_path`` that does not hold the table. The online op is held to
+the same refusals where it shares the cause.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import subprocess
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from alembic.migration import MigrationContext
+from alembic.operations import Operations
+from sqlalchemy.engine import Engine
+
+import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
+from conftest import Backend, private_engine
+
+TABLE = "adv_items"
+OTHER_SCHEMA = "adv_first"
+ULIDS = [f"01ARZ3NDEKTSV4RRFFQ69G5F{n:02d}" for n in range(10, 40)]
+
+
+@pytest.fixture
+def engine(backends: dict[str, Backend]) -> Iterator[Engine]:
+    with private_engine(backends["postgresql"], _drop) as engine:
+        yield engine
+
+
+def _drop(engine: Engine) -> None:
+    with engine.begin() as conn:
+        for name in (TABLE, f"{TABLE}_a", f"{TABLE}_b", f"{TABLE}_kid", "alembic_version"):
+            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name} CASCADE")
+        conn.exec_driver_sql(f"DROP SCHEMA IF EXISTS {OTHER_SCHEMA} CASCADE")
+        conn.exec_driver_sql(f"DROP FUNCTION IF EXISTS {TABLE}_ref__ulid_sync()")
+        conn.exec_driver_sql(f"DROP PUBLICATION IF EXISTS {TABLE}_pub")
+        conn.exec_driver_sql(
+            "DO $$ BEGIN IF to_regclass('ulid_storage_conversions') IS NOT NULL THEN "
+            f"DELETE FROM ulid_storage_conversions WHERE table_name LIKE '{TABLE}%%'; "
+            "IF NOT EXISTS (SELECT 1 FROM ulid_storage_conversions) THEN "
+            "DROP TABLE ulid_storage_conversions; END IF; END IF; END $$"
+        )
+
+
+def _create(engine: Engine, ddl: str = "", *, nullable: bool = False) -> None:
+    """``adv_items``: ``ref`` a ULID in text storage, ``name`` text; then ``ddl``."""
+    null = "" if nullable else " NOT NULL"
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            f"CREATE TABLE {TABLE} (id int PRIMARY KEY, ref char(26){null}, name text, "
+            "gone boolean NOT NULL DEFAULT false)"
+        )
+        conn.execute(
+            sa.text(f"INSERT INTO {TABLE} (id, ref, name) VALUES (:id, :ref, 'n')"),
+            [{"id": i, "ref": ref} for i, ref in enumerate(ULIDS)],
+        )
+        for statement in filter(None, (s.strip() for s in ddl.split(";"))):
+            conn.exec_driver_sql(statement)
+
+
+def _shape(engine: Engine, table: str = TABLE) -> dict[str, Any]:
+    """Columns, index definitions and constraints, as the catalog spells them."""
+    with engine.connect() as conn:
+        rel = conn.exec_driver_sql(f"SELECT to_regclass('{table}')::oid").scalar()
+
+        def rows(sql: str) -> list[tuple[Any, ...]]:
+            return sorted(tuple(r) for r in conn.exec_driver_sql(sql, (rel,)).all())
+
+        return {
+            "columns": rows(
+                "SELECT attname, format_type(atttypid, atttypmod), attnotnull "
+                "FROM pg_attribute WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped"
+            ),
+            "indexes": rows(
+                "SELECT pg_get_indexdef(indexrelid), indisreplident FROM pg_index "
+                "WHERE indrelid = %s"
+            ),
+            "constraints": rows(
+                "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = %s"
+            ),
+            "triggers": rows("SELECT tgname FROM pg_trigger WHERE tgrelid = %s"),
+        }
+
+
+def _op_sql(table: str = TABLE, **options: Any) -> str:
+    """The op's own part of an ``--sql`` script (the ULID ``ref``, text to uuid)."""
+    buffer = io.StringIO()
+    context = MigrationContext.configure(
+        dialect_name="postgresql",
+        opts={"as_sql": True, "output_buffer": buffer, "transactional_ddl": True},
+    )
+    Operations(context).alter_ulid_storage(
+        table, "ref", from_storage="text", to_storage="auto", online=True, **options
+    )
+    return buffer.getvalue()
+
+
+def _online(engine: Engine, table: str = TABLE, search_path: str | None = None) -> None:
+    with engine.connect() as conn:
+        if search_path is not None:
+            conn.exec_driver_sql(f"SET search_path = {search_path}")
+            conn.commit()
+        context = MigrationContext.configure(conn, opts={"transactional_ddl": True})
+        with context.begin_transaction():
+            Operations(context).alter_ulid_storage(
+                table, "ref", from_storage="text", to_storage="auto", online=True
+            )
+
+
+def _psql(
+    engine: Engine, script: str, *options: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The real psql on ``script`` (stdin), with ``options`` and nothing else."""
+    psql = shutil.which("psql")
+    assert psql is not None, "psql is needed to run an offline script"
+    url = engine.url
+    return subprocess.run(
+        [psql, "-X", "-q", *options, "-h", url.host or "127.0.0.1",
+         "-p", str(url.port or 5432), "-U", url.username or "postgres",
+         "-d", url.database or "", "-f", "-"],
+        input=script, text=True, capture_output=True, timeout=90, check=False,
+        env={**os.environ, "PGPASSWORD": url.password or "", **(env or {})},
+    )  # fmt: skip
+
+
+def _alembic_upgrade_sql(engine: Engine, tmp_path: Path) -> str:
+    """What a real ``alembic upgrade head --sql`` writes for the conversion."""
+    (tmp_path / "versions").mkdir(parents=True)
+    (tmp_path / "env.py").write_text(
+        textwrap.dedent(
+            """\
+            from alembic import context
+
+            import sqlalchemy_ulid.alembic  # noqa: F401
+
+            context.configure(url=context.config.get_main_option("sqlalchemy.url"))
+            with context.begin_transaction():
+                context.run_migrations()
+            """
+        )
+    )
+    (tmp_path / "versions" / "0001_convert.py").write_text(
+        "from alembic import op\n\nrevision = '0001'\ndown_revision = None\n"
+        "branch_labels = None\ndepends_on = None\n\n\ndef upgrade() -> None:\n"
+        f"    op.alter_ulid_storage('{TABLE}', 'ref', from_storage='text', "
+        "to_storage='auto', online=True)\n"
+    )
+    buffer = io.StringIO()
+    config = Config(output_buffer=buffer)
+    config.set_main_option("script_location", str(tmp_path))
+    config.set_main_option("sqlalchemy.url", engine.url.render_as_string(hide_password=False))
+    config.attributes["configure_logger"] = False
+    command.upgrade(config, "head", sql=True)
+    return buffer.getvalue()
+
+
+def _scalar(engine: Engine, sql: str) -> Any:
+    with engine.connect() as conn:
+        return conn.exec_driver_sql(sql).scalar()
+
+
+@pytest.mark.parametrize(
+    "ddl",
+    [
+        # The swap's DROP COLUMN would drop this CHECK with the old column.
+        f"ALTER TABLE {TABLE} ADD CONSTRAINT ck_ref CHECK (ref <> '')",
+        # A value that is not a ULID: the copy would convert every row but it.
+        f"INSERT INTO {TABLE} (id, ref) VALUES (99, 'not a ulid at all 12345678')",
+    ],
+    ids=["check-constraint", "not-a-ulid"],
+)
+def test_without_on_error_stop_a_refusal_still_stops_the_script(
+    engine: Engine, tmp_path: Path, ddl: str
+) -> None:
+    # psql -f upgrade.sql, as users type it: without ON_ERROR_STOP psql
+    # goes on after a failed statement, to the phases the check refused.
+    _create(engine, ddl)
+    before = _shape(engine)
+    done = _psql(engine, _alembic_upgrade_sql(engine, tmp_path))
+    assert done.returncode != 0, done.stderr
+    assert "nothing was changed" in done.stderr
+    assert _shape(engine) == before
+    assert _scalar(engine, "SELECT count(*) FROM alembic_version") == 0  # not stamped
+

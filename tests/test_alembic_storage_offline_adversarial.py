@@ -196,3 +196,56 @@ def test_without_on_error_stop_a_refusal_still_stops_the_script(
     assert _shape(engine) == before
     assert _scalar(engine, "SELECT count(*) FROM alembic_version") == 0  # not stamped
 
+
+def _partitioned(engine: Engine) -> None:
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            f"CREATE TABLE {TABLE} (id int PRIMARY KEY, ref char(26) NOT NULL) "
+            "PARTITION BY RANGE (id)"
+        )
+        conn.exec_driver_sql(
+            f"CREATE TABLE {TABLE}_a PARTITION OF {TABLE} FOR VALUES FROM (0) TO (20)"
+        )
+        conn.exec_driver_sql(
+            f"CREATE TABLE {TABLE}_b PARTITION OF {TABLE} FOR VALUES FROM (20) TO (99)"
+        )
+        conn.exec_driver_sql(f"CREATE INDEX ix_{TABLE}_ref ON {TABLE} (id, ref)")
+        conn.execute(
+            sa.text(f"INSERT INTO {TABLE} VALUES (:id, :ref)"),
+            [{"id": i, "ref": ref} for i, ref in enumerate(ULIDS)],
+        )
+
+
+def _inherited(engine: Engine) -> None:
+    _create(engine)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"CREATE TABLE {TABLE}_kid (extra int) INHERITS ({TABLE})")
+        conn.exec_driver_sql(
+            f"INSERT INTO {TABLE}_kid (id, ref, name) VALUES (500, '{ULIDS[0]}', 'k')"
+        )
+
+
+@pytest.mark.parametrize(
+    ("build", "target"),
+    [
+        (_partitioned, TABLE),  # CREATE INDEX CONCURRENTLY fails on it, after the copy
+        (_partitioned, f"{TABLE}_a"),  # a partition takes no ADD COLUMN of its own
+        (_inherited, TABLE),  # the copy and the swap would reach into the child
+        (_inherited, f"{TABLE}_kid"),  # the inherited column cannot be dropped
+    ],
+    ids=["partitioned", "partition", "inheritance-parent", "inheritance-child"],
+)
+def test_partitioned_and_inherited_tables_are_refused_before_any_change(
+    engine: Engine, build: Any, target: str
+) -> None:
+    build(engine)
+    before = _shape(engine, target)
+    done = _psql(engine, _op_sql(target), "-v", "ON_ERROR_STOP=1")
+    assert done.returncode != 0
+    assert "partitioned, a partition or in an inheritance tree" in done.stderr, done.stderr
+    assert "nothing was changed" in done.stderr
+    assert _shape(engine, target) == before
+    with pytest.raises(ValueError, match="partitioned, a partition or in an inheritance tree"):
+        _online(engine, target)
+    assert _shape(engine, target) == before
+

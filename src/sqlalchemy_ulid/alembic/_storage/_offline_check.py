@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ..._dialects import key_conversion_sql
 from .._offline import _dollar_quoted, _literal
 from ._offline_sql import Names, inline
-from ._plan import _DEPENDANTS
+from ._plan import _DEPENDANTS, INHERITED
 
 if TYPE_CHECKING:
     from ._op import AlterULIDStorageOp
@@ -121,6 +121,10 @@ DECLARE
 BEGIN
   IF v_rel IS NULL THEN
     {_raise(prefix, _literal("there is no table "), table, nothing)}
+  END IF;
+  IF (SELECT relkind FROM pg_class WHERE oid = v_rel) = 'p'
+      OR EXISTS (SELECT 1 FROM pg_inherits WHERE inhrelid = v_rel OR inhparent = v_rel) THEN
+    {_raise(prefix, table, _literal(f" is {INHERITED}"), nothing)}
   END IF;
   SELECT format_type(a.atttypid, a.atttypmod), NOT a.attnotnull, pg_get_expr(d.adbin, d.adrelid)
     INTO v_col_type, v_col_nullable, v_col_default FROM pg_attribute a

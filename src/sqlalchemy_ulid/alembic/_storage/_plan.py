@@ -21,7 +21,16 @@ from .._inspect import column_state, foreign_keys_on, index_features, quote, saf
 if TYPE_CHECKING:
     from ._op import AlterULIDStorageOp
 
-__all__ = ["Index", "Plan", "build_plan"]
+__all__ = ["INHERITED", "Index", "Plan", "build_plan"]
+
+#: Why a partitioned table, a partition or a table with inheritance is
+#: refused: the shadow column, the trigger, the copy, the concurrent index
+#: builds and the swap all act on one table on its own.
+INHERITED = (
+    "partitioned, a partition or in an inheritance tree: online=True converts a "
+    "table on its own (its shadow column, trigger, copy, concurrent index builds "
+    "and swap do not reach partitions or inherited tables)"
+)
 
 
 @dataclass
@@ -76,6 +85,15 @@ def build_plan(connection: Connection, op: AlterULIDStorageOp) -> Plan | None:
         )
     if not sa.inspect(connection).has_table(op.table_name, schema=op.schema):
         raise ValueError(f"there is no table {op.table_name!r}; nothing was changed")
+    table_sql = quote(dialect, op.table_name, op.schema)
+    if connection.execute(
+        sa.text(
+            "SELECT relkind = 'p' OR EXISTS (SELECT 1 FROM pg_inherits WHERE inhrelid = oid "
+            "OR inhparent = oid) FROM pg_class WHERE oid = to_regclass(:table)"
+        ),
+        {"table": table_sql},
+    ).scalar():
+        raise ValueError(f"{op.table_name} is {INHERITED}; nothing was changed")
     state = column_state(connection, op.table_name, op.column_name, op.schema)
     if state is None:
         raise ValueError(f"{op.table_name} has no column {op.column_name!r}")
@@ -109,7 +127,6 @@ def build_plan(connection: Connection, op: AlterULIDStorageOp) -> Plan | None:
             f"{op.op_name}(online=True) needs a single-column primary key on "
             f"{op.table_name} to walk it in batches; it has {len(keys) or 'none'}"
         )
-    table_sql = quote(dialect, op.table_name, op.schema)
     names = f"{op.table_name}_{op.column_name}"
     plan = Plan(
         table=op.table_name,

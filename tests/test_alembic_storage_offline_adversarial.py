@@ -249,3 +249,52 @@ def test_partitioned_and_inherited_tables_are_refused_before_any_change(
         _online(engine, target)
     assert _shape(engine, target) == before
 
+
+@pytest.mark.parametrize(
+    ("ddl", "lost"),
+    [
+        # Two NULLs would become allowed in the rebuilt unique index.
+        (f"CREATE UNIQUE INDEX ix_ref ON {TABLE} (ref) NULLS NOT DISTINCT", "NULLS NOT DISTINCT"),
+        # The other column's collation and operator class would become the defaults.
+        (f'CREATE INDEX ix_name_ref ON {TABLE} (name COLLATE "C", ref)', "collation"),
+        (f"CREATE INDEX ix_name_ref ON {TABLE} (name text_pattern_ops, ref)", "operator class"),
+        (f"CREATE INDEX ix_ref ON {TABLE} (ref) WITH (fillfactor = 50)", "storage parameters"),
+        # Logical replication's key for UPDATE and DELETE: the table would have none.
+        (
+            f"CREATE UNIQUE INDEX ix_ref ON {TABLE} (ref); "
+            f"ALTER TABLE {TABLE} REPLICA IDENTITY USING INDEX ix_ref",
+            "REPLICA IDENTITY",
+        ),
+    ],
+    ids=["nulls-not-distinct", "collation", "opclass", "fillfactor", "replica-identity"],
+)
+def test_an_index_the_rebuild_would_change_is_refused_before_any_change(
+    engine: Engine, ddl: str, lost: str
+) -> None:
+    _create(engine, ddl)
+    before = _shape(engine)
+    done = _psql(engine, _op_sql(), "-v", "ON_ERROR_STOP=1")
+    assert done.returncode != 0
+    assert lost in done.stderr, done.stderr
+    assert "nothing was changed" in done.stderr
+    assert _shape(engine) == before
+    with pytest.raises(ValueError, match=lost):
+        _online(engine)
+    assert _shape(engine) == before
+
+
+def test_a_replica_identity_index_refused_keeps_a_published_table_writable(
+    engine: Engine,
+) -> None:
+    # What the refusal prevents: after a swap that dropped the identity's
+    # index, a published table refuses every UPDATE and DELETE.
+    _create(
+        engine,
+        f"CREATE UNIQUE INDEX ix_ref ON {TABLE} (ref); "
+        f"ALTER TABLE {TABLE} REPLICA IDENTITY USING INDEX ix_ref; "
+        f"CREATE PUBLICATION {TABLE}_pub FOR TABLE {TABLE}",
+    )
+    assert _psql(engine, _op_sql(), "-v", "ON_ERROR_STOP=1").returncode != 0
+    with engine.begin() as conn:
+        assert conn.exec_driver_sql(f"UPDATE {TABLE} SET name = 'm'").rowcount == len(ULIDS)
+

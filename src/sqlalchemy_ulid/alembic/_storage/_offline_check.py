@@ -168,10 +168,13 @@ BEGIN
   IF v_found IS NOT NULL THEN
     {_raise(prefix, where, _literal(" is used by "), "v_found", _literal(": the swap drops the old column, which would drop them or fail; nothing was changed. Drop them before the conversion and create them again after it"))}
   END IF;
-  FOR v_r IN SELECT * FROM ({options}) AS o(relname, method, pred, exprs, incl, ord) LOOP
+  FOR v_r IN SELECT * FROM ({options}) AS o(relname, method, pred, exprs, incl, ord, rest) LOOP
     CONTINUE WHEN v_r.relname LIKE '%\\_\\_ulid';
     IF v_r.method <> 'btree' OR v_r.pred OR v_r.exprs OR v_r.incl OR v_r.ord THEN
       {_raise(prefix, _literal("the index "), "v_r.relname", _literal(" uses "), column, _literal(" with a WHERE clause, expressions, INCLUDE columns, DESC or NULLS FIRST or another method than btree, which this op does not build again"), nothing)}
+    END IF;
+    IF v_r.rest <> '' THEN
+      {_raise(prefix, _literal("the index "), "v_r.relname", _literal(" uses "), column, _literal(" with "), "v_r.rest", _literal(", which this op does not build again"), nothing)}
     END IF;
   END LOOP;
   FOR v_r IN {indexes} LOOP

@@ -298,3 +298,21 @@ def test_a_replica_identity_index_refused_keeps_a_published_table_writable(
     with engine.begin() as conn:
         assert conn.exec_driver_sql(f"UPDATE {TABLE} SET name = 'm'").rowcount == len(ULIDS)
 
+
+def test_the_checks_read_the_tables_schema_not_the_first_on_the_search_path(
+    engine: Engine,
+) -> None:
+    # search_path's first schema exists (as "$user" often does) but the table
+    # is found in the next one: every check must look where the table is.
+    _create(engine, f"CREATE UNIQUE INDEX ix_live_ref ON {TABLE} (ref) WHERE NOT gone")
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"CREATE SCHEMA {OTHER_SCHEMA}")
+    before = _shape(engine)
+    options = {"PGOPTIONS": f"-c search_path={OTHER_SCHEMA},public"}
+    done = _psql(engine, _op_sql(), "-v", "ON_ERROR_STOP=1", env=options)
+    assert done.returncode != 0
+    assert "the index ix_live_ref uses ref with a WHERE clause" in done.stderr, done.stderr
+    assert _shape(engine) == before
+    with pytest.raises(ValueError, match="ix_live_ref"):
+        _online(engine, search_path=f"{OTHER_SCHEMA}, public")
+    assert _shape(engine) == before

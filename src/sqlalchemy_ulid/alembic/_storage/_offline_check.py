@@ -71,7 +71,17 @@ def check_block(op: AlterULIDStorageOp, n: Names, dialect: Any) -> str:
     sql = key_conversion_sql(dialect)
     assert sql is not None
     assert sql.index_options is not None
-    schema = "NULL" if op.schema is None else _literal(op.schema)
+    # The catalog queries name a schema: the table's own, where to_regclass()
+    # found it on the search_path (current_schema() is the first schema
+    # there that exists, which may not hold the table).
+    schema = (
+        _literal(op.schema)
+        if op.schema is not None
+        else (
+            "(SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            f"WHERE c.oid = to_regclass({n.table_lit}))"
+        )
+    )
     table, column = _literal(op.table_name), n.column_lit
     where = f"{table} || '.' || {column}"
     nothing = _literal("; nothing was changed")

@@ -179,13 +179,32 @@ def _type_of(connection: Connection, table: str, column: str) -> str:
     )
 
 
+def _catalog_schema(connection: Connection, plan: Plan) -> str | None:
+    """The schema the table is in: current_schema() may be another one.
+
+    current_schema() is the first schema on the search_path that exists;
+    the table may be found in a later one (as with a ``"$user"`` schema).
+    """
+    if plan.schema is not None:
+        return plan.schema
+    found: str | None = connection.execute(
+        sa.text(
+            "SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE c.oid = to_regclass(:table)"
+        ),
+        {"table": plan.q(connection, plan.table)},
+    ).scalar()
+    return found
+
+
 def _refuse_dependants(connection: Connection, plan: Plan) -> None:
     """Refuse views and triggers (other than ours): their SQL names the column."""
     sql = key_conversion_sql(connection.dialect)
     assert sql is not None
+    schema = _catalog_schema(connection, plan)
     for what, query in (("triggers", sql.triggers), ("views", sql.views)):
         statement = sa.text(query).bindparams(sa.bindparam("tables", expanding=True))
-        rows = connection.execute(statement, {"schema": plan.schema, "tables": [plan.table]})
+        rows = connection.execute(statement, {"schema": schema, "tables": [plan.table]})
         names = sorted(name for name, _ in rows if name != plan.trigger)
         if names:
             raise ValueError(
@@ -246,7 +265,11 @@ def _indexes(connection: Connection, plan: Plan) -> list[Index]:
     sql = key_conversion_sql(connection.dialect)
     assert sql is not None
     assert sql.index_options is not None
-    params = {"schema": plan.schema, "table": plan.table, "column": plan.column}
+    params = {
+        "schema": _catalog_schema(connection, plan),
+        "table": plan.table,
+        "column": plan.column,
+    }
     for row in sorted(connection.execute(sa.text(sql.index_options), params).all()):
         # The shadow's own indexes (a rerun) are built by this op.
         found = [] if row[0].endswith("__ulid") else index_features(row)

@@ -15,6 +15,9 @@ import os
 import shutil
 import subprocess
 import textwrap
+import threading
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +32,7 @@ from sqlalchemy.engine import Engine
 
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from conftest import Backend, private_engine
+from sqlalchemy_ulid import ULID, new_ulid
 
 TABLE = "adv_items"
 OTHER_SCHEMA = "adv_first"
@@ -316,3 +320,166 @@ def test_the_checks_read_the_tables_schema_not_the_first_on_the_search_path(
     with pytest.raises(ValueError, match="ix_live_ref"):
         _online(engine, search_path=f"{OTHER_SCHEMA}, public")
     assert _shape(engine) == before
+
+
+def _ulid_values(engine: Engine) -> dict[int, str]:
+    """Every row's ``ref`` as ULID text, in either storage."""
+    with engine.connect() as conn:
+        rows = conn.exec_driver_sql(f"SELECT id, ref FROM {TABLE}").all()
+    return {
+        key: str(ULID.from_uuid(value)) if isinstance(value, uuid.UUID) else value.strip()
+        for key, value in rows
+    }
+
+
+class _Writers:
+    """Four writers inserting, updating and deleting rows of their own, timed.
+
+    They write ``ref`` (bound as text) until the copy is proved, then only
+    the other columns, through the index builds and the swap.
+    """
+
+    def __init__(self, engine: Engine, seeded: dict[int, str]) -> None:
+        self.engine = engine
+        self.expected = dict(seeded)
+        self.stop = threading.Event()
+        self.errors: list[BaseException] = []
+        self.waits: list[float] = []
+        self.lock = threading.Lock()
+        self.threads = [threading.Thread(target=self._run, args=(w,)) for w in range(4)]
+
+    def _run(self, writer: int) -> None:
+        mine = [k for k in self.expected if k % 4 == writer]
+        next_id = 1_000_000 * (writer + 1)
+        try:
+            with self.engine.connect() as conn:
+                while not self.stop.is_set():
+                    proved = conn.exec_driver_sql(
+                        f"SELECT count(*) FROM pg_constraint WHERE conname = "
+                        f"'ck_{TABLE}_ref__ulid_same' OR (conrelid = to_regclass('{TABLE}') "
+                        "AND contype = 'u' AND conname = 'uq_ref' AND (SELECT atttypid FROM "
+                        f"pg_attribute WHERE attrelid = to_regclass('{TABLE}') AND attname = "
+                        "'ref') = 'uuid'::regtype)"
+                    ).scalar()
+                    conn.rollback()
+                    started = time.monotonic()
+                    with conn.begin():
+                        if proved:
+                            conn.execute(
+                                sa.text(f"UPDATE {TABLE} SET n = n + 1 WHERE id = :i"),
+                                {"i": mine[len(self.waits) % len(mine)]},
+                            )
+                            gone = mine.pop()
+                            conn.execute(sa.text(f"DELETE FROM {TABLE} WHERE id = :i"), {"i": gone})
+                        else:
+                            new, changed, gone = str(new_ulid()), str(new_ulid()), mine.pop()
+                            target = mine[len(self.waits) % len(mine)]
+                            conn.execute(
+                                sa.text(f"INSERT INTO {TABLE} (id, ref, n) VALUES (:i, :r, 0)"),
+                                {"i": next_id, "r": new},
+                            )
+                            conn.execute(
+                                sa.text(f"UPDATE {TABLE} SET ref = :r WHERE id = :i"),
+                                {"i": target, "r": changed},
+                            )
+                            conn.execute(sa.text(f"DELETE FROM {TABLE} WHERE id = :i"), {"i": gone})
+                    with self.lock:
+                        self.waits.append(time.monotonic() - started)
+                        self.expected.pop(gone)
+                        if not proved:
+                            self.expected[next_id], self.expected[target] = new, changed
+                    next_id += 1
+                    time.sleep(0.003)
+        except BaseException as exc:  # reported by the test
+            self.errors.append(exc)
+
+    def __enter__(self) -> _Writers:
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(timeout=30)
+            assert not thread.is_alive()
+
+
+def _reverse_sql() -> str:
+    buffer = io.StringIO()
+    context = MigrationContext.configure(
+        dialect_name="postgresql",
+        opts={"as_sql": True, "output_buffer": buffer, "transactional_ddl": True},
+    )
+    Operations(context).alter_ulid_storage(
+        TABLE, "ref", from_storage="auto", to_storage="text", online=True
+    )
+    return buffer.getvalue()
+
+
+def test_killed_in_an_index_build_then_downgraded_then_run_again_under_four_writers(
+    engine: Engine,
+) -> None:
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            f"CREATE TABLE {TABLE} (id bigint PRIMARY KEY, ref char(26) NOT NULL "
+            "CONSTRAINT uq_ref UNIQUE, n int)"
+        )
+        conn.exec_driver_sql(f"CREATE INDEX ix_n_ref ON {TABLE} (n, ref)")
+        conn.exec_driver_sql(
+            f"INSERT INTO {TABLE} SELECT g, '01ARZ3NDEKTSV4RRFF' || lpad(g::text, 8, '0'), g "
+            "FROM generate_series(1, 20000) g"
+        )
+    seeded = _ulid_values(engine)
+    before = _shape(engine)
+    script = _op_sql(batch_size=1000, pause=0.02)
+    # Phases 0-5, then a writer's open transaction: the rerun's first
+    # CREATE INDEX CONCURRENTLY waits for it, and psql's session is killed
+    # there, leaving an INVALID index on the new column.
+    upto_builds = script[: script.index("SELECT format('CREATE")]
+    first = _psql(engine, upto_builds, "-v", "ON_ERROR_STOP=1")
+    assert first.returncode == 0, first.stderr
+    with engine.connect() as writer, engine.connect() as watcher:
+        writer.exec_driver_sql(f"UPDATE {TABLE} SET n = n WHERE id = 1")
+
+        def kill_in_build() -> None:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                found = watcher.exec_driver_sql(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE application_name = 'adv-kill' "
+                    "AND query LIKE 'CREATE %%INDEX CONCURRENTLY%%' AND wait_event_type = 'Lock'"
+                ).scalar()
+                watcher.rollback()
+                if found:
+                    return
+                time.sleep(0.01)
+
+        thread = threading.Thread(target=kill_in_build)
+        thread.start()
+        killed = _psql(engine, script, "-v", "ON_ERROR_STOP=1", env={"PGAPPNAME": "adv-kill"})
+        thread.join(timeout=70)
+        writer.rollback()
+    assert killed.returncode != 0
+    assert "terminating connection" in killed.stderr, killed.stderr
+    assert _scalar(engine, "SELECT count(*) FROM pg_index WHERE NOT indisvalid") >= 1
+    # The downgrade of the interrupted run only removes what it left.
+    down = _psql(engine, _reverse_sql(), "-v", "ON_ERROR_STOP=1")
+    assert down.returncode == 0, down.stderr
+    assert "undoing the interrupted conversion" in down.stderr
+    assert _shape(engine) == before
+    assert _ulid_values(engine) == seeded
+    assert _scalar(engine, "SELECT to_regclass('ulid_storage_conversions')") is None
+    # Run again from the start while four writers go on.
+    with _Writers(engine, seeded) as writers:
+        time.sleep(0.2)
+        done = _psql(engine, script, "-v", "ON_ERROR_STOP=1")
+        time.sleep(0.2)
+    assert done.returncode == 0, done.stderr
+    assert not writers.errors, writers.errors
+    assert len(writers.waits) > 50
+    assert max(writers.waits) < 1.5, sorted(writers.waits)[-5:]
+    assert _ulid_values(engine) == writers.expected
+    converted = f"SELECT atttypid::regtype::text FROM pg_attribute WHERE attrelid = '{TABLE}'::regclass AND attname = 'ref'"  # noqa: E501
+    assert _scalar(engine, converted) == "uuid"
+

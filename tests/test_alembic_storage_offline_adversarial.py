@@ -483,3 +483,17 @@ def test_killed_in_an_index_build_then_downgraded_then_run_again_under_four_writ
     converted = f"SELECT atttypid::regtype::text FROM pg_attribute WHERE attrelid = '{TABLE}'::regclass AND attname = 'ref'"  # noqa: E501
     assert _scalar(engine, converted) == "uuid"
 
+
+def test_run_in_one_transaction_it_stops_first_saying_why(engine: Engine) -> None:
+    # A rerun "from the op's first comment" (without Alembic's COMMIT before
+    # it) with psql -1: the blocks cannot commit inside psql's transaction.
+    _create(engine)
+    before = _shape(engine)
+    script = _op_sql()
+    rerun = script[script.index("-- alter_ulid_storage(") :]
+    done = _psql(engine, rerun, "--single-transaction")
+    assert done.returncode != 0
+    assert "outside a transaction (not psql -1 or --single-transaction" in done.stderr, done.stderr
+    assert "invalid transaction termination" not in done.stderr
+    assert _shape(engine) == before
+    assert _scalar(engine, "SELECT to_regclass('ulid_storage_conversions')") is None

@@ -33,7 +33,7 @@ from ..._dialects import dialect_row
 from .._concurrent_index import _INDEX_WAIT
 from .._locks import DEFAULT_LOCK_TIMEOUT
 from .._offline import _comment, _dollar_quoted, _literal
-from ._offline_check import check_block, forget, undo_block
+from ._offline_check import check_block, forget, outside_block, undo_block
 from ._offline_sql import (
     Names,
     build_indexes,
@@ -63,6 +63,7 @@ def alter_offline(operations: Operations, op: AlterULIDStorageOp) -> None:
         # refusal would then be followed by the phases it refused.
         out("\\set ON_ERROR_STOP on")
         out(f"SET lock_timeout = '{max(1, round(timeout * 1000))}ms';")
+        out(outside_block(n))
         out(undo_block(n))
         out(check_block(op, n, dialect))
         out(_start_block(n))

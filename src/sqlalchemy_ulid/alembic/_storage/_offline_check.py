@@ -20,12 +20,29 @@ from ._plan import _DEPENDANTS, INHERITED
 if TYPE_CHECKING:
     from ._op import AlterULIDStorageOp
 
-__all__ = ["check_block", "forget", "undo_block"]
+__all__ = ["check_block", "forget", "outside_block", "undo_block"]
 
 
 def _raise(*parts: str) -> str:
     """A RAISE EXCEPTION of the concatenated parts (SQL expressions)."""
     return f"RAISE EXCEPTION '%', {' || '.join(parts)};"
+
+
+def outside_block(n: Names) -> str:
+    """Stop, before any change, a script run inside a transaction (``psql -1``).
+
+    The blocks commit phase by phase, which a transaction block forbids. A
+    statement run on its own is the first of its transaction, which then
+    started when the statement did.
+    """
+    body = f"""
+BEGIN
+  IF now() <> statement_timestamp() THEN
+    RAISE EXCEPTION '%', {_literal(f"{n.op}: run this script outside a transaction (not psql -1 or --single-transaction, not after BEGIN): its blocks commit phase by phase; nothing was changed")};
+  END IF;
+END
+"""  # noqa: E501
+    return f"DO {_dollar_quoted('ulid', body)};"
 
 
 def undo_block(n: Names) -> str:

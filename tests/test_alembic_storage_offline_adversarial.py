@@ -497,3 +497,38 @@ def test_run_in_one_transaction_it_stops_first_saying_why(engine: Engine) -> Non
     assert "invalid transaction termination" not in done.stderr
     assert _shape(engine) == before
     assert _scalar(engine, "SELECT to_regclass('ulid_storage_conversions')") is None
+
+
+def test_killed_inside_the_swap_waiting_for_its_lock_the_rerun_finishes(engine: Engine) -> None:
+    _create(engine, f"CREATE INDEX ix_name_ref ON {TABLE} (name, ref)")
+    seeded = _ulid_values(engine)
+    script = _op_sql(lock_timeout=20)
+    assert _psql(engine, script[: script.index("-- Phase 7:")]).returncode == 0
+    # A writer's open transaction: the swap's LOCK TABLE waits, and is killed.
+    with engine.connect() as writer, engine.connect() as watcher:
+        writer.exec_driver_sql(f"UPDATE {TABLE} SET name = 'w' WHERE id = 1")
+
+        def kill_in_swap() -> None:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                found = watcher.exec_driver_sql(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE application_name = 'adv-kill' AND query LIKE 'DO $ulid$%%' "
+                    "AND wait_event_type = 'Lock'"
+                ).scalar()
+                watcher.rollback()
+                if found:
+                    return
+                time.sleep(0.01)
+
+        thread = threading.Thread(target=kill_in_swap)
+        thread.start()
+        killed = _psql(engine, script, env={"PGAPPNAME": "adv-kill"})
+        thread.join(timeout=40)
+        writer.rollback()
+    assert "server closed the connection" in killed.stderr, killed.stderr
+    assert "ref__ulid" in {column for column, *_ in _shape(engine)["columns"]}  # nothing swapped
+    done = _psql(engine, script)
+    assert done.returncode == 0, done.stderr
+    assert _ulid_values(engine) == seeded
+    assert [c for c in _shape(engine)["columns"] if c[0] == "ref"] == [("ref", "uuid", True)]

@@ -499,6 +499,28 @@ def test_run_in_one_transaction_it_stops_first_saying_why(engine: Engine) -> Non
     assert _scalar(engine, "SELECT to_regclass('ulid_storage_conversions')") is None
 
 
+def test_the_downgrade_after_a_kill_before_the_new_column_leaves_no_state_row(
+    engine: Engine,
+) -> None:
+    # Killed between phase 1's commit of its row and its ADD COLUMN: the
+    # downgrade finds the column in text storage and nothing else of the run
+    # but its row, which would stay in ulid_storage_conversions.
+    _create(engine)
+    before = _shape(engine)
+    script = _op_sql()
+    marker = f"    COMMIT;\n    ALTER TABLE {TABLE} ADD COLUMN"
+    assert script.count(marker) == 1
+    cut = script.replace(
+        marker, "    COMMIT;\n    PERFORM pg_terminate_backend(pg_backend_pid());\n" + marker[12:]
+    )
+    assert "terminating connection" in _psql(engine, cut).stderr
+    assert _scalar(engine, "SELECT count(*) FROM ulid_storage_conversions") == 1
+    done = _psql(engine, _reverse_sql())
+    assert done.returncode == 0, done.stderr
+    assert _scalar(engine, "SELECT to_regclass('ulid_storage_conversions')") is None
+    assert _shape(engine) == before
+
+
 def test_killed_inside_the_swap_waiting_for_its_lock_the_rerun_finishes(engine: Engine) -> None:
     _create(engine, f"CREATE INDEX ix_name_ref ON {TABLE} (name, ref)")
     seeded = _ulid_values(engine)

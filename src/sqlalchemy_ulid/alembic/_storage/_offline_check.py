@@ -10,6 +10,7 @@ concatenation (``RAISE EXCEPTION '%', ...``), so a ``%`` in a name is text.
 
 from __future__ import annotations
 
+import textwrap
 from typing import TYPE_CHECKING, Any
 
 from ..._dialects import key_conversion_sql
@@ -50,11 +51,18 @@ def undo_block(n: Names) -> str:
     body = f"""
 BEGIN
   IF {n.col_kind} IS DISTINCT FROM {_literal(n.to_kind)}
-     OR {n.shadow_kind} IS DISTINCT FROM {_literal(n.from_kind)}
      OR to_regclass({n.state_lit}) IS NULL THEN
     RETURN;
   END IF;
   IF NOT EXISTS (SELECT 1 FROM {n.state} WHERE {n.row}) THEN
+    RETURN;
+  END IF;
+  IF {n.shadow_kind} IS NULL THEN
+    -- Killed between recording its row and adding its column: only the row is left.
+{textwrap.indent(forget(n), "  ")}
+    RETURN;
+  END IF;
+  IF {n.shadow_kind} IS DISTINCT FROM {_literal(n.from_kind)} THEN
     RETURN;
   END IF;
   RAISE NOTICE '%', {_literal(f"{n.op}: undoing the interrupted conversion of ")}
@@ -68,7 +76,8 @@ END
 """
     return (
         "-- An interrupted conversion the other way (the column still in the storage this\n"
-        "-- converts to, a shadow beside it): removed in one transaction, values unchanged\n"
+        "-- converts to, a shadow beside it, or only its row): removed in one transaction,\n"
+        "-- values unchanged\n"
         f"DO {_dollar_quoted('ulid', body)};"
     )
 

@@ -31,10 +31,11 @@ from alembic.migration import MigrationContext
 from alembic.operations import Operations
 from alembic.util import CommandError
 from sqlalchemy.dialects import mysql
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Engine
 
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
-from conftest import Backend, private_engine, recording
+from _sessions import kill_session, session_id
+from conftest import Backend, connection_env_py, private_engine, recording
 from sqlalchemy_ulid import ULID
 from sqlalchemy_ulid.alembic import ConversionRefused
 from sqlalchemy_ulid.alembic._locks import LockTimeoutError
@@ -45,17 +46,7 @@ TABLES = ("pk_account_events", "pk_orders", "pk_accounts", "pk_customers")
 DATETIME = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql")
 BASE = datetime(2023, 3, 1, 8, 0, 0)
 
-ENV_PY = f"""
-from alembic import context
-import sqlalchemy_ulid.alembic
-
-context.configure(
-    connection=context.config.attributes["connection"],
-    version_table={VERSION_TABLE!r},
-)
-with context.begin_transaction():
-    context.run_migrations()
-"""
+ENV_PY = connection_env_py(VERSION_TABLE)
 
 REVISION = """
 from alembic import op
@@ -320,13 +311,6 @@ def _boundaries(statements: list[str], phases: list[tuple[str, str]] | None = No
     return found
 
 
-def _session_id(conn: Connection) -> int:
-    sql = (
-        "SELECT pg_backend_pid()" if conn.dialect.name == "postgresql" else "SELECT CONNECTION_ID()"
-    )
-    return int(conn.exec_driver_sql(sql).scalar_one())
-
-
 def _migrate(config: Config, action: str) -> None:
     if action == "upgrade":
         command.upgrade(config, "head")
@@ -344,19 +328,12 @@ def _interrupted_upgrade(
         if not fired[0] and _normal(statement).startswith(at):
             fired[0] = True
             if kill:
-                sql = (
-                    f"SELECT pg_terminate_backend({session[0]})"
-                    if engine.dialect.name == "postgresql"
-                    else f"KILL {session[0]}"
-                )
-                with engine.connect() as admin:
-                    admin.exec_driver_sql(sql)
-                time.sleep(0.05)
+                kill_session(engine, session[0])
             else:
                 raise Interrupted(at)
 
     with engine.connect() as conn:
-        session[0] = _session_id(conn)
+        session[0] = session_id(conn)
         config.attributes["connection"] = conn
         sa.event.listen(engine, "before_cursor_execute", hook)
         try:
@@ -570,12 +547,24 @@ def test_refuses_a_trigger_and_names_it(server: Engine) -> None:
 
 
 def test_refuses_offline_mode_and_sqlite(engine: Engine, backend: Backend) -> None:
+    if backend.name == "postgresql":
+        # Offline on PostgreSQL: a script (test_alembic_primary_key_offline_postgresql);
+        # a dry run needs the database.
+        context = MigrationContext.configure(
+            dialect_name=engine.dialect.name, opts={"as_sql": True}
+        )
+        with pytest.raises(CommandError, match="needs a database"):
+            Operations(context).convert_primary_key_to_ulid("pk_customers", dry_run=True)
+        return
     if backend.name != "sqlite":
         context = MigrationContext.configure(
             dialect_name=engine.dialect.name, opts={"as_sql": True}
         )
+        # MariaDB writes a script offline (test_alembic_primary_key_offline_mariadb);
+        # a dry run there cannot be written.
+        options = {"dry_run": True} if backend.name == "mysql" else {}
         with pytest.raises(CommandError, match="offline"):
-            Operations(context).convert_primary_key_to_ulid("pk_customers")
+            Operations(context).convert_primary_key_to_ulid("pk_customers", **options)
         return
     with engine.begin() as conn:
         conn.exec_driver_sql("CREATE TABLE pk_lonely (id INTEGER PRIMARY KEY)")

@@ -30,8 +30,9 @@ from alembic.config import Config
 from alembic.migration import MigrationContext
 from alembic.operations import Operations
 from alembic.util import CommandError
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
+import _writers
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from conftest import Backend, private_engine
 from sqlalchemy_ulid import ULID, ULIDType, new_ulid, new_uuid7
@@ -298,42 +299,36 @@ def test_refusals_the_online_op_makes_stop_the_script_before_any_change(engine: 
             conn.exec_driver_sql(undo)
 
 
-class _Writers:
+class _Writers(_writers.Writers):
     """Two threads inserting and updating rows of their own while the script runs."""
 
     def __init__(self, engine: Engine, op: str, seeded: dict[int, str]) -> None:
-        self.engine, self.op = engine, op
+        super().__init__(engine, 2, settle=0, join=30)
+        self.op = op
         self.expected = dict(seeded)
-        self.stop = threading.Event()
-        self.errors: list[BaseException] = []
         self.writes = 0
         self.lock = threading.Lock()
-        self.threads = [threading.Thread(target=self._run, args=(w,)) for w in (0, 1)]
 
-    def _run(self, writer: int) -> None:
+    def write(self, conn: Connection, writer: int) -> None:
         next_id = 100_000 * (writer + 1)
         mine = [k for k in self.expected if k % 2 == writer]
-        try:
-            with self.engine.connect() as conn:
-                while not self.stop.is_set() and not self._copy_done(conn):
-                    new, changed = _new(self.op), _new(self.op)
-                    target = mine[self.writes % len(mine)]
-                    with conn.begin():
-                        conn.execute(
-                            sa.text(f"INSERT INTO {TABLE} (id, ref, n) VALUES (:i, :r, 0)"),
-                            {"i": next_id, "r": new},
-                        )
-                        conn.execute(
-                            sa.text(f"UPDATE {TABLE} SET ref = :r WHERE id = :i"),
-                            {"i": target, "r": changed},
-                        )
-                    with self.lock:
-                        self.expected[next_id], self.expected[target] = new, changed
-                        self.writes += 1
-                    next_id += 1
-                    time.sleep(0.005)
-        except BaseException as exc:  # reported by the test
-            self.errors.append(exc)
+        while not self.stop.is_set() and not self._copy_done(conn):
+            new, changed = _new(self.op), _new(self.op)
+            target = mine[self.writes % len(mine)]
+            with conn.begin():
+                conn.execute(
+                    sa.text(f"INSERT INTO {TABLE} (id, ref, n) VALUES (:i, :r, 0)"),
+                    {"i": next_id, "r": new},
+                )
+                conn.execute(
+                    sa.text(f"UPDATE {TABLE} SET ref = :r WHERE id = :i"),
+                    {"i": target, "r": changed},
+                )
+            with self.lock:
+                self.expected[next_id], self.expected[target] = new, changed
+                self.writes += 1
+            next_id += 1
+            time.sleep(0.005)
 
     @staticmethod
     def _copy_done(conn: Any) -> bool:
@@ -344,17 +339,6 @@ class _Writers:
         ).scalar()
         conn.rollback()
         return bool(done)
-
-    def __enter__(self) -> _Writers:
-        for thread in self.threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(timeout=30)
-            assert not thread.is_alive()
 
 
 def test_two_writers_during_the_script_every_row_converted(engine: Engine) -> None:

@@ -39,6 +39,7 @@ def refuse_unsafe(connection: Connection, inspector: Any, plan: Plan) -> None:
     _refuse_index_options(connection, plan)
     _refuse_other_schemas(connection, plan)
     _refuse_dependants(connection, plan)
+    _refuse_offline_plan(connection, inspector, plan)
 
 
 def has_shadow(plan: Plan, column: KeyColumn) -> bool:
@@ -82,8 +83,16 @@ def _refuse_taken_names(inspector: Any, plan: Plan) -> None:
     for column in plan.columns:
         if not has_shadow(plan, column):
             continue
-        names = {c["name"] for c in inspector.get_columns(column.table, schema=plan.schema)}
-        if column.shadow in names:
+        found = {c["name"]: c for c in inspector.get_columns(column.table, schema=plan.schema)}
+        comment = (found.get(column.shadow) or {}).get("comment") or ""
+        # The mark the offline script gives its shadow columns (_offline_pg_plan.marker).
+        if comment.startswith("sqlalchemy_ulid: ") and " (offline): " in comment:
+            raise ConversionRefused(
+                f"{column.table}.{column.shadow} was added by an offline (--sql) script of "
+                "this conversion that has not finished: run that script again to finish it "
+                "(or drop the shadow columns to abandon it), not the online op"
+            )
+        if column.shadow in found:
             raise ConversionRefused(
                 f"{column.table} already has a column {column.shadow!r}, the name this op "
                 f"gives the new values of {column.table}.{column.column} before the swap: "
@@ -153,3 +162,22 @@ def _refuse_dependants(connection: Connection, plan: Plan) -> None:
                 f"{what} depend on the tables whose key columns would change: {named}. "
                 "Drop them before the conversion and recreate them after it"
             )
+
+
+#: Where the MariaDB offline script keeps its steps (``_offline_mariadb_sql``).
+OFFLINE_STEPS_TABLE = "ulid_key_conversions_offline"
+
+
+def _refuse_offline_plan(connection: Connection, inspector: Any, plan: Plan) -> None:
+    """Refuse a table the offline (``--sql``) script is converting: its rerun finishes it."""
+    if not inspector.has_table(OFFLINE_STEPS_TABLE, schema=plan.schema):
+        return
+    steps = sa.table(OFFLINE_STEPS_TABLE, sa.column("name"), schema=plan.schema)
+    count = connection.scalar(
+        sa.select(sa.func.count()).select_from(steps).where(steps.c.name == plan.table)
+    )
+    if count:
+        raise ConversionRefused(
+            f"an unfinished offline (--sql) conversion of {plan.table} is stored in "
+            f"{OFFLINE_STEPS_TABLE}: run its script again to finish it"
+        )

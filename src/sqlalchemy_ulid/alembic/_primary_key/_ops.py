@@ -127,7 +127,12 @@ class ConvertPrimaryKeyToULIDOp(_KeyOp):
         on its own), then the swap (on PostgreSQL one transaction under
         ACCESS EXCLUSIVE locks on the tables). Rerun after a kill at any
         point, it continues the stored plan; rerun after success, it does
-        nothing. PostgreSQL and MariaDB/MySQL, online only.
+        nothing. PostgreSQL and MariaDB/MySQL, online or offline: in
+        ``--sql`` mode the op writes a script that finds the foreign keys,
+        makes the same refusals before any change and computes the new ids
+        when it runs (on PostgreSQL for ``psql -v ON_ERROR_STOP=1``, on
+        MariaDB 10.10+ for the ``mariadb`` client, the swap under ``LOCK
+        TABLES ... WRITE``); the whole script is rerun after an interruption.
 
         Args:
             operations: supplied by Alembic (call it as
@@ -159,7 +164,11 @@ class ConvertPrimaryKeyToULIDOp(_KeyOp):
             ConversionRefused: a composite key, a key neither integer nor
                 UUID, a foreign key in another schema, a trigger or view on
                 the tables, SQLite, or NULL times. Before any DDL.
-            alembic.util.CommandError: offline (``--sql``) mode.
+            alembic.util.CommandError: offline (``--sql``), with
+                ``dry_run=True`` (a dry run reads the database), a storage
+                the script cannot write (uuid or binary on PostgreSQL,
+                binary on MariaDB), a ``timezone`` other than UTC, or a
+                database other than PostgreSQL and MariaDB.
 
         Example:
             >>> from sqlalchemy_ulid.alembic import ConvertPrimaryKeyToULIDOp
@@ -211,7 +220,8 @@ class RestoreLegacyPrimaryKeyOp(_KeyOp):
         The reverse of :meth:`convert_primary_key_to_ulid` (its downgrade):
         the ULID key column is dropped, ``legacy_id`` becomes the key under
         the key's name, and every referencing column gets back the old
-        values, by a join. The same phases, refusals, dry run and reruns.
+        values, by a join. The same phases, refusals, dry run and reruns,
+        online and offline (``--sql``: the downgrade script).
         ``from_time``, ``storage``, ``timezone``, ``fold`` are not used here;
         they are kept for the reverse op.
 

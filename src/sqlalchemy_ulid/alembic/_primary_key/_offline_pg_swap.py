@@ -1,0 +1,359 @@
+"""The offline PostgreSQL script's phases after the plan: prepare, fill, swap.
+
+Each block reads the plan the first block left in ``pg_temp.ulid_pk_plan``
+(none left: the conversion is done, and the block does nothing). Prepare
+adds each missing shadow column, marked by its comment, and commits; the
+key's fill gives ULIDs in batches, each committed; each referencing shadow
+is filled by a join, committed; the swap runs in the migration's
+transaction: it locks the tables, catches up rows written since the fill,
+then swaps the columns and keys and recreates every foreign key, unique
+constraint and index from the text ``pg_get_constraintdef`` /
+``pg_get_indexdef`` gave before (every name stays, so that text applies
+after the swap).
+
+The new ids: from ``from_time`` the time part is the row's time to the
+millisecond (``_offline``'s expressions: a timestamp without time zone read
+as UTC), and rows sharing a millisecond are numbered in (time, key) order
+by one ordered pass into a temporary table, as the online op numbers them;
+with no ``from_time``, each batch gets one millisecond, later than the one
+before and than every id already given, and numbers its rows in key order,
+so the new ids sort like the old keys. Both fills take their batches in
+that order by an index (the temporary table's, or the key's), so each
+batch costs the same however far the fill has gone.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+from .._offline import _dollar_quoted, _literal
+from ._offline_pg_plan import MAX_MS, Names, declarations, marker
+
+__all__ = ["fill_key_block", "fill_referencing_block", "prepare_block", "swap_block"]
+
+
+def _retrying(names: Names, statements: str, what: str) -> str:
+    """PL/pgSQL running ``statements`` again after a lock timeout, a few times."""
+    tries = names.lock_tries
+    return f"""
+    FOR attempt IN 1..{tries} LOOP
+      BEGIN
+{statements}
+        EXIT;
+      EXCEPTION WHEN lock_not_available THEN
+        IF attempt = {tries} THEN
+          RAISE;
+        END IF;
+        RAISE NOTICE '{names.op_name}: lock timeout on %, try % of {tries}', {what}, attempt;
+        PERFORM pg_sleep(0.1 * 2 ^ attempt);
+      END;
+    END LOOP;"""
+
+
+def prepare_block(names: Names) -> str:
+    """Phase 1: the nullable shadow columns, each added and committed on its own."""
+    add = """\
+        EXECUTE format('ALTER TABLE %I.%I ADD COLUMN %I %s NULL', sch, r.tbl, r.shadow, r.new_type);
+        EXECUTE format('COMMENT ON COLUMN %I.%I.%I IS %L', sch, r.tbl, r.shadow,
+          marker || r.tbl || '.' || r.col);"""
+    body = f"""
+DECLARE
+{declarations(names)}  marker text := {marker(names.op_name)};
+  r record;
+BEGIN
+  FOR r IN SELECT * FROM pg_temp.ulid_pk_plan WHERE shadow IS NOT NULL ORDER BY pos LOOP
+    CONTINUE WHEN EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = r.relid
+      AND attname = r.shadow AND attnum > 0 AND NOT attisdropped);
+{_retrying(names, add, "r.tbl")}
+    RAISE NOTICE '{names.op_name}: added %.%', r.tbl, r.shadow;
+    COMMIT;
+  END LOOP;
+END
+"""
+    return (
+        "-- Phase 1: a nullable shadow column beside each changing column (a metadata\n"
+        "-- change), each committed\n"
+        f"DO {_dollar_quoted('prepare', body)};"
+    )
+
+
+#: A new id as bytea: the 48-bit millisecond, a 32-bit tie number, 48 random
+#: bits. Rows sharing a millisecond (an imported table may have millions
+#: at one time) are numbered across batches, so the number gets 32 bits,
+#: not the 16 of add_ulid_column's batches; past 2**31 rows in one
+#: millisecond the cast to int fails and nothing is stored.
+_ID_BYTEA = (
+    "substring(int8send(b.ms) FROM 3) || int4send(b.rank::int)"
+    " || substring(uuid_send(gen_random_uuid()) FROM 1 FOR 6)"
+)
+_ID_UUID = f"encode({_ID_BYTEA}, 'hex')::uuid"
+
+
+def _key_fill(names: Names, *, commit: bool) -> str:
+    """PL/pgSQL giving ULIDs to the key rows whose shadow is NULL, a batch at a time.
+
+    From ``from_time``, one ordered pass (as online) numbers the rows that
+    share a millisecond in (time, key) order into a temporary table, and the
+    batches follow that order: the rows already given ids are a prefix of
+    it, so a millisecond shared with the last id given (by a killed run)
+    goes on counting from that id's number. With no ``from_time`` the
+    batches follow the key, from the lowest key without an id.
+    """
+    ulid = _ID_UUID if names.kind == "uuid" else _ID_BYTEA
+    head = "uuid_send(%3$I)" if names.kind == "uuid" else "%3$I"
+    batch = names.batch_size
+    # format() templates: %1$I schema, %2$I table, %3$I shadow, %4$I key,
+    # %5$I from_time, %6$s its Unix milliseconds (or the key's type), %7$s,
+    # %8$s the millisecond and tie number to go on from.
+    out_of_range = _literal(
+        f"{names.op_name}: a from_time value is out of the ULID range (1970 to 10889) or NULL: "
+    ).replace("%", "%%")
+    stage = (
+        "CREATE TEMP TABLE ulid_pk_ids AS SELECT row_number() OVER (ORDER BY r.v, r.k) AS seq, "
+        "r.k, r.ms, row_number() OVER (PARTITION BY r.ms ORDER BY r.v, r.k) "
+        "+ CASE WHEN r.ms = %7$s THEN %8$s ELSE 0 END AS rank FROM ("
+        f"SELECT %4$I AS k, %5$I AS v, CASE WHEN %6$s BETWEEN 0 AND {MAX_MS} THEN %6$s ELSE "
+        f"({out_of_range} || coalesce(%5$I::text, 'NULL'))::bigint END AS ms "
+        "FROM %1$I.%2$I WHERE %3$I IS NULL) AS r"
+    )
+    by_time = (
+        f"UPDATE %1$I.%2$I AS t SET %3$I = {ulid} FROM pg_temp.ulid_pk_ids AS b "
+        "WHERE b.seq > $1 AND b.seq <= $1 + $2 AND t.%4$I = b.k AND t.%3$I IS NULL"
+    )
+    by_key = (
+        "WITH u AS (UPDATE %1$I.%2$I AS t SET %3$I = s.ulid FROM ("
+        f"SELECT b.k, {ulid} AS ulid FROM ("
+        "SELECT r.k, $1::bigint AS ms, row_number() OVER (ORDER BY r.k) AS rank FROM ("
+        "SELECT %4$I AS k FROM %1$I.%2$I WHERE %3$I IS NULL AND %4$I %7$s $2::%6$s "
+        f"ORDER BY %4$I LIMIT {batch}) AS r) AS b) AS s "
+        "WHERE t.%4$I = s.k AND t.%3$I IS NULL RETURNING t.%4$I AS k) "
+        "SELECT count(*), (SELECT k::text FROM u ORDER BY k DESC LIMIT 1) FROM u"
+    )
+    first_key = "SELECT %4$I::text FROM %1$I.%2$I WHERE %3$I IS NULL ORDER BY %4$I LIMIT 1"
+    latest = (
+        "SELECT ('x' || encode(substring(h FROM 1 FOR 6), 'hex'))::bit(48)::bigint, "
+        "('x' || encode(substring(h FROM 7 FOR 4), 'hex'))::bit(32)::bigint "
+        f"FROM (SELECT {head} AS h FROM %1$I.%2$I WHERE %3$I IS NOT NULL "
+        "ORDER BY %3$I DESC LIMIT 1) AS x"
+    )
+    commit_sql = "\n      COMMIT;" if commit else ""
+    return f"""
+  EXECUTE format({_dollar_quoted("latest", latest)}, sch, k.tbl, k.shadow) INTO last_ms, last_tie;
+  last_ms := coalesce(last_ms, -1);
+  last_tie := coalesce(last_tie, 0);
+  IF k.millis IS NOT NULL THEN
+    IF to_regclass('pg_temp.ulid_pk_ids') IS NOT NULL THEN
+      DROP TABLE pg_temp.ulid_pk_ids;
+    END IF;
+    EXECUTE format({_dollar_quoted("stage", stage)}, sch, k.tbl, k.shadow, k.col, when_col,
+      k.millis, last_ms, last_tie);
+    ALTER TABLE pg_temp.ulid_pk_ids ADD PRIMARY KEY (seq);
+    SELECT count(*) INTO staged FROM pg_temp.ulid_pk_ids;
+    done_rows := 0;
+    WHILE done_rows < staged LOOP
+      EXECUTE format({_dollar_quoted("batch", by_time)}, sch, k.tbl, k.shadow, k.col)
+        USING done_rows, {batch};
+      GET DIAGNOSTICS filled = ROW_COUNT;
+      done_rows := done_rows + {batch};
+      total := total + filled;
+      RAISE NOTICE '{names.op_name}: % rows of %.% given ULIDs', total, k.tbl, k.col;{commit_sql}
+    END LOOP;
+    DROP TABLE pg_temp.ulid_pk_ids;
+  ELSE
+    EXECUTE format({_dollar_quoted("first", first_key)}, sch, k.tbl, k.shadow, k.col)
+      INTO from_key;
+    op := '>=';
+    WHILE from_key IS NOT NULL LOOP
+      ms := greatest(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint, last_ms + 1);
+      EXECUTE format({_dollar_quoted("batch", by_key)}, sch, k.tbl, k.shadow, k.col, NULL,
+        k.key_type, op) INTO filled, from_key USING ms, from_key;
+      EXIT WHEN filled = 0;
+      last_ms := ms;
+      op := '>';
+      total := total + filled;
+      RAISE NOTICE '{names.op_name}: % rows of %.% given ULIDs', total, k.tbl, k.col;{commit_sql}
+    END LOOP;
+  END IF;"""
+
+
+def _key_declarations(names: Names) -> str:
+    when = _literal(names.from_time) if names.from_time is not None else "NULL::text"
+    return (
+        f"  when_col text := {when};\n  k record;\n  filled bigint;\n  total bigint := 0;\n"
+        "  ms bigint;\n  last_ms bigint;\n  last_tie bigint;\n  staged bigint;\n"
+        "  done_rows bigint;\n  from_key text;\n  op text;\n"
+    )
+
+
+def fill_key_block(names: Names) -> str:
+    """Phase 2: the key's new ULIDs, in batches of ``batch_size`` rows, each committed."""
+    body = f"""
+DECLARE
+{declarations(names)}{_key_declarations(names)}BEGIN
+  SELECT * INTO k FROM pg_temp.ulid_pk_plan WHERE pos = 0;
+  IF NOT FOUND OR k.shadow IS NULL THEN
+    RETURN;
+  END IF;{_key_fill(names, commit=True)}
+END
+"""
+    return (
+        f"-- Phase 2: the key's new ULIDs, {names.batch_size} rows a transaction, in "
+        f"{'time' if names.from_time else 'key'} order;\n"
+        "-- interrupted, the rerun goes on with the rows that have none\n"
+        f"DO {_dollar_quoted('fill', body)};"
+    )
+
+
+_JOIN = (
+    "'UPDATE %1$I.%2$I AS c SET %3$I = p.%6$I FROM %1$I.%4$I AS p WHERE c.%5$I = p.%7$I "
+    "AND c.%3$I {stale}', sch, r.tbl, r.shadow, p.tbl, r.col, p.source, p.col"
+)
+
+
+def fill_referencing_block(names: Names) -> str:
+    """Phase 3: each referencing shadow by a join on what it references, each committed."""
+    join = _JOIN.format(stale="IS NULL")
+    body = f"""
+DECLARE
+{declarations(names)}  r record;
+  p record;
+  n bigint;
+BEGIN
+  FOR r IN SELECT * FROM pg_temp.ulid_pk_plan WHERE pos > 0 ORDER BY pos LOOP
+    SELECT * INTO p FROM pg_temp.ulid_pk_plan WHERE pos = r.parent;
+    EXECUTE format({join});
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RAISE NOTICE '{names.op_name}: % rows of %.% filled from %', n, r.tbl, r.col, p.tbl;
+    COMMIT;
+  END LOOP;
+END
+"""
+    return (
+        "-- Phase 3: each referencing column's new values, by a join, each committed\n"
+        f"DO {_dollar_quoted('fill', body)};"
+    )
+
+
+def swap_block(names: Names) -> str:
+    """Phase 4: the catch-up and the swap, in one transaction under the tables' locks."""
+    op = names.op_name
+    unique = _literal(names.legacy_unique)
+    lock = "        EXECUTE 'LOCK TABLE ' || tables || ' IN ACCESS EXCLUSIVE MODE';"
+    key_catch_up = (
+        f"""
+  IF k.shadow IS NOT NULL THEN{textwrap.indent(_key_fill(names, commit=False), "  ")}
+  END IF;"""
+        if names.direction == "ulid"
+        else ""
+    )
+    if names.direction == "ulid":
+        root = f"""
+  EXECUTE format('ALTER TABLE %I.%I ADD CONSTRAINT %I UNIQUE (%I)', sch, k.tbl, {unique}, k.col);
+  EXECUTE format('ALTER TABLE %I.%I DROP CONSTRAINT %I', sch, k.tbl, k.pk_name);
+  EXECUTE format('ALTER TABLE %I.%I RENAME COLUMN %I TO %I', sch, k.tbl, k.col, legacy);
+  EXECUTE format('ALTER TABLE %I.%I RENAME COLUMN %I TO %I', sch, k.tbl, k.shadow, k.col);
+  EXECUTE format('COMMENT ON COLUMN %I.%I.%I IS NULL', sch, k.tbl, k.col);
+  EXECUTE format('ALTER TABLE %I.%I ADD CONSTRAINT %I PRIMARY KEY (%I)', sch, k.tbl, k.pk_name,
+    k.col);"""
+    else:
+        root = f"""
+  EXECUTE format('ALTER TABLE %I.%I DROP CONSTRAINT %I', sch, k.tbl, k.pk_name);
+  EXECUTE format('ALTER TABLE %I.%I DROP COLUMN %I', sch, k.tbl, k.col);
+  EXECUTE format('ALTER TABLE %I.%I RENAME COLUMN %I TO %I', sch, k.tbl, legacy, k.col);
+  EXECUTE format('ALTER TABLE %I.%I ADD CONSTRAINT %I PRIMARY KEY (%I)', sch, k.tbl, k.pk_name,
+    k.col);
+  IF EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = k.relid AND conname = {unique}) THEN
+    EXECUTE format('ALTER TABLE %I.%I DROP CONSTRAINT %I', sch, k.tbl, {unique});
+  END IF;"""
+    body = f"""
+DECLARE
+{declarations(names)}{_key_declarations(names)}  r record;
+  p record;
+  d record;
+  tables text;
+  n bigint;
+  missing text;
+  note text;
+BEGIN
+  SELECT * INTO k FROM pg_temp.ulid_pk_plan WHERE pos = 0;
+  IF NOT FOUND THEN
+    RETURN;
+  END IF;
+  SELECT string_agg(format('%I.%I', sch, x.tbl), ', ' ORDER BY x.first) INTO tables
+    FROM (SELECT q.tbl, min(q.pos) AS first FROM pg_temp.ulid_pk_plan q GROUP BY q.tbl) AS x;
+{textwrap.indent(textwrap.dedent(_retrying(names, lock, "tables")), "  ")}
+  -- Rows written since the fill, and references changed since.{key_catch_up}
+  FOR r IN SELECT * FROM pg_temp.ulid_pk_plan WHERE pos > 0 ORDER BY pos LOOP
+    SELECT * INTO p FROM pg_temp.ulid_pk_plan WHERE pos = r.parent;
+    EXECUTE format({_JOIN.format(stale="IS DISTINCT FROM p.%6$I")});
+    EXECUTE format('UPDATE %I.%I SET %I = NULL WHERE %I IS NULL AND %I IS NOT NULL',
+      sch, r.tbl, r.shadow, r.col, r.shadow);
+  END LOOP;
+  FOR r IN SELECT * FROM pg_temp.ulid_pk_plan ORDER BY pos LOOP
+    EXECUTE format('SELECT count(*) FROM %I.%I WHERE %I IS NULL', sch, r.tbl, r.source)
+      || CASE WHEN r.pos > 0 THEN format(' AND %I IS NOT NULL', r.col) ELSE '' END INTO n;
+    IF n > 0 THEN
+      missing := concat_ws('; ', missing, format('%s.%s: %s rows', r.tbl, r.source, n));
+    END IF;
+  END LOOP;
+  IF missing IS NOT NULL THEN
+    RAISE EXCEPTION '{op}: rows without a new key value after the catch-up: %. Nothing was '
+      'swapped; run the script again', missing;
+  END IF;
+  -- What is recreated after the swap, as the catalog prints it now.
+  CREATE TEMP TABLE ulid_pk_redo ON COMMIT DROP AS
+    SELECT 3 AS step, cl.relname AS tbl, con.conname AS name, pg_get_constraintdef(con.oid) AS def
+    FROM pg_constraint con JOIN pg_class cl ON cl.oid = con.conrelid
+    WHERE con.contype = 'f' AND EXISTS (SELECT 1 FROM pg_temp.ulid_pk_plan c
+      WHERE c.pos > 0 AND c.relid = con.conrelid AND c.attnum = con.conkey[1])
+    AND EXISTS (SELECT 1 FROM pg_temp.ulid_pk_plan q
+      WHERE q.relid = con.confrelid AND q.attnum = ANY (con.confkey))
+    UNION ALL
+    SELECT 2, cl.relname, con.conname, pg_get_constraintdef(con.oid)
+    FROM pg_constraint con JOIN pg_class cl ON cl.oid = con.conrelid
+    WHERE con.contype = 'u' AND EXISTS (SELECT 1 FROM pg_temp.ulid_pk_plan c
+      WHERE c.pos > 0 AND c.relid = con.conrelid AND c.attnum = ANY (con.conkey))
+    UNION ALL
+    SELECT 1, t.relname, i.relname, pg_get_indexdef(x.indexrelid)
+    FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid
+    WHERE NOT x.indisprimary AND NOT EXISTS (SELECT 1 FROM pg_constraint con
+      WHERE con.conindid = x.indexrelid AND con.conrelid = x.indrelid
+      AND con.contype IN ('p', 'u', 'x'))
+    AND EXISTS (SELECT 1 FROM pg_temp.ulid_pk_plan c
+      WHERE c.pos > 0 AND c.relid = x.indrelid AND c.attnum = ANY (x.indkey::int2[]));
+  FOR d IN SELECT * FROM pg_temp.ulid_pk_redo WHERE step = 3 ORDER BY tbl, name LOOP
+    EXECUTE format('ALTER TABLE %I.%I DROP CONSTRAINT %I', sch, d.tbl, d.name);
+  END LOOP;
+  FOR r IN SELECT * FROM pg_temp.ulid_pk_plan WHERE pos > 0 ORDER BY pos LOOP
+    note := col_description(r.relid, r.attnum);
+    IF r.pk_name IS NOT NULL THEN
+      EXECUTE format('ALTER TABLE %I.%I DROP CONSTRAINT %I', sch, r.tbl, r.pk_name);
+    END IF;
+    EXECUTE format('ALTER TABLE %I.%I DROP COLUMN %I', sch, r.tbl, r.col);
+    EXECUTE format('ALTER TABLE %I.%I RENAME COLUMN %I TO %I', sch, r.tbl, r.shadow, r.col);
+    IF NOT r.nullable THEN
+      EXECUTE format('ALTER TABLE %I.%I ALTER COLUMN %I SET NOT NULL', sch, r.tbl, r.col);
+    END IF;
+    EXECUTE format('COMMENT ON COLUMN %I.%I.%I IS %L', sch, r.tbl, r.col, note);
+    IF r.pk_name IS NOT NULL THEN
+      EXECUTE format('ALTER TABLE %I.%I ADD CONSTRAINT %I PRIMARY KEY (%I)',
+        sch, r.tbl, r.pk_name, r.col);
+    END IF;
+  END LOOP;{root}
+  FOR d IN SELECT * FROM pg_temp.ulid_pk_redo ORDER BY step, tbl, name LOOP
+    IF d.step = 1 THEN
+      EXECUTE d.def;
+    ELSE
+      EXECUTE format('ALTER TABLE %I.%I ADD CONSTRAINT %I %s', sch, d.tbl, d.name, d.def);
+    END IF;
+  END LOOP;
+  DELETE FROM pg_temp.ulid_pk_plan;
+  RAISE NOTICE '{op}: % done', tbl;
+END
+"""
+    return (
+        "-- Phase 4: the swap, in the migration's transaction: lock the tables, give new\n"
+        "-- values to rows written since the fill, swap the columns and the primary keys,\n"
+        "-- recreate the foreign keys, unique constraints and indexes under their names\n"
+        f"DO {_dollar_quoted('swap', body)};"
+    )

@@ -554,3 +554,40 @@ def test_killed_inside_the_swap_waiting_for_its_lock_the_rerun_finishes(engine: 
     assert done.returncode == 0, done.stderr
     assert _ulid_values(engine) == seeded
     assert [c for c in _shape(engine)["columns"] if c[0] == "ref"] == [("ref", "uuid", True)]
+
+
+def test_a_serializable_default_isolation_does_not_fail_the_copy_behind_a_writer(
+    engine: Engine,
+) -> None:
+    # default_transaction_isolation = serializable (set on a database or role
+    # for SSI): a copy batch that waits for a writer's row lock then fails with
+    # "could not serialize access", on every rerun while writers go on.
+    _create(engine)
+    seeded = _ulid_values(engine)
+    script = _op_sql()
+    serializable = {"PGOPTIONS": "-c default_transaction_isolation=serializable"}
+    assert _psql(engine, script[: script.index("-- Phase 3:")], env=serializable).returncode == 0
+    with engine.connect() as writer, engine.connect() as watcher:
+        writer.exec_driver_sql(f"UPDATE {TABLE} SET name = 'w' WHERE id = 1")
+        result: list[subprocess.CompletedProcess[str]] = []
+        thread = threading.Thread(
+            target=lambda: result.append(
+                _psql(engine, script, env={**serializable, "PGAPPNAME": "adv-iso"})
+            )
+        )
+        thread.start()
+        deadline = time.monotonic() + 30
+        while (
+            time.monotonic() < deadline
+            and not watcher.exec_driver_sql(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'adv-iso' "
+                "AND wait_event_type = 'Lock'"
+            ).scalar()
+        ):
+            watcher.rollback()
+            time.sleep(0.01)
+        writer.commit()  # the copy's batch waited for this row
+        thread.join(timeout=60)
+    assert result
+    assert result[0].returncode == 0, result[0].stderr
+    assert _ulid_values(engine) == seeded

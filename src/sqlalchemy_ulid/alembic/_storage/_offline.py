@@ -62,6 +62,10 @@ def alter_offline(operations: Operations, op: AlterULIDStorageOp) -> None:
         # psql goes on after a failed statement unless told not to: a
         # refusal would then be followed by the phases it refused.
         out("\\set ON_ERROR_STOP on")
+        # Each block's statements read what committed before them: under a
+        # REPEATABLE READ or SERIALIZABLE default a copy batch that waited
+        # for a writer's row fails, and the swap would check a stale catalog.
+        out("SET default_transaction_isolation = 'read committed';")
         out(f"SET lock_timeout = '{max(1, round(timeout * 1000))}ms';")
         out(outside_block(n))
         out(undo_block(n))
@@ -84,6 +88,7 @@ def alter_offline(operations: Operations, op: AlterULIDStorageOp) -> None:
         out(f"SET lock_timeout = '{max(1, round(timeout * 1000))}ms';")
         out(_swap_block(n))
         out("RESET lock_timeout;")
+        out("RESET default_transaction_isolation;")
 
 
 def _header(op: AlterULIDStorageOp, n: Names) -> str:

@@ -591,3 +591,16 @@ def test_a_serializable_default_isolation_does_not_fail_the_copy_behind_a_writer
     assert result
     assert result[0].returncode == 0, result[0].stderr
     assert _ulid_values(engine) == seeded
+
+
+def test_a_statement_timeout_does_not_cancel_the_long_phases(engine: Engine) -> None:
+    # A role or database statement_timeout (production guard against runaway
+    # queries) applies to each of psql's statements: the copy is one DO block
+    # and an index build one statement, however many batches they take.
+    _create(engine, f"CREATE INDEX ix_name_ref ON {TABLE} (name, ref)")
+    seeded = _ulid_values(engine)
+    done = _psql(
+        engine, _op_sql(batch_size=2, pause=0.05), env={"PGOPTIONS": "-c statement_timeout=300"}
+    )
+    assert done.returncode == 0, done.stderr
+    assert _ulid_values(engine) == seeded

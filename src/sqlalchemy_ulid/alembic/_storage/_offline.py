@@ -66,6 +66,10 @@ def alter_offline(operations: Operations, op: AlterULIDStorageOp) -> None:
         # REPEATABLE READ or SERIALIZABLE default a copy batch that waited
         # for a writer's row fails, and the swap would check a stale catalog.
         out("SET default_transaction_isolation = 'read committed';")
+        # The copy is one statement however many batches it commits, and an
+        # index build one: a role's statement_timeout would cancel them on
+        # every rerun. Each lock wait is bounded by lock_timeout instead.
+        out("SET statement_timeout = 0;")
         out(f"SET lock_timeout = '{max(1, round(timeout * 1000))}ms';")
         out(outside_block(n))
         out(undo_block(n))
@@ -89,6 +93,7 @@ def alter_offline(operations: Operations, op: AlterULIDStorageOp) -> None:
         out(_swap_block(n))
         out("RESET lock_timeout;")
         out("RESET default_transaction_isolation;")
+        out("RESET statement_timeout;")
 
 
 def _header(op: AlterULIDStorageOp, n: Names) -> str:

@@ -226,7 +226,7 @@ def test_upgrade_and_downgrade_scripts_end_as_the_online_op(
     _create(engine, TWIN, op, values)
     up = _alembic_sql(engine, tmp_path, _call(op, from_, to, batch_size=50))
     assert "\\gexec" in up
-    assert "psql -v ON_ERROR_STOP=1" in up
+    assert "\\set ON_ERROR_STOP on\n" in up
     done = _psql(engine, up)
     assert done.returncode == 0, done.stderr
     assert "copied 120 rows" in done.stderr

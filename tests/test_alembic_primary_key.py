@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -750,3 +751,71 @@ def test_downgrade_killed_at_each_phase_then_rerun(server: Engine, tmp_path: Pat
         _alembic(config, server, "downgrade")  # the rerun finishes
         assert _snapshot(server) == before, at
         assert _schema(server) == legacy_schema, at
+
+
+def test_a_writer_between_two_tables_is_not_the_swaps_deadlock_victim(
+    backends: dict[str, Backend],
+) -> None:
+    """The swap locks the referencing tables before the key's table.
+
+    A writer that has written pk_orders and then inserts an order (its
+    foreign-key check reads pk_customers) is the usual order of an
+    application's writes. Had the swap taken pk_customers first, that
+    writer would wait for it while the swap waits for pk_orders: a
+    deadlock, in which PostgreSQL cancels the writer if it waited first.
+    Taken the other way, the swap waits for the writer and nothing else.
+    """
+    with private_engine(backends["postgresql"], _drop) as pg:
+        _seed(pg)
+        with pg.connect() as conn:
+            customer = conn.exec_driver_sql("SELECT min(id) FROM pk_customers").scalar()
+        at_lock, held = threading.Event(), threading.Event()
+
+        def before_the_lock(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+            if statement.lstrip().upper().startswith("LOCK TABLE") and not at_lock.is_set():
+                at_lock.set()
+                assert held.wait(10)
+
+        outcome: list[BaseException | str] = []
+
+        def migrate() -> None:
+            try:
+                _convert(pg, from_time="created_at", lock_timeout=5)
+                outcome.append("done")
+            except BaseException as exc:  # reported below
+                outcome.append(exc)
+
+        sa.event.listen(pg, "before_cursor_execute", before_the_lock)
+        migration = threading.Thread(target=migrate)
+        migration.start()
+        writer = pg.connect()
+        try:
+            assert at_lock.wait(60)
+            writer.exec_driver_sql("UPDATE pk_orders SET note = 'w' WHERE id = 1")
+            held.set()
+            for _ in range(200):  # the swap now waits for pk_orders
+                waiting = writer.exec_driver_sql(
+                    "SELECT count(*) FROM pg_locks WHERE NOT granted AND pid <> pg_backend_pid()"
+                ).scalar()
+                if waiting:
+                    break
+                time.sleep(0.05)
+            assert waiting, "the swap never waited for the writer"
+            started = time.monotonic()
+            writer.execute(
+                sa.text(
+                    "INSERT INTO pk_orders (id, customer_id, note) "
+                    "SELECT max(id) + 1, :c, 'w2' FROM pk_orders"
+                ),
+                {"c": customer},
+            )
+            waited = time.monotonic() - started
+            writer.commit()
+        finally:
+            writer.close()
+            held.set()
+            migration.join(60)
+            sa.event.remove(pg, "before_cursor_execute", before_the_lock)
+        assert outcome == ["done"], outcome
+        assert waited < 0.5, waited
+        _check_ulids(pg)

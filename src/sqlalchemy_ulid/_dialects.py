@@ -786,9 +786,14 @@ class KeyConversionSQL:
     #: FIRST, the rest it would lose named in a text, '' for none); None where
     #: the op recreates what reflection reports
     index_options: str | None = None
-    #: locks every table for the swap (``{tables}``: quoted, comma-separated),
-    #: or None where DDL commits on its own and a lock would not outlive it
+    #: locks a table for the swap (``{tables}``: one quoted name), or None
+    #: where DDL commits on its own and a lock would not outlive it
     lock: str | None = None
+    #: run once the swap holds its first lock: the waits for the other
+    #: tables' locks become shorter than the server's deadlock detection, so
+    #: that a deadlock with a writer ends by the swap's timeout (the swap
+    #: lets go and tries again), never by the server cancelling the writer
+    lock_held: str | None = None
 
 
 _KEY_CONVERSION: dict[str, KeyConversionSQL] = {
@@ -860,6 +865,12 @@ _KEY_CONVERSION: dict[str, KeyConversionSQL] = {
             "AND t.relname = :table AND a.attname = :column"
         ),
         lock="LOCK TABLE {tables} IN ACCESS EXCLUSIVE MODE",
+        lock_held=(
+            "SELECT set_config('lock_timeout', greatest(1, floor(1000 * least("
+            "extract(epoch FROM current_setting('lock_timeout')::interval), "
+            "extract(epoch FROM current_setting('deadlock_timeout')::interval) / 2)))::int "
+            "|| 'ms', true)"
+        ),
     ),
     "mysql": KeyConversionSQL(
         set_not_null="ALTER TABLE {table} MODIFY {column} {type} NOT NULL",

@@ -26,10 +26,15 @@ from __future__ import annotations
 
 import textwrap
 
+from sqlalchemy.dialects import postgresql
+
+from ..._dialects import key_conversion_sql
 from .._offline import _dollar_quoted, _literal
 from ._offline_pg_plan import MAX_MS, Names, declarations, marker
 
 __all__ = ["fill_key_block", "fill_referencing_block", "prepare_block", "swap_block"]
+
+KEY_SQL = key_conversion_sql(postgresql.dialect())  # type: ignore[no-untyped-call]
 
 
 def _retrying(names: Names, statements: str, what: str) -> str:
@@ -238,7 +243,19 @@ def swap_block(names: Names) -> str:
     """Phase 4: the catch-up and the swap, in one transaction under the tables' locks."""
     op = names.op_name
     unique = _literal(names.legacy_unique)
-    lock = "        EXECUTE 'LOCK TABLE ' || tables || ' IN ACCESS EXCLUSIVE MODE';"
+    assert KEY_SQL is not None
+    assert KEY_SQL.lock_held is not None
+    held = KEY_SQL.lock_held
+    # The first table waits up to lock_timeout; once it is held, the others
+    # wait less than deadlock_timeout (see KeyConversionSQL.lock_held), so a
+    # writer holding one of them is let through, not cancelled.
+    lock = f"""\
+        EXECUTE 'LOCK TABLE ' || locks[1] || ' IN ACCESS EXCLUSIVE MODE';
+        EXECUTE {_literal(held)};
+        FOR i IN 2..coalesce(array_length(locks, 1), 1) LOOP
+          EXECUTE 'LOCK TABLE ' || locks[i] || ' IN ACCESS EXCLUSIVE MODE';
+        END LOOP;
+        PERFORM set_config('lock_timeout', timeout_was, true);"""
     key_catch_up = (
         f"""
   IF k.shadow IS NOT NULL THEN{textwrap.indent(_key_fill(names, commit=False), "  ")}
@@ -271,6 +288,8 @@ DECLARE
   p record;
   d record;
   tables text;
+  locks text[];
+  timeout_was text := current_setting('lock_timeout');
   n bigint;
   missing text;
   note text;
@@ -279,8 +298,11 @@ BEGIN
   IF NOT FOUND THEN
     RETURN;
   END IF;
-  SELECT string_agg(format('%I.%I', sch, x.tbl), ', ' ORDER BY x.first) INTO tables
+  -- The referencing tables first, the key's table last (as online): a writer
+  -- that checks a foreign key after writing a referencing table is waited for.
+  SELECT array_agg(format('%I.%I', sch, x.tbl) ORDER BY x.first DESC) INTO locks
     FROM (SELECT q.tbl, min(q.pos) AS first FROM pg_temp.ulid_pk_plan q GROUP BY q.tbl) AS x;
+  tables := array_to_string(locks, ', ');
 {textwrap.indent(textwrap.dedent(_retrying(names, lock, "tables")), "  ")}
   -- Rows written since the fill, and references changed since.{key_catch_up}
   FOR r IN SELECT * FROM pg_temp.ulid_pk_plan WHERE pos > 0 ORDER BY pos LOOP

@@ -23,8 +23,8 @@ from ..._dialects import key_conversion_sql
 from ..._generator import MonotonicGenerator
 from ..._types import ULIDType
 from .._add import _STAGING, AddULIDColumnOp, _drop_staging, _fill, _stage
-from .._inspect import ColumnState, column_state, quote, unescape_percent
-from .._locks import lock_safe_ddl
+from .._inspect import ColumnState, column_state, quote, run, unescape_percent
+from .._locks import lock_safe, lock_safe_ddl
 from ._plan import KeyColumn, Plan, clear_state, mark_done
 
 __all__ = ["add_shadows", "fill_referencing", "staged_key", "swap", "unfilled"]
@@ -212,8 +212,19 @@ def swap(
         # written a referencing table and then checks a foreign key (reads
         # the key's table) is waited for, instead of waiting for the swap
         # while the swap waits for it (a deadlock that cancels one of them).
-        tables = ", ".join(_q(connection, plan, t) for t in reversed(plan.tables))
-        lock_safe_ddl(connection, [sql.lock.format(tables=tables)], lock_timeout=lock_timeout)
+        # Writers taking them the other way round are let through by
+        # lock_held: the swap gives up its locks first and tries again.
+        tables = [_q(connection, plan, t) for t in reversed(plan.tables)]
+        statements = [sql.lock.format(tables=tables[0])]
+        if len(tables) > 1 and sql.lock_held is not None:
+            statements.append(sql.lock_held)
+        statements += [sql.lock.format(tables=t) for t in tables[1:]]
+        lock_safe(
+            connection,
+            lambda: [run(connection, s) for s in statements],
+            f"LOCK TABLE {', '.join(tables)}",
+            lock_timeout=lock_timeout,
+        )
     if not any(name.startswith("swap:") for name in done):
         catch_up()
         missing = unfilled(connection, plan)

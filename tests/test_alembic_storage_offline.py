@@ -25,14 +25,13 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
 from alembic.migration import MigrationContext
 from alembic.operations import Operations
 from sqlalchemy.engine import Connection, Engine
 
 import _writers
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
+from _offline_scripts import alembic_sql
 from conftest import Backend, private_engine
 from sqlalchemy_ulid import ULID, ULIDType, new_ulid, new_uuid7
 
@@ -150,42 +149,6 @@ def _online(engine: Engine, name: str, op: str, from_: str, to: str) -> None:
             )
 
 
-def _alembic_sql(engine: Engine, tmp_path: Path, call: str, *, down: bool = False) -> str:
-    """What a real ``alembic upgrade head --sql`` (or ``downgrade``) writes for ``call``."""
-    where = tmp_path / ("down" if down else "up")
-    (where / "versions").mkdir(parents=True)
-    (where / "env.py").write_text(
-        textwrap.dedent(
-            """\
-            from alembic import context
-
-            import sqlalchemy_ulid.alembic  # noqa: F401
-
-            context.configure(url=context.config.get_main_option("sqlalchemy.url"))
-            with context.begin_transaction():
-                context.run_migrations()
-            """
-        )
-    )
-    reverse = call.replace('from_storage="', 'X="').replace('to_storage="', 'from_storage="')
-    reverse = reverse.replace('X="', 'to_storage="')
-    (where / "versions" / "0001_convert.py").write_text(
-        "from alembic import op\n\nrevision = '0001'\ndown_revision = None\n"
-        "branch_labels = None\ndepends_on = None\n\n\n"
-        f"def upgrade() -> None:\n    op.{call}\n\n\ndef downgrade() -> None:\n    op.{reverse}\n"
-    )
-    buffer = io.StringIO()
-    config = Config(output_buffer=buffer)
-    config.set_main_option("script_location", str(where))
-    config.set_main_option("sqlalchemy.url", engine.url.render_as_string(hide_password=False))
-    config.attributes["configure_logger"] = False
-    if down:
-        command.downgrade(config, "0001:base", sql=True)
-    else:
-        command.upgrade(config, "head", sql=True)
-    return buffer.getvalue()
-
-
 def _op_sql(op: str, from_: str, to: str, **options: Any) -> str:
     """The op's own part of the script (rerun whole, without Alembic's bookkeeping)."""
     buffer = io.StringIO()
@@ -224,7 +187,7 @@ def test_upgrade_and_downgrade_scripts_end_as_the_online_op(
     values = {i: _new(op) for i in range(1, 121)}
     _create(engine, TABLE, op, values)
     _create(engine, TWIN, op, values)
-    up = _alembic_sql(engine, tmp_path, _call(op, from_, to, batch_size=50))
+    up = alembic_sql(engine, tmp_path, _call(op, from_, to, batch_size=50))
     assert "\\gexec" in up
     assert "\\set ON_ERROR_STOP on\n" in up
     done = _psql(engine, up)
@@ -237,7 +200,7 @@ def test_upgrade_and_downgrade_scripts_end_as_the_online_op(
     assert after["columns"][-1][1] != "CHAR(26)"  # converted
     assert after["leftovers"] is None
 
-    down = _alembic_sql(engine, tmp_path, _call(op, from_, to, batch_size=50), down=True)
+    down = alembic_sql(engine, tmp_path, _call(op, from_, to, batch_size=50), down=True)
     done = _psql(engine, down)
     assert done.returncode == 0, done.stderr
     _online(engine, TWIN, op, to, from_)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import io
 import random
 import subprocess
-import textwrap
 import threading
 import time
 import uuid
@@ -24,8 +23,6 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
 from alembic.migration import MigrationContext
 from alembic.operations import Operations
 from sqlalchemy.engine import Connection, Engine
@@ -33,6 +30,7 @@ from sqlalchemy.engine import Connection, Engine
 import _sessions
 import _writers
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
+from _offline_scripts import alembic_sql
 from conftest import Backend, private_engine
 from sqlalchemy_ulid import ULID, new_ulid, new_uuid7
 
@@ -135,42 +133,6 @@ def _call(op: str, column: str, from_: str, to: str, **options: Any) -> str:
     return f'{op}("{TABLE}", "{column}", {storages}, online=True{extra})'
 
 
-def _alembic_sql(engine: Engine, tmp_path: Path, call: str, *, down: bool = False) -> str:
-    """What a real ``alembic upgrade head --sql`` (or ``downgrade``) writes for ``call``."""
-    where = tmp_path / ("down" if down else "up")
-    (where / "versions").mkdir(parents=True)
-    (where / "env.py").write_text(
-        textwrap.dedent(
-            """\
-            from alembic import context
-
-            import sqlalchemy_ulid.alembic  # noqa: F401
-
-            context.configure(url=context.config.get_main_option("sqlalchemy.url"))
-            with context.begin_transaction():
-                context.run_migrations()
-            """
-        )
-    )
-    reverse = call.replace('from_storage="', 'X="').replace('to_storage="', 'from_storage="')
-    reverse = reverse.replace('X="', 'to_storage="')
-    (where / "versions" / "0001_convert.py").write_text(
-        "from alembic import op\n\nrevision = '0001'\ndown_revision = None\n"
-        "branch_labels = None\ndepends_on = None\n\n\n"
-        f"def upgrade() -> None:\n    op.{call}\n\n\ndef downgrade() -> None:\n    op.{reverse}\n"
-    )
-    buffer = io.StringIO()
-    config = Config(output_buffer=buffer)
-    config.set_main_option("script_location", str(where))
-    config.set_main_option("sqlalchemy.url", engine.url.render_as_string(hide_password=False))
-    config.attributes["configure_logger"] = False
-    if down:
-        command.downgrade(config, "0001:base", sql=True)
-    else:
-        command.upgrade(config, "head", sql=True)
-    return buffer.getvalue()
-
-
 def _op_sql(op: str, column: str, from_: str, to: str, **options: Any) -> str:
     """The op's own part of the script (rerun whole, without Alembic's bookkeeping)."""
     buffer = io.StringIO()
@@ -241,7 +203,7 @@ def test_upgrade_and_downgrade_scripts_end_as_the_online_op(
     _create(server, op, model)
 
     call = _call(op, column, from_, to, batch_size=7)
-    up = _alembic_sql(server, tmp_path, call)
+    up = alembic_sql(server, tmp_path, call)
     assert "mariadb --batch" in up
     done = _mariadb(server, up)
     assert done.returncode == 0, done.stderr
@@ -251,7 +213,7 @@ def test_upgrade_and_downgrade_scripts_end_as_the_online_op(
     assert online_up["triggers"] == []
     _rerun_is_a_no_op(server, _op_sql(op, column, from_, to, batch_size=7))
 
-    done = _mariadb(server, _alembic_sql(server, tmp_path, call, down=True))
+    done = _mariadb(server, alembic_sql(server, tmp_path, call, down=True))
     assert done.returncode == 0, done.stderr
     assert _state(server) == online_down
     _rerun_is_a_no_op(server, _op_sql(op, column, to, from_, batch_size=7))

@@ -55,12 +55,14 @@ def _script(table: str) -> str:
     return buffer.getvalue()
 
 
-def _psql(engine: Engine, script: str) -> subprocess.CompletedProcess[str]:
+def _psql(engine: Engine, script: str, stop: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run the script with the real psql (``stop``: as the docs say, ON_ERROR_STOP=1)."""
     psql = shutil.which("psql")
     assert psql is not None, "psql is needed to run an offline script"
     url = engine.url
     return subprocess.run(
-        [psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", url.host or "127.0.0.1",
+        [psql, "-X", "-q", *(["-v", "ON_ERROR_STOP=1"] if stop else []),
+         "-h", url.host or "127.0.0.1",
          "-p", str(url.port or 5432), "-U", url.username or "postgres",
          "-d", url.database or "", "-f", "-"],
         input=script, text=True, capture_output=True, timeout=60, check=False,
@@ -125,12 +127,13 @@ def test_offline_script_runs_for_a_table_name_with_a_quote_or_percent(
         ("date", "'2024-01-01'"),  # a day, not a moment (refused online too)
     ],
 )
+@pytest.mark.parametrize("stop", [True, False], ids=["ON_ERROR_STOP=1", "psql -f alone"])
 def test_offline_script_refuses_a_time_column_that_cannot_date_ids(
-    pg: Engine, time_type: str, value: str
+    pg: Engine, time_type: str, value: str, stop: bool
 ) -> None:
     quoted = _make(pg, "offline_num", time_type, [value])
     try:
-        done = _psql(pg, _script("offline_num"))
+        done = _psql(pg, _script("offline_num"), stop=stop)
         assert done.returncode != 0
         assert "offline_num.created_at is" in done.stderr, done.stderr
         assert "not a timestamp or an integer of Unix milliseconds" in done.stderr

@@ -116,6 +116,8 @@ def add_offline(operations: Operations, op: AddULIDColumnOp) -> None:
             "does). If one fails with 'canceling statement due to lock timeout', run it "
             "again and go on from there."
         )
+        # Without it psql would go on past the check block's refusal.
+        out("\\set ON_ERROR_STOP on")
         out(f"SET lock_timeout = '{max(1, round(timeout * 1000))}ms';")
         out(_check_block(op, table))
         out(f"-- Phase 1: the column, nullable (no table rewrite)\nALTER TABLE {table} "

@@ -300,21 +300,37 @@ BEGIN
     RAISE EXCEPTION '{op}: rows without a new key value after the catch-up: %. Nothing was '
       'swapped; run the script again', missing;
   END IF;
-  -- What is recreated after the swap, as the catalog prints it now.
+  -- What is recreated after the swap, as the catalog prints it now, with its
+  -- comment; step 0: a primary key's comment (the key is added again below).
   CREATE TEMP TABLE ulid_pk_redo ON COMMIT DROP AS
-    SELECT 3 AS step, cl.relname AS tbl, con.conname AS name, pg_get_constraintdef(con.oid) AS def
+    SELECT 3 AS step, cl.relname AS tbl, con.conname AS name, pg_get_constraintdef(con.oid) AS def,
+      obj_description(con.oid, 'pg_constraint') AS note
     FROM pg_constraint con JOIN pg_class cl ON cl.oid = con.conrelid
-    WHERE con.contype = 'f' AND EXISTS (SELECT 1 FROM pg_temp.ulid_pk_plan c
-      WHERE c.pos > 0 AND c.relid = con.conrelid AND c.attnum = con.conkey[1])
+    WHERE con.contype = 'f' AND con.conparentid = 0 AND EXISTS (SELECT 1
+      FROM pg_temp.ulid_pk_plan c WHERE c.pos > 0 AND c.relid = con.conrelid
+      AND c.attnum = con.conkey[1])
     AND EXISTS (SELECT 1 FROM pg_temp.ulid_pk_plan q
       WHERE q.relid = con.confrelid AND q.attnum = ANY (con.confkey))
     UNION ALL
-    SELECT 2, cl.relname, con.conname, pg_get_constraintdef(con.oid)
+    SELECT 2, cl.relname, con.conname, pg_get_constraintdef(con.oid),
+      obj_description(con.oid, 'pg_constraint')
     FROM pg_constraint con JOIN pg_class cl ON cl.oid = con.conrelid
-    WHERE con.contype = 'u' AND EXISTS (SELECT 1 FROM pg_temp.ulid_pk_plan c
-      WHERE c.pos > 0 AND c.relid = con.conrelid AND c.attnum = ANY (con.conkey))
+    WHERE con.contype = 'u' AND con.conparentid = 0 AND EXISTS (SELECT 1
+      FROM pg_temp.ulid_pk_plan c WHERE c.pos > 0 AND c.relid = con.conrelid
+      AND c.attnum = ANY (con.conkey))
     UNION ALL
-    SELECT 1, t.relname, i.relname, pg_get_indexdef(x.indexrelid)
+    SELECT 0, cl.relname, con.conname, NULL, obj_description(con.oid, 'pg_constraint')
+    FROM pg_constraint con JOIN pg_class cl ON cl.oid = con.conrelid
+    WHERE con.contype = 'p' AND obj_description(con.oid, 'pg_constraint') IS NOT NULL
+    AND EXISTS (SELECT 1 FROM pg_temp.ulid_pk_plan c
+      WHERE c.relid = con.conrelid AND c.pk_name = con.conname)
+    UNION ALL
+    -- An index of a partitioned table prints as ON ONLY (its partitions' indexes
+    -- attached one by one); created without ONLY, it is built on every partition.
+    SELECT 1, t.relname, i.relname, CASE WHEN t.relkind = 'p' THEN replace(
+        pg_get_indexdef(x.indexrelid), format('INDEX %I ON ONLY ', i.relname),
+        format('INDEX %I ON ', i.relname)) ELSE pg_get_indexdef(x.indexrelid) END,
+      obj_description(x.indexrelid, 'pg_class')
     FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid
     WHERE NOT x.indisprimary AND NOT EXISTS (SELECT 1 FROM pg_constraint con
       WHERE con.conindid = x.indexrelid AND con.conrelid = x.indrelid
@@ -343,8 +359,14 @@ BEGIN
   FOR d IN SELECT * FROM pg_temp.ulid_pk_redo ORDER BY step, tbl, name LOOP
     IF d.step = 1 THEN
       EXECUTE d.def;
-    ELSE
+    ELSIF d.step > 1 THEN
       EXECUTE format('ALTER TABLE %I.%I ADD CONSTRAINT %I %s', sch, d.tbl, d.name, d.def);
+    END IF;
+    CONTINUE WHEN d.note IS NULL;
+    IF d.step = 1 THEN
+      EXECUTE format('COMMENT ON INDEX %I.%I IS %L', sch, d.name, d.note);
+    ELSE
+      EXECUTE format('COMMENT ON CONSTRAINT %I ON %I.%I IS %L', d.name, sch, d.tbl, d.note);
     END IF;
   END LOOP;
   DELETE FROM pg_temp.ulid_pk_plan;

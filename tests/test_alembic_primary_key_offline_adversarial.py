@@ -1,0 +1,244 @@
+"""The offline PostgreSQL key conversion on schemas a user has: found by trying to break it.
+
+Each test builds its own tables (``adv_*``), writes the scripts with the
+real ``alembic upgrade --sql`` / ``downgrade --sql`` and runs them with the
+real ``psql`` (stopping at the first error). What it checks: a referencing
+table that is partitioned converts (its partitions carry the parent's
+foreign key, which the script must not treat as theirs); whatever the
+swap's ``DROP COLUMN`` would drop with a referencing column (a CHECK, an
+exclusion constraint, a generated column, a foreign key to a table that
+does not change, column GRANTs) stops the script before any change, rather
+than vanish or fail inside the swap; and the comments on the constraints
+and indexes the swap recreates come back with them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from conftest import Backend, private_engine
+from test_alembic_primary_key_offline_postgresql import _ok, _project, _psql, _script, _version
+
+TABLES = ("adv_events", "adv_slots", "adv_orders", "adv_regions", "adv_customers")
+
+
+def _drop(engine: Engine) -> None:
+    with engine.begin() as conn:
+        for name in TABLES:
+            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name} CASCADE")
+        conn.exec_driver_sql("DROP TABLE IF EXISTS alembic_version_pk_test")
+        conn.exec_driver_sql(
+            "DO $$ BEGIN IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'adv_reader') "
+            "THEN DROP OWNED BY adv_reader; DROP ROLE adv_reader; END IF; END $$"
+        )
+
+
+@pytest.fixture
+def pg(backends: dict[str, Backend]) -> Iterator[Engine]:
+    with private_engine(backends["postgresql"], _drop) as engine:
+        yield engine
+
+
+def _run(engine: Engine, *statements: str) -> None:
+    with engine.begin() as conn:
+        for statement in statements:
+            conn.exec_driver_sql(statement)
+
+
+def _rows(engine: Engine, sql: str) -> list[tuple[Any, ...]]:
+    with engine.connect() as conn:
+        return sorted(tuple(r) for r in conn.exec_driver_sql(sql))
+
+
+_CUSTOMERS = (
+    "CREATE TABLE adv_customers (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, "
+    "created_at timestamp NOT NULL, name text NOT NULL)",
+    "INSERT INTO adv_customers (created_at, name) SELECT timestamp '2024-01-01' "
+    "+ g * interval '1 second', 'c' || g FROM generate_series(1, 12) AS g",
+)
+
+#: Every table's columns, constraints and indexes, with their comments
+#: (partitioned tables and their partitions too).
+_SCHEMA = """
+    SELECT 'column', c.relname, a.attname, format_type(a.atttypid, a.atttypmod)
+           || CASE WHEN a.attnotnull THEN ' NOT NULL' ELSE '' END,
+           col_description(c.oid, a.attnum)
+    FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+    WHERE c.relname LIKE 'adv%%' AND c.relkind IN ('r', 'p') AND a.attnum > 0
+    AND NOT a.attisdropped
+    UNION ALL
+    SELECT 'constraint', c.relname, con.conname, pg_get_constraintdef(con.oid),
+           obj_description(con.oid, 'pg_constraint')
+    FROM pg_constraint con JOIN pg_class c ON c.oid = con.conrelid
+    WHERE c.relname LIKE 'adv%%'
+    UNION ALL
+    SELECT 'index', c.relname, i.relname, pg_get_indexdef(i.oid) || CASE WHEN x.indisvalid
+           THEN '' ELSE ' (INVALID)' END, obj_description(i.oid, 'pg_class')
+    FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class c ON c.oid = x.indrelid
+    WHERE c.relname LIKE 'adv%%'
+"""
+
+
+def _schema(engine: Engine) -> list[tuple[Any, ...]]:
+    return _rows(engine, _SCHEMA)
+
+
+# -- a partitioned referencing table ---------------------------------------------------------
+
+
+def test_a_partitioned_table_that_references_the_key(pg: Engine, tmp_path: Path) -> None:
+    """Its partitions hold clones of its foreign key: the script converts the parent."""
+    _run(
+        pg,
+        *_CUSTOMERS,
+        "CREATE TABLE adv_events (id int, at date NOT NULL, customer_id bigint NOT NULL "
+        "CONSTRAINT fk_adv_events_customer REFERENCES adv_customers ON DELETE CASCADE, "
+        "PRIMARY KEY (id, at)) PARTITION BY RANGE (at)",
+        "CREATE TABLE adv_events_2024 PARTITION OF adv_events "
+        "FOR VALUES FROM ('2024-01-01') TO ('2025-01-01')",
+        "CREATE TABLE adv_events_2025 PARTITION OF adv_events "
+        "FOR VALUES FROM ('2025-01-01') TO ('2026-01-01')",
+        "CREATE INDEX ix_adv_events_customer ON adv_events (customer_id, at)",
+        "INSERT INTO adv_events SELECT g, date '2024-06-01' + g * 15, 1 + g %% 12 "
+        "FROM generate_series(1, 30) AS g",
+    )
+    joins = (
+        "SELECT e.id, e.at, c.name FROM adv_events e JOIN adv_customers c ON c.id = e.customer_id"
+    )
+    before, legacy = _rows(pg, joins), _schema(pg)
+    config = _project(tmp_path, pg, table="adv_customers", up="from_time='created_at'")
+    up, down = _script(config, "upgrade"), _script(config, "downgrade")
+    _ok(pg, up)
+    assert _version(pg) == "pk0001"
+    assert _rows(pg, joins) == before
+    converted = _schema(pg)
+    found = {(kind, table, name): definition for kind, table, name, definition, _ in converted}
+    assert found[("column", "adv_events_2024", "customer_id")] == "uuid NOT NULL"
+    assert found[("constraint", "adv_events", "fk_adv_events_customer")] == (
+        "FOREIGN KEY (customer_id) REFERENCES adv_customers(id) ON DELETE CASCADE"
+    )
+    # The index is the partitioned one it was, built on every partition.
+    assert found[("index", "adv_events", "ix_adv_events_customer")] == (
+        "CREATE INDEX ix_adv_events_customer ON ONLY public.adv_events "
+        "USING btree (customer_id, at)"
+    )
+    partition_indexes = [
+        row for row in converted if row[0] == "index" and row[1].startswith("adv_events_20")
+    ]
+    assert len(partition_indexes) == 4  # each partition: its primary key and the index
+    assert not any("INVALID" in row[3] for row in converted)
+    # Each partition enforces the foreign key: an id that is not a customer's fails.
+    with pytest.raises(sa.exc.IntegrityError):
+        _run(pg, "INSERT INTO adv_events VALUES (99, '2025-02-01', gen_random_uuid())")
+    _run(pg, "DELETE FROM adv_customers WHERE name = 'c1'")  # the cascade reaches them
+    assert len(_rows(pg, "SELECT 1 FROM adv_events")) == len(before) - sum(
+        1 for row in before if row[2] == "c1"
+    )
+    assert "already done" in _ok(pg, up)
+    _ok(pg, down)
+    assert _version(pg) == "pk0000"
+    assert _schema(pg) == legacy
+
+
+# -- what DROP COLUMN would take with a referencing column: refused before any change ------
+
+USED = [
+    # a CHECK constraint would be dropped with the column
+    ("ALTER TABLE adv_orders ADD CONSTRAINT ck_adv_orders_who "
+     "CHECK (customer_id IS NOT NULL OR guest IS NOT NULL)",
+     "constraint ck_adv_orders_who on table adv_orders"),
+    # an exclusion constraint too (its index is not the op's to rebuild)
+    ("ALTER TABLE adv_orders ADD CONSTRAINT ex_adv_orders_one "
+     "EXCLUDE USING btree (customer_id WITH =, guest WITH =)",
+     "constraint ex_adv_orders_one on table adv_orders"),
+    # a generated column makes DROP COLUMN fail inside the swap
+    ("ALTER TABLE adv_orders ADD COLUMN tag text "
+     "GENERATED ALWAYS AS ('C' || customer_id::text) STORED",
+     "the generated column tag"),
+    # column privileges go with the column
+    ("CREATE ROLE adv_reader", "GRANT SELECT (customer_id) ON adv_orders TO adv_reader",
+     "GRANTs on the column"),
+    # a foreign key to a table that keeps its integer key
+    ("ALTER TABLE adv_orders ADD CONSTRAINT fk_adv_orders_region "
+     "FOREIGN KEY (customer_id) REFERENCES adv_regions (id)",
+     "fk_adv_orders_region on adv_orders references adv_regions, which this op does not "
+     "convert"),
+    # a DEFAULT of the old type would be dropped with the column
+    ("ALTER TABLE adv_orders ALTER COLUMN customer_id SET DEFAULT 1", "its DEFAULT"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [(row[:-1], row[-1]) for row in USED],
+    ids=["check", "exclusion", "generated", "grant", "other fk", "default"],
+)
+def test_what_the_swap_would_drop_with_a_column_stops_the_script_first(
+    pg: Engine, tmp_path: Path, setup: tuple[str, ...], message: str
+) -> None:
+    _run(
+        pg,
+        *_CUSTOMERS,
+        "CREATE TABLE adv_regions (id bigint PRIMARY KEY)",
+        "INSERT INTO adv_regions SELECT generate_series(1, 12)",
+        "CREATE TABLE adv_orders (id int PRIMARY KEY, customer_id bigint "
+        "REFERENCES adv_customers, guest text)",
+        "INSERT INTO adv_orders SELECT g, 1 + g %% 12, NULL FROM generate_series(1, 20) AS g",
+        *setup,
+    )
+    rows = "SELECT o.id, c.name FROM adv_orders o JOIN adv_customers c ON c.id = o.customer_id"
+    before, schema = _rows(pg, rows), _schema(pg)
+    config = _project(tmp_path, pg, table="adv_customers", up="from_time='created_at'")
+    done = _psql(pg, _script(config, "upgrade"))
+    assert done.returncode != 0
+    assert message in done.stderr, done.stderr
+    assert "adv_orders.customer_id" in done.stderr, done.stderr
+    assert "added" not in done.stderr  # stopped in the plan: no shadow column
+    assert _schema(pg) == schema
+    assert _rows(pg, rows) == before
+    assert _version(pg) == "pk0000"
+
+
+# -- comments on what the swap recreates ------------------------------------------------------
+
+
+def test_comments_on_recreated_constraints_and_indexes_come_back(
+    pg: Engine, tmp_path: Path
+) -> None:
+    _run(
+        pg,
+        *_CUSTOMERS,
+        "CREATE TABLE adv_orders (id int PRIMARY KEY, customer_id bigint NOT NULL "
+        "CONSTRAINT fk_adv_orders_customer REFERENCES adv_customers, note text NOT NULL, "
+        "CONSTRAINT uq_adv_orders_note UNIQUE (customer_id, note))",
+        "CREATE TABLE adv_slots (customer_id bigint CONSTRAINT pk_adv_slots PRIMARY KEY "
+        "CONSTRAINT fk_adv_slots_customer REFERENCES adv_customers, size int NOT NULL)",
+        "CREATE INDEX ix_adv_orders_customer ON adv_orders (customer_id)",
+        "COMMENT ON CONSTRAINT fk_adv_orders_customer ON adv_orders IS 'who ordered, 100%%'",
+        "COMMENT ON CONSTRAINT uq_adv_orders_note ON adv_orders IS 'one note each'",
+        "COMMENT ON CONSTRAINT pk_adv_slots ON adv_slots IS 'one slot per customer'",
+        "COMMENT ON CONSTRAINT adv_customers_pkey ON adv_customers IS 'the customer'",
+        "COMMENT ON INDEX ix_adv_orders_customer IS 'for the customer''s orders'",
+        "INSERT INTO adv_orders SELECT g, 1 + g %% 12, 'n' || g FROM generate_series(1, 20) AS g",
+        "INSERT INTO adv_slots SELECT g, g FROM generate_series(1, 6) AS g",
+    )
+    comments = (
+        "SELECT conname, obj_description(oid, 'pg_constraint') FROM pg_constraint "
+        "WHERE conrelid::regclass::text LIKE 'adv%%' UNION ALL "
+        "SELECT relname, obj_description(oid, 'pg_class') FROM pg_class "
+        "WHERE relname = 'ix_adv_orders_customer'"
+    )
+    legacy, noted = _schema(pg), _rows(pg, comments)
+    assert ("fk_adv_orders_customer", "who ordered, 100%") in noted
+    config = _project(tmp_path, pg, table="adv_customers", up="from_time='created_at'")
+    _ok(pg, _script(config, "upgrade"))
+    kept = dict(_rows(pg, comments))
+    assert {name: kept.get(name) for name, _ in noted} == dict(noted)
+    _ok(pg, _script(config, "downgrade"))
+    assert _schema(pg) == legacy

@@ -242,3 +242,29 @@ def test_comments_on_recreated_constraints_and_indexes_come_back(
     assert {name: kept.get(name) for name, _ in noted} == dict(noted)
     _ok(pg, _script(config, "downgrade"))
     assert _schema(pg) == legacy
+
+
+# -- from_time values the ULID cannot date -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("column_type", "value"),
+    [("timestamptz", "infinity"), ("timestamp", "-infinity"), ("timestamp", "1969-12-31 23:59")],
+)
+def test_a_from_time_out_of_range_stops_the_script_naming_it(
+    pg: Engine, tmp_path: Path, column_type: str, value: str
+) -> None:
+    _run(
+        pg,
+        *_CUSTOMERS,
+        f"ALTER TABLE adv_customers ADD COLUMN seen {column_type}",
+        "UPDATE adv_customers SET seen = created_at",
+        f"UPDATE adv_customers SET seen = '{value}' WHERE name = 'c5'",
+    )
+    schema = _schema(pg)
+    config = _project(tmp_path, pg, table="adv_customers", up="from_time='seen'")
+    done = _psql(pg, _script(config, "upgrade"))
+    assert done.returncode != 0
+    assert f"adv_customers.seen = {value}" in done.stderr, done.stderr
+    assert "is out of the ULID range" in done.stderr
+    assert _schema(pg) == schema

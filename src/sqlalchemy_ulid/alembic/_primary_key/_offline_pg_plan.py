@@ -157,8 +157,10 @@ def plan_block(names: Names) -> str:
       RAISE EXCEPTION '{op}: %.% is NULL in % rows: fill them before deriving ULIDs from it',
         tbl, when_col, n;
     END IF;
-    EXECUTE format('SELECT %I::text FROM %I.%I WHERE NOT (%s BETWEEN 0 AND {MAX_MS}) LIMIT 1',
-      when_col, sch, tbl, millis) INTO bad;
+    -- An infinite time has no milliseconds: the CASE keeps it from the cast.
+    EXECUTE format('SELECT %1$I::text FROM %2$I.%3$I WHERE CASE WHEN %1$I::text IN '
+      '(''infinity'', ''-infinity'') THEN true ELSE NOT (%4$s BETWEEN 0 AND {MAX_MS}) END '
+      'LIMIT 1', when_col, sch, tbl, millis) INTO bad;
     IF bad IS NOT NULL THEN
       RAISE EXCEPTION '{op}: %.% = % is out of the ULID range (1970 to 10889)',
         tbl, when_col, bad;

@@ -14,6 +14,7 @@ and indexes the swap recreates come back with them.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -268,3 +269,48 @@ def test_a_from_time_out_of_range_stops_the_script_naming_it(
     assert f"adv_customers.seen = {value}" in done.stderr, done.stderr
     assert "is out of the ULID range" in done.stderr
     assert _schema(pg) == schema
+
+
+# -- an application's row lock during the fills -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("hold", "phase"),
+    [
+        ("SELECT 1 FROM adv_customers WHERE name = 'c7' FOR UPDATE", "-- Phase 2:"),
+        ("SELECT 1 FROM adv_orders WHERE id = 7 FOR UPDATE", "-- Phase 3:"),
+    ],
+    ids=["key fill", "join fill"],
+)
+def test_a_row_locked_for_a_while_during_a_fill_delays_the_script_only(
+    pg: Engine, tmp_path: Path, hold: str, phase: str
+) -> None:
+    """A batch that waits past lock_timeout for a row is tried again, as DDL is."""
+    _run(
+        pg,
+        *_CUSTOMERS,
+        "CREATE TABLE adv_orders (id int PRIMARY KEY, customer_id bigint NOT NULL "
+        "REFERENCES adv_customers, note text NOT NULL)",
+        "INSERT INTO adv_orders SELECT g, 1 + g %% 12, 'n' || g FROM generate_series(1, 20) AS g",
+    )
+    rows = "SELECT o.note, c.name FROM adv_orders o JOIN adv_customers c ON c.id = o.customer_id"
+    before = _rows(pg, rows)
+    config = _project(
+        tmp_path, pg, table="adv_customers", up="from_time='created_at', lock_timeout=0.2"
+    )
+    up = _script(config, "upgrade")
+    _ok(pg, up[: up.index(phase)])  # the phases before it, done
+    holder = pg.connect()
+    try:
+        holder.exec_driver_sql(hold).all()  # an application's transaction, open for a while
+        timer = threading.Timer(1.0, holder.rollback)
+        timer.start()
+        try:
+            log = _ok(pg, up)
+        finally:
+            timer.join(timeout=10)
+    finally:
+        holder.close()
+    assert "lock timeout on" in log, log
+    assert _version(pg) == "pk0001"
+    assert _rows(pg, rows) == before

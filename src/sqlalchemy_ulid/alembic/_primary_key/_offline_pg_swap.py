@@ -137,6 +137,18 @@ def _key_fill(names: Names, *, commit: bool) -> str:
         "ORDER BY %3$I DESC LIMIT 1) AS x"
     )
     commit_sql = "\n      COMMIT;" if commit else ""
+    # A batch waits for an application's row locks at most lock_timeout,
+    # then is tried again, as DDL is: the rows it has updated stay locked
+    # while it waits, so a long wait would hold up writers to those rows.
+    time_batch = f"""\
+        EXECUTE format({_dollar_quoted("batch", by_time)}, sch, k.tbl, k.shadow, k.col)
+          USING done_rows, {batch};
+        GET DIAGNOSTICS filled = ROW_COUNT;"""
+    key_batch = f"""\
+        EXECUTE format({_dollar_quoted("batch", by_key)}, sch, k.tbl, k.shadow, k.col, NULL,
+          k.key_type, op) INTO filled, from_key USING ms, from_key;"""
+    time_retried = textwrap.indent(_retrying(names, time_batch, "k.tbl"), "  ")
+    key_retried = textwrap.indent(_retrying(names, key_batch, "k.tbl"), "  ")
     return f"""
   EXECUTE format({_dollar_quoted("latest", latest)}, sch, k.tbl, k.shadow) INTO last_ms, last_tie;
   last_ms := coalesce(last_ms, -1);
@@ -150,10 +162,7 @@ def _key_fill(names: Names, *, commit: bool) -> str:
     ALTER TABLE pg_temp.ulid_pk_ids ADD PRIMARY KEY (seq);
     SELECT count(*) INTO staged FROM pg_temp.ulid_pk_ids;
     done_rows := 0;
-    WHILE done_rows < staged LOOP
-      EXECUTE format({_dollar_quoted("batch", by_time)}, sch, k.tbl, k.shadow, k.col)
-        USING done_rows, {batch};
-      GET DIAGNOSTICS filled = ROW_COUNT;
+    WHILE done_rows < staged LOOP{time_retried}
       done_rows := done_rows + {batch};
       total := total + filled;
       RAISE NOTICE '{names.op_name}: % rows of %.% given ULIDs', total, k.tbl, k.col;{commit_sql}
@@ -164,9 +173,8 @@ def _key_fill(names: Names, *, commit: bool) -> str:
       INTO from_key;
     op := '>=';
     WHILE from_key IS NOT NULL LOOP
-      ms := greatest(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint, last_ms + 1);
-      EXECUTE format({_dollar_quoted("batch", by_key)}, sch, k.tbl, k.shadow, k.col, NULL,
-        k.key_type, op) INTO filled, from_key USING ms, from_key;
+      ms := greatest(
+        floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint, last_ms + 1);{key_retried}
       EXIT WHEN filled = 0;
       last_ms := ms;
       op := '>';
@@ -212,7 +220,9 @@ _JOIN = (
 
 def fill_referencing_block(names: Names) -> str:
     """Phase 3: each referencing shadow by a join on what it references, each committed."""
-    join = _JOIN.format(stale="IS NULL")
+    join = f"""\
+        EXECUTE format({_JOIN.format(stale="IS NULL")});
+        GET DIAGNOSTICS n = ROW_COUNT;"""
     body = f"""
 DECLARE
 {declarations(names)}  r record;
@@ -220,9 +230,7 @@ DECLARE
   n bigint;
 BEGIN
   FOR r IN SELECT * FROM pg_temp.ulid_pk_plan WHERE pos > 0 ORDER BY pos LOOP
-    SELECT * INTO p FROM pg_temp.ulid_pk_plan WHERE pos = r.parent;
-    EXECUTE format({join});
-    GET DIAGNOSTICS n = ROW_COUNT;
+    SELECT * INTO p FROM pg_temp.ulid_pk_plan WHERE pos = r.parent;{_retrying(names, join, "r.tbl")}
     RAISE NOTICE '{names.op_name}: % rows of %.% filled from %', n, r.tbl, r.col, p.tbl;
     COMMIT;
   END LOOP;

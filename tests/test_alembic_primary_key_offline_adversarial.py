@@ -14,7 +14,9 @@ and indexes the swap recreates come back with them.
 
 from __future__ import annotations
 
+import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,15 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from conftest import Backend, private_engine
-from test_alembic_primary_key_offline_postgresql import _ok, _project, _psql, _script, _version
+from test_alembic_primary_key_offline_postgresql import (
+    APP,
+    _ok,
+    _project,
+    _psql,
+    _psql_command,
+    _script,
+    _version,
+)
 
 TABLES = ("adv_events", "adv_slots", "adv_orders", "adv_regions", "adv_customers")
 
@@ -271,6 +281,23 @@ def test_a_from_time_out_of_range_stops_the_script_naming_it(
     assert _schema(pg) == schema
 
 
+def _waiting(engine: Engine, wait: float = 20) -> None:
+    """Return once the script's session waits for a lock (or fail after ``wait`` s)."""
+    deadline = time.monotonic() + wait
+    with engine.connect() as conn:
+        while time.monotonic() < deadline:
+            found = conn.exec_driver_sql(
+                "SELECT 1 FROM pg_stat_activity WHERE application_name = %(app)s "
+                "AND wait_event_type = 'Lock'",
+                {"app": APP},
+            ).first()
+            conn.rollback()
+            if found is not None:
+                return
+            time.sleep(0.02)
+    pytest.fail("the script never waited for the row")
+
+
 # -- an application's row lock during the fills -------------------------------------------------
 
 
@@ -303,14 +330,169 @@ def test_a_row_locked_for_a_while_during_a_fill_delays_the_script_only(
     holder = pg.connect()
     try:
         holder.exec_driver_sql(hold).all()  # an application's transaction, open for a while
-        timer = threading.Timer(1.0, holder.rollback)
-        timer.start()
+
+        def release() -> None:
+            # Once the script waits for the row, past one lock_timeout.
+            _waiting(pg)
+            time.sleep(0.5)
+            holder.rollback()
+
+        releaser = threading.Thread(target=release)
+        releaser.start()
         try:
             log = _ok(pg, up)
         finally:
-            timer.join(timeout=10)
+            releaser.join(timeout=30)
     finally:
         holder.close()
     assert "lock timeout on" in log, log
     assert _version(pg) == "pk0001"
     assert _rows(pg, rows) == before
+
+
+def test_rows_a_not_valid_foreign_key_lets_reference_nothing_stop_the_script_first(
+    pg: Engine, tmp_path: Path
+) -> None:
+    """They would have no new value: the swap would refuse at every rerun."""
+    _run(
+        pg,
+        *_CUSTOMERS,
+        "CREATE TABLE adv_orders (id int PRIMARY KEY, customer_id bigint)",
+        "INSERT INTO adv_orders SELECT g, g FROM generate_series(1, 14) AS g",  # 13, 14: none
+        "ALTER TABLE adv_orders ADD CONSTRAINT fk_adv_orders_customer "
+        "FOREIGN KEY (customer_id) REFERENCES adv_customers NOT VALID",
+    )
+    schema = _schema(pg)
+    config = _project(tmp_path, pg, table="adv_customers", up="from_time='created_at'")
+    up = _script(config, "upgrade")
+    done = _psql(pg, up)
+    assert done.returncode != 0
+    assert (
+        "the foreign key fk_adv_orders_customer on adv_orders is NOT VALID, and 2 rows of "
+        "adv_orders.customer_id reference no row of adv_customers"
+    ) in done.stderr, done.stderr
+    assert _schema(pg) == schema
+    _run(pg, "DELETE FROM adv_orders WHERE id > 12")  # orphans gone: it converts, NOT VALID
+    _ok(pg, up)
+    found = {(row[1], row[2]): row[3] for row in _schema(pg)}
+    assert found[("adv_orders", "fk_adv_orders_customer")] == (
+        "FOREIGN KEY (customer_id) REFERENCES adv_customers(id) NOT VALID"
+    )
+
+
+# -- two runs of the script at once -------------------------------------------------------------
+
+
+def test_a_run_whose_plan_another_run_finished_stops_at_its_swap_and_says_why(
+    pg: Engine, tmp_path: Path
+) -> None:
+    _run(
+        pg,
+        *_CUSTOMERS,
+        "CREATE TABLE adv_orders (id int PRIMARY KEY, customer_id bigint NOT NULL "
+        "REFERENCES adv_customers)",
+        "INSERT INTO adv_orders SELECT g, 1 + g %% 12 FROM generate_series(1, 20) AS g",
+    )
+    rows = "SELECT o.id, c.name FROM adv_orders o JOIN adv_customers c ON c.id = o.customer_id"
+    before = _rows(pg, rows)
+    config = _project(tmp_path, pg, table="adv_customers", up="from_time='created_at'")
+    up = _script(config, "upgrade")
+    args, env = _psql_command(pg)
+    first = subprocess.Popen(
+        args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env=env,
+    )  # fmt: skip
+    assert first.stdin is not None
+    assert first.stdout is not None
+    deadline = threading.Timer(60, first.kill)  # a bound on the readline below
+    deadline.start()
+    try:
+        first.stdin.write(up[: up.index("-- Phase 4:")] + "\n\\echo planned\n")
+        first.stdin.flush()
+        assert first.stdout.readline().strip() == "planned"  # its plan read, its fills done
+        _ok(pg, up)  # a second run, start to end
+        _, err = first.communicate(up[up.index("-- Phase 4:") :], timeout=60)
+    finally:
+        deadline.cancel()
+        if first.poll() is None:
+            first.kill()
+            first.wait(timeout=10)
+    assert first.returncode != 0
+    assert "adv_customers.id__ulid, adv_orders.customer_id__ulid are gone" in err, err
+    assert "Nothing was swapped" in err
+    assert _version(pg) == "pk0001"
+    assert _rows(pg, rows) == before
+    assert "already done" in _ok(pg, up)
+
+
+# -- the swap's locks and an application's transaction -------------------------------------------
+
+
+def test_the_swap_taking_its_locks_never_deadlocks_an_application_transaction(
+    pg: Engine, tmp_path: Path
+) -> None:
+    """The swap holds the first table while it waits for the next: it gives up first.
+
+    The swap locks its tables in plan order (adv_customers, adv_events,
+    adv_orders). An application's transaction holds adv_orders (an update)
+    and then reads adv_customers, which the swap has locked while it waits
+    for adv_events (a reader's) and then adv_orders: a cycle. Had the swap waited its full
+    lock_timeout, PostgreSQL would end the application's transaction as a
+    deadlock; it must back off, let it finish, and take the locks after.
+    """
+    _run(
+        pg,
+        *_CUSTOMERS,
+        "CREATE TABLE adv_orders (id int PRIMARY KEY, customer_id bigint NOT NULL "
+        "REFERENCES adv_customers, note text)",
+        "CREATE TABLE adv_events (id int PRIMARY KEY, customer_id bigint NOT NULL "
+        "REFERENCES adv_customers)",
+        "INSERT INTO adv_orders SELECT g, 1 + g %% 12 FROM generate_series(1, 20) AS g",
+        "INSERT INTO adv_events SELECT g, 1 + g %% 12 FROM generate_series(1, 20) AS g",
+    )
+    config = _project(
+        tmp_path, pg, table="adv_customers", up="from_time='created_at', lock_timeout=1"
+    )
+    up = _script(config, "upgrade")
+    _ok(pg, up[: up.index("-- Phase 4:")])
+    reader, application = pg.connect(), pg.connect()
+    errors: list[BaseException] = []
+    try:
+        reader.exec_driver_sql("SELECT 1 FROM adv_events LIMIT 1").all()
+        application.exec_driver_sql("UPDATE adv_orders SET note = 'seen' WHERE id = 1")
+
+        def read_customers() -> None:
+            try:
+                application.exec_driver_sql("SELECT count(*) FROM adv_customers").all()
+                application.commit()
+            except BaseException as exc:  # reported by the test
+                errors.append(exc)
+
+        args, env = _psql_command(pg)
+        path = tmp_path / "script.sql"
+        path.write_text(up)
+        script = subprocess.Popen(
+            [*args[:-1], str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, env=env,
+        )  # fmt: skip
+        try:
+            _waiting(pg)  # the swap holds adv_customers and waits for adv_events
+            blocked = threading.Thread(target=read_customers)
+            blocked.start()
+            time.sleep(0.2)
+            reader.rollback()  # the swap goes on to adv_orders, which the application holds
+            blocked.join(timeout=30)
+            _, err = script.communicate(timeout=60)
+        finally:
+            if script.poll() is None:
+                script.kill()
+                script.wait(timeout=10)
+    finally:
+        reader.close()
+        application.close()
+    assert not errors, errors
+    assert script.returncode == 0, err
+    assert "adv_customers done" in err
+    assert _version(pg) == "pk0001"
+    assert _rows(pg, "SELECT o.note FROM adv_orders o JOIN adv_customers c "
+                     "ON c.id = o.customer_id WHERE o.id = 1") == [("seen",)]  # fmt: skip

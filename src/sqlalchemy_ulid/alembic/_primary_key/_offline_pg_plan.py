@@ -266,7 +266,8 @@ BEGIN
   LOOP
     SELECT * INTO r FROM pg_temp.ulid_pk_plan WHERE pos = i;
     EXIT WHEN NOT FOUND;
-    FOR fk IN SELECT con.conname, con.conrelid, con.conkey, cl.relname FROM pg_constraint con
+    FOR fk IN SELECT con.conname, con.conrelid, con.conkey, cl.relname, con.convalidated
+        FROM pg_constraint con
         JOIN pg_class cl ON cl.oid = con.conrelid
         WHERE con.contype = 'f' AND con.confrelid = r.relid AND r.attnum = ANY (con.confkey)
         AND cl.relnamespace = ns AND con.conparentid = 0 ORDER BY cl.relname, con.conname LOOP
@@ -281,6 +282,18 @@ BEGIN
         WHERE relid = fk.conrelid AND attnum = fk.conkey[1]);
       SELECT attname, NOT attnotnull AS nullable INTO col FROM pg_attribute
         WHERE attrelid = fk.conrelid AND attnum = fk.conkey[1];
+      IF NOT fk.convalidated THEN
+        -- A NOT VALID foreign key may have rows that reference nothing: no new value.
+        EXECUTE format('SELECT count(*) FROM %I.%I AS c WHERE c.%I IS NOT NULL AND NOT EXISTS '
+          '(SELECT 1 FROM %I.%I AS p WHERE p.%I = c.%I)', sch, fk.relname, col.attname, sch,
+          r.tbl, r.col, col.attname) INTO n;
+        IF n > 0 THEN
+          RAISE EXCEPTION '{op}: the foreign key % on % is NOT VALID, and % rows of %.% reference '
+            'no row of %: they would have no new value. Correct or delete them (then VALIDATE '
+            'CONSTRAINT %) before the conversion', fk.conname, fk.relname, n, fk.relname,
+            col.attname, r.tbl, fk.conname;
+        END IF;
+      END IF;
       ref_pk := NULL;
       ref_keys := NULL;
       SELECT conname, conkey INTO ref_pk, ref_keys FROM pg_constraint

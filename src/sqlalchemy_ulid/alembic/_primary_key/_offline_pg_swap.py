@@ -246,7 +246,16 @@ def swap_block(names: Names) -> str:
     """Phase 4: the catch-up and the swap, in one transaction under the tables' locks."""
     op = names.op_name
     unique = _literal(names.legacy_unique)
-    lock = "        EXECUTE 'LOCK TABLE ' || tables || ' IN ACCESS EXCLUSIVE MODE';"
+    # One table at a time: holding the first, the swap waits for each next
+    # one only so long that, all told, it gives up before deadlock_timeout,
+    # so that an application's transaction waiting behind a table it holds
+    # is never the one PostgreSQL ends as a deadlock.
+    lock = """\
+        FOREACH t IN ARRAY locks LOOP
+          EXECUTE 'LOCK TABLE ' || t || ' IN ACCESS EXCLUSIVE MODE';
+          PERFORM set_config('lock_timeout', step_ms || 'ms', true);
+        END LOOP;
+        PERFORM set_config('lock_timeout', full_wait, true);"""
     key_catch_up = (
         f"""
   IF k.shadow IS NOT NULL THEN{textwrap.indent(_key_fill(names, commit=False), "  ")}
@@ -279,6 +288,10 @@ DECLARE
   p record;
   d record;
   tables text;
+  locks text[];
+  t text;
+  full_wait text;
+  step_ms bigint;
   n bigint;
   missing text;
   note text;
@@ -287,9 +300,27 @@ BEGIN
   IF NOT FOUND THEN
     RETURN;
   END IF;
-  SELECT string_agg(format('%I.%I', sch, x.tbl), ', ' ORDER BY x.first) INTO tables
-    FROM (SELECT q.tbl, min(q.pos) AS first FROM pg_temp.ulid_pk_plan q GROUP BY q.tbl) AS x;
+  locks := ARRAY(SELECT format('%I.%I', sch, x.tbl) FROM (SELECT q.tbl, min(q.pos) AS first
+    FROM pg_temp.ulid_pk_plan q GROUP BY q.tbl) AS x ORDER BY x.first);
+  tables := array_to_string(locks, ', ');
+  full_wait := current_setting('lock_timeout');
+  step_ms := greatest(1, floor(extract(epoch FROM current_setting('deadlock_timeout')::interval)
+    * 800 / greatest(cardinality(locks) - 1, 1)));
+  IF full_wait <> '0' THEN
+    step_ms := least(step_ms, extract(epoch FROM full_wait::interval) * 1000);
+  END IF;
 {textwrap.indent(textwrap.dedent(_retrying(names, lock, "tables")), "  ")}
+  -- The plan was read before the lock: its shadows must still be there (another
+  -- run of the script may have finished the conversion meanwhile).
+  SELECT string_agg(format('%s.%s', q.tbl, q.shadow), ', ' ORDER BY q.pos) INTO missing
+    FROM pg_temp.ulid_pk_plan q WHERE q.shadow IS NOT NULL AND NOT EXISTS (SELECT 1
+      FROM pg_attribute a WHERE a.attrelid = q.relid AND a.attname = q.shadow
+      AND a.attnum > 0 AND NOT a.attisdropped);
+  IF missing IS NOT NULL THEN
+    RAISE EXCEPTION '{op}: the columns % are gone since this script read its plan (did '
+      'another run of it finish?). Nothing was swapped; run the script again: it says '
+      '"already done" if so', missing;
+  END IF;
   -- Rows written since the fill, and references changed since.{key_catch_up}
   FOR r IN SELECT * FROM pg_temp.ulid_pk_plan WHERE pos > 0 ORDER BY pos LOOP
     SELECT * INTO p FROM pg_temp.ulid_pk_plan WHERE pos = r.parent;

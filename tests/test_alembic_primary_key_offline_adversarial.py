@@ -26,9 +26,11 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from conftest import Backend, private_engine
+from sqlalchemy_ulid.alembic import ConversionRefused
 from test_alembic_primary_key_offline_postgresql import (
     APP,
     _ok,
+    _online,
     _project,
     _psql,
     _psql_command,
@@ -44,6 +46,7 @@ def _drop(engine: Engine) -> None:
         for name in TABLES:
             conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name} CASCADE")
         conn.exec_driver_sql("DROP TABLE IF EXISTS alembic_version_pk_test")
+        conn.exec_driver_sql("DROP TABLE IF EXISTS ulid_key_conversions")  # online's state
         conn.exec_driver_sql(
             "DO $$ BEGIN IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'adv_reader') "
             "THEN DROP OWNED BY adv_reader; DROP ROLE adv_reader; END IF; END $$"
@@ -105,8 +108,7 @@ def _schema(engine: Engine) -> list[tuple[Any, ...]]:
 
 def test_a_partitioned_table_that_references_the_key(pg: Engine, tmp_path: Path) -> None:
     """Its partitions hold clones of its foreign key: the script converts the parent."""
-    _run(
-        pg,
+    setup = (
         *_CUSTOMERS,
         "CREATE TABLE adv_events (id int, at date NOT NULL, customer_id bigint NOT NULL "
         "CONSTRAINT fk_adv_events_customer REFERENCES adv_customers ON DELETE CASCADE, "
@@ -119,6 +121,7 @@ def test_a_partitioned_table_that_references_the_key(pg: Engine, tmp_path: Path)
         "INSERT INTO adv_events SELECT g, date '2024-06-01' + g * 15, 1 + g %% 12 "
         "FROM generate_series(1, 30) AS g",
     )
+    _run(pg, *setup)
     joins = (
         "SELECT e.id, e.at, c.name FROM adv_events e JOIN adv_customers c ON c.id = e.customer_id"
     )
@@ -155,6 +158,12 @@ def test_a_partitioned_table_that_references_the_key(pg: Engine, tmp_path: Path)
     _ok(pg, down)
     assert _version(pg) == "pk0000"
     assert _schema(pg) == legacy
+    # The online op, from the same start, makes the same schema.
+    _drop(pg)
+    _run(pg, *setup)
+    config = _project(tmp_path, pg, table="adv_customers", up="from_time='created_at'")
+    _online(config, pg, "upgrade")
+    assert _schema(pg) == converted
 
 
 # -- what DROP COLUMN would take with a referencing column: refused before any change ------
@@ -496,3 +505,31 @@ def test_the_swap_taking_its_locks_never_deadlocks_an_application_transaction(
     assert _version(pg) == "pk0001"
     assert _rows(pg, "SELECT o.note FROM adv_orders o JOIN adv_customers c "
                      "ON c.id = o.customer_id WHERE o.id = 1") == [("seen",)]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [(row[:-1], row[-1]) for row in USED],
+    ids=["check", "exclusion", "generated", "grant", "other fk", "default"],
+)
+def test_the_online_op_refuses_the_same_before_any_change(
+    pg: Engine, tmp_path: Path, setup: tuple[str, ...], message: str
+) -> None:
+    _run(
+        pg,
+        *_CUSTOMERS,
+        "CREATE TABLE adv_regions (id bigint PRIMARY KEY)",
+        "INSERT INTO adv_regions SELECT generate_series(1, 12)",
+        "CREATE TABLE adv_orders (id int PRIMARY KEY, customer_id bigint "
+        "REFERENCES adv_customers, guest text)",
+        "INSERT INTO adv_orders SELECT g, 1 + g %% 12, NULL FROM generate_series(1, 20) AS g",
+        *setup,
+    )
+    schema = _schema(pg)
+    config = _project(tmp_path, pg, table="adv_customers", up="from_time='created_at'")
+    with pytest.raises(ConversionRefused) as refused:
+        _online(config, pg, "upgrade")
+    assert message in str(refused.value)
+    assert "adv_orders.customer_id" in str(refused.value)
+    assert _schema(pg) == schema
+    assert _version(pg) == "pk0000"

@@ -442,12 +442,13 @@ def test_the_swap_taking_its_locks_never_deadlocks_an_application_transaction(
 ) -> None:
     """The swap holds the first table while it waits for the next: it gives up first.
 
-    The swap locks its tables in plan order (adv_customers, adv_events,
-    adv_orders). An application's transaction holds adv_orders (an update)
-    and then reads adv_customers, which the swap has locked while it waits
-    for adv_events (a reader's) and then adv_orders: a cycle. Had the swap waited its full
-    lock_timeout, PostgreSQL would end the application's transaction as a
-    deadlock; it must back off, let it finish, and take the locks after.
+    The swap locks the referencing tables first (adv_orders, adv_events,
+    then adv_customers). An application's transaction holds adv_customers
+    (an update) and then reads adv_orders, which the swap has locked while
+    it waits for adv_events (a reader's) and then adv_customers: a cycle.
+    Had the swap waited its full lock_timeout, PostgreSQL would end the
+    application's transaction as a deadlock; it must back off, let it
+    finish, and take the locks after.
     """
     _run(
         pg,
@@ -468,11 +469,11 @@ def test_the_swap_taking_its_locks_never_deadlocks_an_application_transaction(
     errors: list[BaseException] = []
     try:
         reader.exec_driver_sql("SELECT 1 FROM adv_events LIMIT 1").all()
-        application.exec_driver_sql("UPDATE adv_orders SET note = 'seen' WHERE id = 1")
+        application.exec_driver_sql("UPDATE adv_customers SET name = 'seen' WHERE name = 'c1'")
 
         def read_customers() -> None:
             try:
-                application.exec_driver_sql("SELECT count(*) FROM adv_customers").all()
+                application.exec_driver_sql("SELECT count(*) FROM adv_orders").all()
                 application.commit()
             except BaseException as exc:  # reported by the test
                 errors.append(exc)
@@ -485,11 +486,11 @@ def test_the_swap_taking_its_locks_never_deadlocks_an_application_transaction(
             text=True, env=env,
         )  # fmt: skip
         try:
-            _waiting(pg)  # the swap holds adv_customers and waits for adv_events
+            _waiting(pg)  # the swap holds adv_orders and waits for adv_events
             blocked = threading.Thread(target=read_customers)
             blocked.start()
             time.sleep(0.2)
-            reader.rollback()  # the swap goes on to adv_orders, which the application holds
+            reader.rollback()  # the swap goes on to adv_customers, which the application holds
             blocked.join(timeout=30)
             _, err = script.communicate(timeout=60)
         finally:
@@ -503,8 +504,7 @@ def test_the_swap_taking_its_locks_never_deadlocks_an_application_transaction(
     assert script.returncode == 0, err
     assert "adv_customers done" in err
     assert _version(pg) == "pk0001"
-    assert _rows(pg, "SELECT o.note FROM adv_orders o JOIN adv_customers c "
-                     "ON c.id = o.customer_id WHERE o.id = 1") == [("seen",)]  # fmt: skip
+    assert _rows(pg, "SELECT name FROM adv_customers WHERE legacy_id = 1") == [("seen",)]
 
 
 @pytest.mark.parametrize(

@@ -246,10 +246,12 @@ def swap_block(names: Names) -> str:
     """Phase 4: the catch-up and the swap, in one transaction under the tables' locks."""
     op = names.op_name
     unique = _literal(names.legacy_unique)
-    # One table at a time: holding the first, the swap waits for each next
-    # one only so long that, all told, it gives up before deadlock_timeout,
-    # so that an application's transaction waiting behind a table it holds
-    # is never the one PostgreSQL ends as a deadlock.
+    # One table at a time, the referencing tables before the tables they
+    # reference (the order of a writer's own locks: its row, then the
+    # foreign key's check of the referenced row). Holding the first, the
+    # swap waits for each next one only so long that, all told, it gives up
+    # before deadlock_timeout: an application's transaction waiting behind
+    # a table the swap holds is never the one PostgreSQL ends as a deadlock.
     lock = """\
         FOREACH t IN ARRAY locks LOOP
           EXECUTE 'LOCK TABLE ' || t || ' IN ACCESS EXCLUSIVE MODE';
@@ -301,7 +303,7 @@ BEGIN
     RETURN;
   END IF;
   locks := ARRAY(SELECT format('%I.%I', sch, x.tbl) FROM (SELECT q.tbl, min(q.pos) AS first
-    FROM pg_temp.ulid_pk_plan q GROUP BY q.tbl) AS x ORDER BY x.first);
+    FROM pg_temp.ulid_pk_plan q GROUP BY q.tbl) AS x ORDER BY x.first DESC);
   tables := array_to_string(locks, ', ');
   full_wait := current_setting('lock_timeout');
   step_ms := greatest(1, floor(extract(epoch FROM current_setting('deadlock_timeout')::interval)

@@ -14,6 +14,7 @@ and indexes the swap recreates come back with them.
 
 from __future__ import annotations
 
+import random
 import subprocess
 import threading
 import time
@@ -21,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -533,3 +535,82 @@ def test_the_online_op_refuses_the_same_before_any_change(
     assert "adv_orders.customer_id" in str(refused.value)
     assert _schema(pg) == schema
     assert _version(pg) == "pk0000"
+
+
+def test_writers_moving_and_deleting_references_throughout_lose_nothing(
+    pg: Engine, tmp_path: Path
+) -> None:
+    """Two writers change foreign keys in a loop: each row keeps the last one it got.
+
+    Each statement locks adv_orders, then checks its customer: the swap,
+    locking the referencing table first, takes its locks between them.
+    """
+    _run(
+        pg,
+        "CREATE TABLE adv_customers (id serial PRIMARY KEY, created_at timestamptz NOT NULL, "
+        "referrer_id int REFERENCES adv_customers)",
+        "INSERT INTO adv_customers (created_at, referrer_id) SELECT timestamptz '2024-01-01' "
+        "+ (g / 3) * interval '1 ms', NULLIF(g - 1, 0) FROM generate_series(1, 20000) AS g",
+        "CREATE TABLE adv_orders (id int PRIMARY KEY, customer_id int NOT NULL "
+        "REFERENCES adv_customers)",
+        "INSERT INTO adv_orders SELECT g, 1 + g %% 20000 FROM generate_series(1, 10000) AS g",
+    )
+    config = _project(
+        tmp_path, pg, table="adv_customers", up="from_time='created_at', batch_size=2000"
+    )
+    up = _script(config, "upgrade")
+    wanted: dict[int, int | None] = {}  # order id -> the customer it got last (None: deleted)
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def write(seed: int) -> None:
+        pick = random.Random(seed)
+        raw = pg.raw_connection()  # the driver's own: as fast as an application's loop
+        try:
+            raw.driver_connection.autocommit = True
+            cursor = raw.cursor()
+            while not stop.is_set():
+                order = 2 * pick.randint(1, 5000) - seed % 2  # its own orders
+                customer = pick.randint(1, 20000)
+                try:
+                    if pick.random() < 0.75:
+                        cursor.execute(
+                            "UPDATE adv_orders SET customer_id = %s WHERE id = %s",
+                            (customer, order),
+                        )
+                        if cursor.rowcount:
+                            wanted[order] = customer
+                    else:
+                        cursor.execute("DELETE FROM adv_orders WHERE id = %s", (order,))
+                        wanted[order] = None
+                except psycopg.errors.DatatypeMismatch:
+                    return  # swapped: the column is a ULID now
+                except BaseException as exc:  # reported by the test
+                    errors.append(exc)
+                    return
+        finally:
+            raw.close()
+
+    threads = [threading.Thread(target=write, args=(seed,)) for seed in (1, 2)]
+    for thread in threads:
+        thread.start()
+    try:
+        time.sleep(0.2)
+        log = _ok(pg, up)
+        time.sleep(0.2)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=30)
+    assert not errors, errors
+    assert "adv_customers done" in log
+    assert len(wanted) > 100
+    found = dict(
+        _rows(
+            pg,
+            "SELECT o.id, c.legacy_id FROM adv_orders o JOIN adv_customers c "
+            "ON c.id = o.customer_id",
+        )
+    )
+    assert len(found) == len(_rows(pg, "SELECT id FROM adv_orders"))
+    assert {order: found.get(order) for order in wanted} == wanted

@@ -39,13 +39,13 @@ from __future__ import annotations
 import argparse
 import functools
 import random
-import threading
 import time
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import sqlalchemy as sa
 from _servers import URLS  # benchmarks/ is on sys.path when a script runs
+from _writer_threads import Writers
 from alembic.migration import MigrationContext
 from alembic.operations import Operations
 from sqlalchemy.dialects import mysql
@@ -144,40 +144,11 @@ def _by_hand(engine: sa.Engine) -> float:
     return time.perf_counter() - began
 
 
-class _Writers:
-    """4 threads inserting single rows (autocommit), each INSERT timed."""
-
-    def __init__(self, engine: sa.Engine, count: int = 4) -> None:
-        self.engine = engine
-        self.waits: list[float] = []
-        self.stop = threading.Event()
-        self.threads = [
-            threading.Thread(target=self._write, args=(100_000_000 + n * 10_000_000,))
-            for n in range(count)
-        ]
-
-    def _write(self, key: int) -> None:
-        with self.engine.connect() as conn:
-            while not self.stop.is_set():
-                started = time.perf_counter()
-                conn.exec_driver_sql(
-                    f"INSERT INTO {TABLE} (id, created_at, note) "
-                    f"VALUES ({key}, '2030-01-01 00:00:00', 'w')"
-                )
-                conn.commit()
-                self.waits.append(time.perf_counter() - started)
-                key += 1
-                time.sleep(0.01)
-
-    def __enter__(self) -> _Writers:
-        for thread in self.threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(timeout=600)
+def _insert_row(conn: sa.Connection, key: int) -> None:
+    conn.exec_driver_sql(
+        f"INSERT INTO {TABLE} (id, created_at, note) VALUES ({key}, '2030-01-01 00:00:00', 'w')"
+    )
+    conn.commit()
 
 
 def _in_migration(engine: sa.Engine, **options: Any) -> None:
@@ -236,7 +207,7 @@ def _online_table(servers: list[str], sizes: list[int]) -> None:
                     with engine.begin() as conn:
                         conn.exec_driver_sql(f"ANALYZE TABLE {TABLE}" if server == "MariaDB"
                                              else f"ANALYZE {TABLE}")  # fmt: skip
-                    with _Writers(engine) as writers:
+                    with Writers(engine, 4, _insert_row, pause=0.01, join=600) as writers:
                         time.sleep(0.2)
                         began = time.perf_counter()
                         run()

@@ -18,6 +18,7 @@ import threading
 import time
 from typing import Any
 
+import _writer_threads
 import sqlalchemy as sa
 from _servers import POSTGRESQL_URL  # benchmarks/ is on sys.path when a script runs
 from alembic.migration import MigrationContext
@@ -46,42 +47,24 @@ def _seed(engine: sa.Engine, rows: int) -> None:
         conn.exec_driver_sql(f"VACUUM ANALYZE {TABLE}")
 
 
-class Writers:
+class Writers(_writer_threads.Writers):
+    """Writers binding the ULID as text until the swap begins, as a uuid after it."""
+
     def __init__(self, engine: sa.Engine, count: int) -> None:
-        self.engine = engine
-        self.waits: list[float] = []
-        self.stop = threading.Event()
+        super().__init__(engine, count, self._insert, pause=0.005, join=60)
         self.swapping = threading.Event()
-        self.threads = [threading.Thread(target=self.write, args=(n,)) for n in range(count)]
 
-    def write(self, n: int) -> None:
-        key = 100_000_000 + n * 10_000_000
-        with self.engine.connect() as conn:
-            while not self.stop.is_set():
-                ulid = new_ulid()
-                value: Any = ulid.to_uuid() if self.swapping.is_set() else str(ulid)
-                started = time.monotonic()
-                try:
-                    conn.execute(
-                        sa.text(f"INSERT INTO {TABLE} (id, ref, n) VALUES (:k, :r, 0)"),
-                        {"k": key, "r": value},
-                    )
-                    conn.commit()
-                except sa.exc.DBAPIError:
-                    conn.rollback()  # in flight as the swap changed the type
-                self.waits.append(time.monotonic() - started)
-                key += 1
-                time.sleep(0.005)
-
-    def __enter__(self) -> Writers:
-        for thread in self.threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(timeout=60)
+    def _insert(self, conn: sa.Connection, key: int) -> None:
+        ulid = new_ulid()
+        value: Any = ulid.to_uuid() if self.swapping.is_set() else str(ulid)
+        try:
+            conn.execute(
+                sa.text(f"INSERT INTO {TABLE} (id, ref, n) VALUES (:k, :r, 0)"),
+                {"k": key, "r": value},
+            )
+            conn.commit()
+        except sa.exc.DBAPIError:
+            conn.rollback()  # in flight as the swap changed the type
 
 
 def _measure(engine: sa.Engine, online: bool, writers: int, batch: int) -> dict[str, float]:

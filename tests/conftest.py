@@ -201,6 +201,25 @@ def private_engine(
         engine.dispose()
 
 
+def connection_env_py(version_table: str) -> str:
+    """An Alembic ``env.py`` running the migrations on the connection the test hands in.
+
+    The test puts it in ``config.attributes["connection"]``; the revisions
+    are recorded in ``version_table``.
+    """
+    return f"""
+from alembic import context
+import sqlalchemy_ulid.alembic
+
+context.configure(
+    connection=context.config.attributes["connection"],
+    version_table={version_table!r},
+)
+with context.begin_transaction():
+    context.run_migrations()
+"""
+
+
 @contextlib.contextmanager
 def recording(engine: Engine) -> Iterator[list[str]]:
     """Collect every SQL statement the engine sends while the block runs."""

@@ -28,6 +28,7 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection, Engine
 
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
+from _sessions import kill_session, session_id
 from conftest import Backend, private_engine, recording
 from sqlalchemy_ulid import ULID, ULIDType, new_ulid
 from sqlalchemy_ulid._time import to_ms
@@ -182,24 +183,6 @@ def _check_public_ids(engine: Engine) -> None:
 # -- interrupting ------------------------------------------------------------------
 
 
-def _session_id(conn: Connection) -> int:
-    sql = (
-        "SELECT pg_backend_pid()" if conn.dialect.name == "postgresql" else "SELECT CONNECTION_ID()"
-    )
-    return int(conn.exec_driver_sql(sql).scalar_one())
-
-
-def _kill(engine: Engine, session: int) -> None:
-    sql = (
-        f"SELECT pg_terminate_backend({session})"
-        if engine.dialect.name == "postgresql"
-        else f"KILL {session}"
-    )
-    with engine.connect() as admin:
-        admin.exec_driver_sql(sql)
-    time.sleep(0.05)  # let the server finish the session
-
-
 def _boundaries(statements: list[str]) -> list[int]:
     """1-based positions of the statements that change something."""
     return [i + 1 for i, s in enumerate(statements) if not s.lstrip().upper().startswith(READS)]
@@ -213,17 +196,17 @@ def _interrupted_run(engine: Engine, op: Callable[[Connection], None], at: int, 
         count[0] += 1
         if count[0] == at:
             if kill:
-                _kill(engine, session[0])
+                kill_session(engine, session[0])
             else:
                 raise Interrupted(f"statement {at}: {statement[:60]}")
 
     with engine.begin() as conn:
-        session[0] = _session_id(conn)
+        session[0] = session_id(conn)
 
     def interrupted_op() -> None:
         with engine.begin() as conn:
-            if _session_id(conn) != session[0]:  # NullPool: a new session each time
-                session[0] = _session_id(conn)
+            if session_id(conn) != session[0]:  # NullPool: a new session each time
+                session[0] = session_id(conn)
             sa.event.listen(engine, "before_cursor_execute", hook)
             try:
                 op(conn)

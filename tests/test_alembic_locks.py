@@ -20,7 +20,9 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from conftest import Backend, recording
+import _writers
+from _sessions import session_id
+from conftest import Backend, private_engine, recording
 from sqlalchemy_ulid.alembic._locks import LockTimeoutError, lock_safe_ddl
 
 TABLE = "lock_orders"
@@ -32,81 +34,50 @@ WRITER_BOUND = 1.5
 
 @pytest.fixture(params=["postgresql", "mysql"])
 def server(request: pytest.FixtureRequest, backends: dict[str, Backend]) -> Iterator[Engine]:
-    backend = backends[request.param]
-    if backend.url is None:
-        pytest.fail(f"backend missing: {backend.reason}", pytrace=False)
-    engine = sa.create_engine(backend.url, poolclass=sa.pool.NullPool)
-    with engine.begin() as conn:
-        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {TABLE}")
-        conn.exec_driver_sql(f"CREATE TABLE {TABLE} (id INTEGER PRIMARY KEY, note VARCHAR(20))")
-        conn.exec_driver_sql(f"INSERT INTO {TABLE} VALUES (1, 'first')")
-    yield engine
-    with engine.begin() as conn:
-        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {TABLE}")
-    engine.dispose()
+    with private_engine(backends[request.param], _drop) as engine:
+        with engine.begin() as conn:
+            conn.exec_driver_sql(f"CREATE TABLE {TABLE} (id INTEGER PRIMARY KEY, note VARCHAR(20))")
+            conn.exec_driver_sql(f"INSERT INTO {TABLE} VALUES (1, 'first')")
+        yield engine
 
 
-class Writers:
+def _drop(engine: Engine) -> None:
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {TABLE}")
+
+
+class Writers(_writers.Writers):
     """Threads inserting single rows, each statement timed."""
 
     def __init__(self, engine: Engine, count: int = 2) -> None:
-        self.engine = engine
-        self.latencies: list[float] = []
-        self.errors: list[BaseException] = []
-        self.stop = threading.Event()
-        self.ready = [threading.Event() for _ in range(count)]
-        self.threads = [
-            threading.Thread(target=self.write, args=(1000 + n * 1_000_000, self.ready[n]))
-            for n in range(count)
-        ]
+        super().__init__(engine, count, settle=0)
 
-    def write(self, key: int, ready: threading.Event) -> None:
-        try:
-            with self.engine.connect() as conn:
-                # One untimed INSERT first: a fresh connection's first
-                # statement on the table (opening it) is not the op's doing.
-                conn.exec_driver_sql(f"INSERT INTO {TABLE} (id, note) VALUES ({key}, 'w')")
-                conn.commit()
-                key += 1
-                ready.set()
-                while not self.stop.is_set():
-                    started = time.monotonic()
-                    conn.exec_driver_sql(f"INSERT INTO {TABLE} (id, note) VALUES ({key}, 'w')")
-                    conn.commit()
-                    self.latencies.append(time.monotonic() - started)
-                    key += 1
-                    time.sleep(0.005)
-        except BaseException as exc:  # reported by the test
-            self.errors.append(exc)
+    def begin(self, conn: sa.Connection, n: int) -> None:
+        # One untimed INSERT first: a fresh connection's first
+        # statement on the table (opening it) is not the op's doing.
+        conn.exec_driver_sql(f"INSERT INTO {TABLE} (id, note) VALUES ({_key(n)}, 'w')")
+        conn.commit()
 
-    def __enter__(self) -> Writers:
-        for thread in self.threads:
-            thread.start()
-        for ready in self.ready:
-            ready.wait(10)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(timeout=10)
-        assert not any(t.is_alive() for t in self.threads)
+    def write(self, conn: sa.Connection, n: int) -> None:
+        key = _key(n) + 1
+        while not self.stop.is_set():
+            self.send(conn, f"INSERT INTO {TABLE} (id, note) VALUES ({key}, 'w')")
+            key += 1
+            time.sleep(0.005)
 
     def check(self) -> None:
-        assert not self.errors, self.errors
+        super().check()
         assert len(self.latencies) > 20, "the writers hardly wrote: the test proves nothing"
         assert max(self.latencies) < WRITER_BOUND, max(self.latencies)
 
 
+def _key(n: int) -> int:
+    """Writer ``n``'s first key."""
+    return 1000 + n * 1_000_000
+
+
 def _columns(engine: Engine) -> list[str]:
     return [c["name"] for c in sa.inspect(engine).get_columns(TABLE)]
-
-
-def _session(conn: sa.Connection) -> int:
-    sql = (
-        "SELECT pg_backend_pid()" if conn.dialect.name == "postgresql" else "SELECT CONNECTION_ID()"
-    )
-    return int(conn.exec_driver_sql(sql).scalar_one())
 
 
 def test_ddl_retries_behind_a_reader_and_succeeds_when_it_ends(
@@ -133,7 +104,7 @@ def test_ddl_retries_behind_a_reader_and_succeeds_when_it_ends(
 
 def test_ddl_gives_up_after_its_tries_naming_the_reader(server: Engine) -> None:
     reader = server.connect()
-    reader_id = _session(reader)
+    reader_id = session_id(reader)
     reader.exec_driver_sql(f"SELECT * FROM {TABLE} WHERE id = 1").all()
     try:
         with Writers(server) as writers, server.connect() as conn:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
@@ -27,7 +26,9 @@ from alembic.util import CommandError
 from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection, Engine
 
+import _writers
 import sqlalchemy_ulid.alembic
+from _sessions import session_killer
 from conftest import Backend, private_engine, recording
 from sqlalchemy_ulid import ULID
 from sqlalchemy_ulid._time import to_ms
@@ -137,58 +138,29 @@ def _schema(engine: Engine) -> tuple[bool, list[list[str]], list[str]]:
     return bool(column["nullable"]), unique, checks
 
 
-class Writers:
+class Writers(_writers.Writers):
     """Threads inserting new rows and updating them, one statement at a time, timed."""
 
     def __init__(self, engine: Engine, count: int = 3) -> None:
-        self.engine = engine
-        self.latencies: list[float] = []
+        super().__init__(engine, count, settle=0.05)
         self.written: list[int] = []
-        self.errors: list[BaseException] = []
-        self.stop = threading.Event()
-        self.threads = [
-            threading.Thread(target=self.write, args=(10_000_000 + n * 1_000_000,))
-            for n in range(count)
-        ]
 
-    def _timed(self, conn: Connection, sql: str) -> None:
-        started = time.monotonic()
-        conn.exec_driver_sql(sql)
-        conn.commit()
-        self.latencies.append(time.monotonic() - started)
-
-    def write(self, key: int) -> None:
-        try:
-            with self.engine.connect() as conn:
-                while not self.stop.is_set():
-                    # The application does not know the new column yet.
-                    self._timed(
-                        conn,
-                        f"INSERT INTO {TABLE} (id, created_at, note) "
-                        f"VALUES ({key}, '2030-01-01 00:00:00', 'new')",
-                    )
-                    self._timed(conn, f"UPDATE {TABLE} SET note = 'updated' WHERE id = {key}")
-                    self.written.append(key)
-                    key += 1
-                    time.sleep(0.002)
-        except BaseException as exc:  # reported by check()
-            self.errors.append(exc)
-
-    def __enter__(self) -> Writers:
-        for thread in self.threads:
-            thread.start()
-        time.sleep(0.05)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        time.sleep(0.05)
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(timeout=10)
-        assert not any(t.is_alive() for t in self.threads)
+    def write(self, conn: Connection, n: int) -> None:
+        key = 10_000_000 + n * 1_000_000
+        while not self.stop.is_set():
+            # The application does not know the new column yet.
+            self.send(
+                conn,
+                f"INSERT INTO {TABLE} (id, created_at, note) "
+                f"VALUES ({key}, '2030-01-01 00:00:00', 'new')",
+            )
+            self.send(conn, f"UPDATE {TABLE} SET note = 'updated' WHERE id = {key}")
+            self.written.append(key)
+            key += 1
+            time.sleep(0.002)
 
     def check(self) -> None:
-        assert not self.errors, self.errors[:3]
+        super().check()
         assert len(self.written) > 10, "the writers hardly wrote: the test proves nothing"
         assert max(self.latencies) < WRITER_BOUND, sorted(self.latencies)[-5:]
 
@@ -213,54 +185,15 @@ def test_writers_keep_flowing_whatever_the_size(server: Engine, rows: int) -> No
     assert [r.rows_done for r in reports] == sorted(r.rows_done for r in reports)
 
 
-def _session(conn: Connection) -> int:
-    sql = (
-        "SELECT pg_backend_pid()" if conn.dialect.name == "postgresql" else "SELECT CONNECTION_ID()"
-    )
-    return int(conn.exec_driver_sql(sql).scalar_one())
-
-
-def _kill(engine: Engine, session: int) -> None:
-    sql = (
-        f"SELECT pg_terminate_backend({session})"
-        if engine.dialect.name == "postgresql"
-        else f"KILL {session}"
-    )
-    with engine.connect() as admin:
-        admin.exec_driver_sql(sql)
-    time.sleep(0.05)
-
-
 def _killed_run(engine: Engine, when: Callable[[str, int], bool]) -> None:
     """Run the op and kill its session before the first statement ``when`` picks."""
-    state = {"count": 0, "session": 0, "killed": False}
-
-    def hook(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        state["count"] += 1
-        if not state["killed"] and state["session"] and when(statement, state["count"]):
-            state["killed"] = True
-            _kill(engine, state["session"])
-
-    def remember(conn: Any, record: Any) -> None:
-        if not state["session"]:
-            cursor = conn.cursor()
-            cursor.execute(
-                "SELECT pg_backend_pid()"
-                if engine.dialect.name == "postgresql"
-                else "SELECT CONNECTION_ID()"
-            )
-            state["session"] = int(cursor.fetchone()[0])
-            cursor.close()
-
-    sa.event.listen(engine, "connect", remember)
-    sa.event.listen(engine, "before_cursor_execute", hook)
+    done = session_killer(engine, when)
     try:
         with pytest.raises(sa.exc.DBAPIError):
             _online(engine, batch_size=500)
     finally:
-        sa.event.remove(engine, "before_cursor_execute", hook)
-        sa.event.remove(engine, "connect", remember)
-    assert state["killed"]
+        killed = done()
+    assert killed
 
 
 def _updates(seen: list[str]) -> int:

@@ -30,7 +30,7 @@ from alembic.util import CommandError
 from sqlalchemy.engine import Engine
 
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
-from conftest import Backend
+from conftest import Backend, private_engine
 from sqlalchemy_ulid import ULID
 from sqlalchemy_ulid._time import to_ms
 
@@ -40,12 +40,8 @@ DAYS_MS = [1704067200000, 1704153600000]
 
 @pytest.fixture
 def pg(backends: dict[str, Backend]) -> Iterator[Engine]:
-    backend = backends["postgresql"]
-    if backend.url is None:
-        pytest.fail(f"backend missing: {backend.reason}", pytrace=False)
-    engine = sa.create_engine(backend.url, poolclass=sa.pool.NullPool)
-    yield engine
-    engine.dispose()
+    with private_engine(backends["postgresql"]) as engine:
+        yield engine
 
 
 def _script(table: str) -> str:
@@ -153,14 +149,10 @@ MAX_MS = 2**48 - 1
 
 @pytest.fixture
 def maria(backends: dict[str, Backend]) -> Iterator[Engine]:
-    backend = backends["mysql"]
-    if backend.url is None:
-        pytest.fail(f"backend missing: {backend.reason}", pytrace=False)
-    engine = sa.create_engine(backend.url, poolclass=sa.pool.NullPool)
-    yield engine
-    with engine.begin() as conn:
-        conn.exec_driver_sql("DROP TABLE IF EXISTS alembic_version")
-    engine.dispose()
+    with private_engine(backends["mysql"]) as engine:
+        yield engine
+        with engine.begin() as conn:
+            conn.exec_driver_sql("DROP TABLE IF EXISTS alembic_version")
 
 
 def _alembic_sql(engine: Engine, tmp_path: Path, call: str) -> str:

@@ -19,17 +19,10 @@ from alembic.operations import Operations
 from sqlalchemy.engine import Engine
 
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
-from conftest import Backend
+from conftest import Backend, private_engine
 from sqlalchemy_ulid.alembic import ConversionRefused
 
 TABLES = ("adv_kid", "adv_par", "ulid_key_conversions")
-
-
-def _engine(backends: dict[str, Backend], name: str) -> Engine:
-    backend = backends[name]
-    if backend.url is None:
-        pytest.fail(f"backend missing: {backend.reason}", pytrace=False)
-    return sa.create_engine(backend.url, poolclass=sa.pool.NullPool)
 
 
 def _drop(engine: Engine) -> None:
@@ -40,20 +33,20 @@ def _drop(engine: Engine) -> None:
 
 @pytest.fixture(params=["postgresql", "mysql"])
 def converting(request: pytest.FixtureRequest, backends: dict[str, Backend]) -> Iterator[Engine]:
-    engine = _engine(backends, request.param)
-    _drop(engine)
-    yield engine
-    _drop(engine)
-    engine.dispose()
+    with private_engine(backends[request.param], _drop) as engine:
+        yield engine
 
 
 @pytest.fixture
 def pg_converting(backends: dict[str, Backend]) -> Iterator[Engine]:
-    engine = _engine(backends, "postgresql")
-    _drop(engine)
-    yield engine
-    _drop(engine)
-    engine.dispose()
+    with private_engine(backends["postgresql"], _drop) as engine:
+        yield engine
+
+
+@pytest.fixture
+def maria_converting(backends: dict[str, Backend]) -> Iterator[Engine]:
+    with private_engine(backends["mysql"], _drop) as engine:
+        yield engine
 
 
 def _convert(engine: Engine, table: str, **options: Any) -> None:
@@ -185,23 +178,17 @@ def test_an_index_the_op_cannot_recreate_is_refused_and_kept(
     assert _no_state(pg_converting)
 
 
-def test_a_descending_index_is_refused_on_mariadb(backends: dict[str, Backend]) -> None:
-    engine = _engine(backends, "mysql")
-    _drop(engine)
-    try:
-        with engine.begin() as conn:
-            conn.exec_driver_sql("CREATE TABLE adv_par (id int PRIMARY KEY)")
-            conn.exec_driver_sql(
-                "CREATE TABLE adv_kid (cid int PRIMARY KEY, par_id int, "
-                "KEY adv_kid_desc (par_id DESC), FOREIGN KEY (par_id) REFERENCES adv_par (id))"
-            )
-        with pytest.raises(ConversionRefused, match=r"index adv_kid_desc on adv_kid .*DESC"):
-            _convert(engine, "adv_par")
-        assert _columns(engine, "adv_kid") == ["cid", "par_id"]
-        assert _no_state(engine)
-    finally:
-        _drop(engine)
-        engine.dispose()
+def test_a_descending_index_is_refused_on_mariadb(maria_converting: Engine) -> None:
+    with maria_converting.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE adv_par (id int PRIMARY KEY)")
+        conn.exec_driver_sql(
+            "CREATE TABLE adv_kid (cid int PRIMARY KEY, par_id int, "
+            "KEY adv_kid_desc (par_id DESC), FOREIGN KEY (par_id) REFERENCES adv_par (id))"
+        )
+    with pytest.raises(ConversionRefused, match=r"index adv_kid_desc on adv_kid .*DESC"):
+        _convert(maria_converting, "adv_par")
+    assert _columns(maria_converting, "adv_kid") == ["cid", "par_id"]
+    assert _no_state(maria_converting)
 
 
 def test_referencing_foreign_key_and_column_keep_their_options(pg_converting: Engine) -> None:
@@ -244,27 +231,21 @@ def test_referencing_foreign_key_and_column_keep_their_options(pg_converting: En
         ]
 
 
-def test_referencing_column_keeps_its_comment_on_mariadb(backends: dict[str, Backend]) -> None:
-    engine = _engine(backends, "mysql")
-    _drop(engine)
-    try:
-        with engine.begin() as conn:
-            conn.exec_driver_sql("CREATE TABLE adv_par (id int PRIMARY KEY)")
-            conn.exec_driver_sql(
-                "CREATE TABLE adv_kid (cid int PRIMARY KEY, "
-                "par_id int NOT NULL COMMENT 'the parent''s 100%%', "
-                "FOREIGN KEY (par_id) REFERENCES adv_par (id))"
-            )
-            conn.exec_driver_sql("INSERT INTO adv_par VALUES (1), (2)")
-            conn.exec_driver_sql("INSERT INTO adv_kid VALUES (1, 1), (2, 2)")
-        _convert(engine, "adv_par")
-        with engine.connect() as conn:
-            info = {c["name"]: c for c in sa.inspect(conn).get_columns("adv_kid")}
-        assert info["par_id"]["comment"] == "the parent's 100%"
-        assert info["par_id"]["nullable"] is False
-    finally:
-        _drop(engine)
-        engine.dispose()
+def test_referencing_column_keeps_its_comment_on_mariadb(maria_converting: Engine) -> None:
+    with maria_converting.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE adv_par (id int PRIMARY KEY)")
+        conn.exec_driver_sql(
+            "CREATE TABLE adv_kid (cid int PRIMARY KEY, "
+            "par_id int NOT NULL COMMENT 'the parent''s 100%%', "
+            "FOREIGN KEY (par_id) REFERENCES adv_par (id))"
+        )
+        conn.exec_driver_sql("INSERT INTO adv_par VALUES (1), (2)")
+        conn.exec_driver_sql("INSERT INTO adv_kid VALUES (1, 1), (2, 2)")
+    _convert(maria_converting, "adv_par")
+    with maria_converting.connect() as conn:
+        info = {c["name"]: c for c in sa.inspect(conn).get_columns("adv_kid")}
+    assert info["par_id"]["comment"] == "the parent's 100%"
+    assert info["par_id"]["nullable"] is False
 
 
 # -- names with % or ` ------------------------------------------------------------------
@@ -315,26 +296,23 @@ def test_convert_a_table_whose_name_has_a_percent(odd_names: tuple[Engine, str, 
     assert _no_state(engine)
 
 
+def _drop_backtick(engine: Engine) -> None:
+    with engine.begin() as conn:
+        for name in ("ulid_key_conversions", "`adv``kid`", "`adv``par`"):
+            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name}")
+
+
 @pytest.fixture
 def backtick(backends: dict[str, Backend]) -> Iterator[Engine]:
-    engine = _engine(backends, "mysql")
-
-    def drop() -> None:
+    with private_engine(backends["mysql"], _drop_backtick) as engine:
         with engine.begin() as conn:
-            for name in ("ulid_key_conversions", "`adv``kid`", "`adv``par`"):
-                conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name}")
-
-    drop()
-    with engine.begin() as conn:
-        conn.exec_driver_sql("CREATE TABLE `adv``par` (id int PRIMARY KEY)")
-        conn.exec_driver_sql(
-            "CREATE TABLE `adv``kid` (id int PRIMARY KEY, p int REFERENCES `adv``par` (id))"
-        )
-        conn.exec_driver_sql("INSERT INTO `adv``par` VALUES (1), (2)")
-        conn.exec_driver_sql("INSERT INTO `adv``kid` VALUES (1, 1), (2, 2)")
-    yield engine
-    drop()
-    engine.dispose()
+            conn.exec_driver_sql("CREATE TABLE `adv``par` (id int PRIMARY KEY)")
+            conn.exec_driver_sql(
+                "CREATE TABLE `adv``kid` (id int PRIMARY KEY, p int REFERENCES `adv``par` (id))"
+            )
+            conn.exec_driver_sql("INSERT INTO `adv``par` VALUES (1), (2)")
+            conn.exec_driver_sql("INSERT INTO `adv``kid` VALUES (1, 1), (2, 2)")
+        yield engine
 
 
 @pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")

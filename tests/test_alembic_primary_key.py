@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -31,10 +32,11 @@ from alembic.migration import MigrationContext
 from alembic.operations import Operations
 from alembic.util import CommandError
 from sqlalchemy.dialects import mysql
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Engine
 
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
-from conftest import Backend, private_engine, recording
+from _sessions import kill_session, session_id
+from conftest import Backend, connection_env_py, private_engine, recording
 from sqlalchemy_ulid import ULID
 from sqlalchemy_ulid.alembic import ConversionRefused
 from sqlalchemy_ulid.alembic._locks import LockTimeoutError
@@ -45,17 +47,7 @@ TABLES = ("pk_account_events", "pk_orders", "pk_accounts", "pk_customers")
 DATETIME = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql")
 BASE = datetime(2023, 3, 1, 8, 0, 0)
 
-ENV_PY = f"""
-from alembic import context
-import sqlalchemy_ulid.alembic
-
-context.configure(
-    connection=context.config.attributes["connection"],
-    version_table={VERSION_TABLE!r},
-)
-with context.begin_transaction():
-    context.run_migrations()
-"""
+ENV_PY = connection_env_py(VERSION_TABLE)
 
 REVISION = """
 from alembic import op
@@ -320,13 +312,6 @@ def _boundaries(statements: list[str], phases: list[tuple[str, str]] | None = No
     return found
 
 
-def _session_id(conn: Connection) -> int:
-    sql = (
-        "SELECT pg_backend_pid()" if conn.dialect.name == "postgresql" else "SELECT CONNECTION_ID()"
-    )
-    return int(conn.exec_driver_sql(sql).scalar_one())
-
-
 def _migrate(config: Config, action: str) -> None:
     if action == "upgrade":
         command.upgrade(config, "head")
@@ -344,19 +329,12 @@ def _interrupted_upgrade(
         if not fired[0] and _normal(statement).startswith(at):
             fired[0] = True
             if kill:
-                sql = (
-                    f"SELECT pg_terminate_backend({session[0]})"
-                    if engine.dialect.name == "postgresql"
-                    else f"KILL {session[0]}"
-                )
-                with engine.connect() as admin:
-                    admin.exec_driver_sql(sql)
-                time.sleep(0.05)
+                kill_session(engine, session[0])
             else:
                 raise Interrupted(at)
 
     with engine.connect() as conn:
-        session[0] = _session_id(conn)
+        session[0] = session_id(conn)
         config.attributes["connection"] = conn
         sa.event.listen(engine, "before_cursor_execute", hook)
         try:
@@ -583,8 +561,11 @@ def test_refuses_offline_mode_and_sqlite(engine: Engine, backend: Backend) -> No
         context = MigrationContext.configure(
             dialect_name=engine.dialect.name, opts={"as_sql": True}
         )
+        # MariaDB writes a script offline (test_alembic_primary_key_offline_mariadb);
+        # a dry run there cannot be written.
+        options = {"dry_run": True} if backend.name == "mysql" else {}
         with pytest.raises(CommandError, match="offline"):
-            Operations(context).convert_primary_key_to_ulid("pk_customers")
+            Operations(context).convert_primary_key_to_ulid("pk_customers", **options)
         return
     with engine.begin() as conn:
         conn.exec_driver_sql("CREATE TABLE pk_lonely (id INTEGER PRIMARY KEY)")
@@ -770,3 +751,71 @@ def test_downgrade_killed_at_each_phase_then_rerun(server: Engine, tmp_path: Pat
         _alembic(config, server, "downgrade")  # the rerun finishes
         assert _snapshot(server) == before, at
         assert _schema(server) == legacy_schema, at
+
+
+def test_a_writer_between_two_tables_is_not_the_swaps_deadlock_victim(
+    backends: dict[str, Backend],
+) -> None:
+    """The swap locks the referencing tables before the key's table.
+
+    A writer that has written pk_orders and then inserts an order (its
+    foreign-key check reads pk_customers) is the usual order of an
+    application's writes. Had the swap taken pk_customers first, that
+    writer would wait for it while the swap waits for pk_orders: a
+    deadlock, in which PostgreSQL cancels the writer if it waited first.
+    Taken the other way, the swap waits for the writer and nothing else.
+    """
+    with private_engine(backends["postgresql"], _drop) as pg:
+        _seed(pg)
+        with pg.connect() as conn:
+            customer = conn.exec_driver_sql("SELECT min(id) FROM pk_customers").scalar()
+        at_lock, held = threading.Event(), threading.Event()
+
+        def before_the_lock(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+            if statement.lstrip().upper().startswith("LOCK TABLE") and not at_lock.is_set():
+                at_lock.set()
+                assert held.wait(10)
+
+        outcome: list[BaseException | str] = []
+
+        def migrate() -> None:
+            try:
+                _convert(pg, from_time="created_at", lock_timeout=5)
+                outcome.append("done")
+            except BaseException as exc:  # reported below
+                outcome.append(exc)
+
+        sa.event.listen(pg, "before_cursor_execute", before_the_lock)
+        migration = threading.Thread(target=migrate)
+        migration.start()
+        writer = pg.connect()
+        try:
+            assert at_lock.wait(60)
+            writer.exec_driver_sql("UPDATE pk_orders SET note = 'w' WHERE id = 1")
+            held.set()
+            for _ in range(200):  # the swap now waits for pk_orders
+                waiting = writer.exec_driver_sql(
+                    "SELECT count(*) FROM pg_locks WHERE NOT granted AND pid <> pg_backend_pid()"
+                ).scalar()
+                if waiting:
+                    break
+                time.sleep(0.05)
+            assert waiting, "the swap never waited for the writer"
+            started = time.monotonic()
+            writer.execute(
+                sa.text(
+                    "INSERT INTO pk_orders (id, customer_id, note) "
+                    "SELECT max(id) + 1, :c, 'w2' FROM pk_orders"
+                ),
+                {"c": customer},
+            )
+            waited = time.monotonic() - started
+            writer.commit()
+        finally:
+            writer.close()
+            held.set()
+            migration.join(60)
+            sa.event.remove(pg, "before_cursor_execute", before_the_lock)
+        assert outcome == ["done"], outcome
+        assert waited < 0.5, waited
+        _check_ulids(pg)

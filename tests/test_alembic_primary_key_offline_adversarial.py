@@ -614,3 +614,4 @@ def test_writers_moving_and_deleting_references_throughout_lose_nothing(
     )
     assert len(found) == len(_rows(pg, "SELECT id FROM adv_orders"))
     assert {order: found.get(order) for order in wanted} == wanted
+

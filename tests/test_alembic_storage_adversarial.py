@@ -20,7 +20,7 @@ from alembic.operations import Operations
 from sqlalchemy.engine import Engine
 
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
-from conftest import Backend, recording
+from conftest import Backend, private_engine, recording
 from sqlalchemy_ulid import ULID, new_ulid
 from sqlalchemy_ulid.alembic import BackfillProgress
 
@@ -32,14 +32,8 @@ ENDLESS = 100
 
 
 def _engine(backends: dict[str, Backend], name: str) -> Iterator[Engine]:
-    backend = backends[name]
-    if backend.url is None:
-        pytest.fail(f"backend missing: {backend.reason}", pytrace=False)
-    engine = sa.create_engine(backend.url, poolclass=sa.pool.NullPool)
-    _drop(engine)
-    yield engine
-    _drop(engine)
-    engine.dispose()
+    with private_engine(backends[name], _drop) as engine:
+        yield engine
 
 
 @pytest.fixture

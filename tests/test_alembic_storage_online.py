@@ -11,7 +11,6 @@ copy: the rerun finishes, and a second rerun sends no DDL.
 from __future__ import annotations
 
 import random
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -22,7 +21,9 @@ from alembic.migration import MigrationContext
 from alembic.operations import Operations
 from sqlalchemy.engine import Connection, Engine
 
+import _writers
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
+from _sessions import session_killer
 from conftest import Backend, private_engine, recording
 from sqlalchemy_ulid import ULID, InvalidULID, ULIDType, new_ulid
 from sqlalchemy_ulid.alembic import BackfillProgress
@@ -132,7 +133,7 @@ def _values(engine: Engine, name: str, storage: str, key: str | None = None) -> 
         return {row[0]: row[1] for row in conn.execute(sa.select(t.c.id, t.c.ref))}
 
 
-class Writers:
+class Writers(_writers.SwapFollowers):
     """Threads that insert rows and change the ``ref`` of rows they own, timed.
 
     Each writer binds values in the old storage until the swap starts, then
@@ -142,95 +143,40 @@ class Writers:
     def __init__(
         self, engine: Engine, storage: str, new: str, owned: list[int], count: int = 3
     ) -> None:
-        self.engine = engine
+        super().__init__(engine, count)
         self.binds = [
             ULIDType(s).bind_processor(engine.dialect)  # type: ignore[arg-type]
             for s in (storage, new)
         ]
-        self.latencies: list[float] = []
         self.expected: dict[int, ULID | None] = {}
-        self.errors: list[BaseException] = []
-        self.failed: list[str] = []
-        self.stop = threading.Event()
-        self.swapping = threading.Event()
-        self.swap_started = float("inf")
         self.owned = owned
-        self.threads = [threading.Thread(target=self.write, args=(n, count)) for n in range(count)]
 
-    def _timed(self, conn: Connection, sql: str, params: dict[str, Any]) -> bool:
-        started = time.monotonic()
-        try:
-            conn.execute(sa.text(sql), params)
-            conn.commit()
-        except sa.exc.DBAPIError as exc:
-            conn.rollback()
-            self.failed.append(str(exc.orig))
-            # A statement in flight when the swap began may meet the new type.
-            if time.monotonic() < self.swap_started:
-                raise
-            return False
-        finally:
-            self.latencies.append(time.monotonic() - started)
-        return True
+    def _timed(self, conn: Connection, sql: str, params: dict[str, Any], ref: ULID) -> bool:
+        def send(swapping: bool) -> None:
+            bind = self.binds[swapping]
+            conn.execute(sa.text(sql), {**params, "r": bind(ref) if bind is not None else ref})
 
-    def value(self, ulid: ULID) -> Any:
-        bind = self.binds[self.swapping.is_set()]
-        return bind(ulid) if bind is not None else ulid
+        return self.attempt(conn, send)
 
-    def write(self, n: int, count: int) -> None:
+    def write(self, conn: Connection, n: int) -> None:
+        count = len(self.threads)
         rng = random.Random(n)
         mine = [k for k in self.owned if k % count == n]
         key = 10_000_000 + n * 1_000_000
-        try:
-            with self.engine.connect() as conn:
-                while not self.stop.is_set():
-                    new, changed = new_ulid(), new_ulid()
-                    target = rng.choice(mine)
-                    if self._timed(
-                        conn,
-                        f"INSERT INTO {TABLE} (id, ref, n) VALUES (:k, :r, 0)",
-                        {"k": key, "r": self.value(new)},
-                    ):
-                        self.expected[key] = new
-                    if self._timed(
-                        conn,
-                        f"UPDATE {TABLE} SET ref = :r WHERE id = :k",
-                        {"k": target, "r": self.value(changed)},
-                    ):
-                        self.expected[target] = changed
-                    key += 1
-                    time.sleep(0.002)
-        except BaseException as exc:  # reported by check()
-            self.errors.append(exc)
-
-    def watch(self, engine: Engine) -> Callable[[], None]:
-        """Raise the swap flag just before the op sends its swap."""
-
-        def hook(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-            if statement.startswith("LOCK TABLE") and not self.swapping.is_set():
-                self.swap_started = time.monotonic()
-                self.swapping.set()
-
-        sa.event.listen(engine, "before_cursor_execute", hook)
-        return lambda: sa.event.remove(engine, "before_cursor_execute", hook)
-
-    def __enter__(self) -> Writers:
-        for thread in self.threads:
-            thread.start()
-        time.sleep(0.1)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        time.sleep(0.1)
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(timeout=10)
-        assert not any(t.is_alive() for t in self.threads)
+        insert = f"INSERT INTO {TABLE} (id, ref, n) VALUES (:k, :r, 0)"
+        update = f"UPDATE {TABLE} SET ref = :r WHERE id = :k"
+        while not self.stop.is_set():
+            new, changed = new_ulid(), new_ulid()
+            target = rng.choice(mine)
+            if self._timed(conn, insert, {"k": key}, new):
+                self.expected[key] = new
+            if self._timed(conn, update, {"k": target}, changed):
+                self.expected[target] = changed
+            key += 1
+            time.sleep(0.002)
 
     def check(self) -> None:
-        assert not self.errors, self.errors[:3]
-        # Only statements in flight as the swap began may fail (the new type).
-        assert len(self.failed) <= 2 * len(self.threads), self.failed[:3]
+        super().check()
         assert len(self.expected) > 20, "the writers hardly wrote: the test proves nothing"
         assert max(self.latencies) < WRITER_BOUND, sorted(self.latencies)[-5:]
 
@@ -248,7 +194,7 @@ def test_writers_keep_flowing_and_every_value_is_converted(
     before = _values(engine, TABLE, from_)
     reports: list[BackfillProgress] = []
     writers = Writers(engine, from_, to, list(before))
-    unwatch = writers.watch(engine)
+    unwatch = writers.watch("LOCK TABLE")
     try:
         with writers:
             _run(engine, TABLE, from_, to, online=True, batch_size=2000, progress=reports.append)
@@ -282,36 +228,6 @@ def test_the_primary_key_itself_is_converted_walking_its_old_values(
     _run(engine, TWIN, from_, to, "id")
     assert _values(engine, TABLE, from_, key=to) == before
     assert _schema(engine, TABLE) == _schema(engine, TWIN)
-
-
-def _session_killer(engine: Engine, when: Callable[[str, int], bool]) -> Callable[[], bool]:
-    """Kill the op's session before the first statement ``when`` picks; returns 'killed?'."""
-    state = {"count": 0, "session": 0, "killed": False}
-
-    def remember(conn: Any, record: Any) -> None:
-        if not state["session"]:
-            cursor = conn.cursor()
-            cursor.execute("SELECT pg_backend_pid()")
-            state["session"] = int(cursor.fetchone()[0])
-            cursor.close()
-
-    def hook(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        state["count"] += 1
-        if not state["killed"] and state["session"] and when(statement, state["count"]):
-            state["killed"] = True
-            with engine.connect() as admin:
-                admin.exec_driver_sql(f"SELECT pg_terminate_backend({state['session']})")
-            time.sleep(0.05)
-
-    sa.event.listen(engine, "connect", remember)
-    sa.event.listen(engine, "before_cursor_execute", hook)
-
-    def done() -> bool:
-        sa.event.remove(engine, "before_cursor_execute", hook)
-        sa.event.remove(engine, "connect", remember)
-        return bool(state["killed"])
-
-    return done
 
 
 def _nth_batch(n: int) -> Callable[[str, int], bool]:
@@ -349,7 +265,7 @@ def test_killed_at_each_phase_then_rerun_finishes_and_a_second_rerun_is_a_no_op(
     _create(engine, TABLE, "text", 3000)
     _create(engine, TWIN, "text", 10)
     before = _values(engine, TABLE, "text")
-    done = _session_killer(engine, KILL_POINTS[point])
+    done = session_killer(engine, KILL_POINTS[point])
     try:
         with pytest.raises(sa.exc.DBAPIError):
             _run(engine, TABLE, "text", "auto", online=True, batch_size=500)
@@ -486,7 +402,7 @@ def test_sqlite_refuses_online() -> None:
 def test_a_position_left_by_an_abandoned_conversion_is_forgotten(engine: Engine) -> None:
     _create(engine, TABLE, "text", 1000)
     before = _values(engine, TABLE, "text")
-    done = _session_killer(engine, _nth_batch(2))
+    done = session_killer(engine, _nth_batch(2))
     try:
         with pytest.raises(sa.exc.DBAPIError):
             _run(engine, TABLE, "text", "auto", online=True, batch_size=300)

@@ -20,6 +20,7 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection, Engine
 
 import sqlalchemy_ulid.alembic
+from conftest import connection_env_py
 from sqlalchemy_ulid import drop_uuid7_function, uuid7_min_at
 from sqlalchemy_ulid._dialects import dialect_row
 
@@ -29,17 +30,7 @@ VERSION_TABLE = "alembic_version_u7ops"
 DATETIME = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql")
 T0 = datetime(2024, 4, 5, 12, 0, tzinfo=timezone.utc)
 
-ENV_PY = f"""
-from alembic import context
-import sqlalchemy_ulid.alembic
-
-context.configure(
-    connection=context.config.attributes["connection"],
-    version_table={VERSION_TABLE!r},
-)
-with context.begin_transaction():
-    context.run_migrations()
-"""
+ENV_PY = connection_env_py(VERSION_TABLE)
 
 MIGRATION = f"""
 from alembic import op

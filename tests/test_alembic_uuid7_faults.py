@@ -3,7 +3,6 @@ failing statement or a killed session, on PostgreSQL 15 and MariaDB 10.11; then 
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
@@ -17,6 +16,7 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection, Engine
 
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
+from _sessions import kill_session, session_id
 from conftest import Backend, private_engine, recording
 from sqlalchemy_ulid import uuid7_min_at
 from sqlalchemy_ulid._dialects import dialect_row
@@ -81,11 +81,6 @@ def _pg(conn: Connection) -> bool:
     return conn.dialect.name == "postgresql"
 
 
-def _session_id(conn: Connection) -> int:
-    sql = "SELECT pg_backend_pid()" if _pg(conn) else "SELECT CONNECTION_ID()"
-    return int(conn.exec_driver_sql(sql).scalar_one())
-
-
 def _changes(statements: list[str]) -> list[tuple[str, int]]:
     """Each statement that changes something, as (its text, which occurrence of it).
 
@@ -112,15 +107,10 @@ def _interrupted_run(engine: Engine, op: Any, at: tuple[str, int], kill: bool) -
             return
         if not kill:
             raise Interrupted(statement[:60])
-        killer = (
-            "SELECT pg_terminate_backend({})" if engine.dialect.name == "postgresql" else "KILL {}"
-        )
-        with engine.connect() as admin:
-            admin.exec_driver_sql(killer.format(session))
-        time.sleep(0.05)  # let the server end the session
+        kill_session(engine, session)
 
     with engine.connect() as conn:
-        session = _session_id(conn)
+        session = session_id(conn)
         conn.execute(
             sa.text("SET statement_timeout = '20s'" if _pg(conn) else "SET max_statement_time = 20")
         )

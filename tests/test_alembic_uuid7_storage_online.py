@@ -11,7 +11,6 @@ killed inside its copy: the rerun finishes, and a second rerun sends no DDL.
 from __future__ import annotations
 
 import random
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -21,10 +20,12 @@ import pytest
 import sqlalchemy as sa
 from alembic.migration import MigrationContext
 from alembic.operations import Operations
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
+import _writers
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
-from conftest import Backend, recording
+from _sessions import session_killer
+from conftest import Backend, private_engine, recording
 from sqlalchemy_ulid import InvalidULID, new_uuid7
 from sqlalchemy_ulid._dialects import dialect_row
 from sqlalchemy_ulid.alembic import BackfillProgress
@@ -41,14 +42,8 @@ PAIRS = [("text", "auto"), ("auto", "text"), ("text", "binary"), ("binary", "tex
 
 
 def _engine(backends: dict[str, Backend], name: str) -> Iterator[Engine]:
-    backend = backends[name]
-    if backend.url is None:
-        pytest.fail(f"backend missing: {backend.reason}", pytrace=False)
-    engine = sa.create_engine(backend.url, poolclass=sa.pool.NullPool)
-    _drop(engine)
-    yield engine
-    _drop(engine)
-    engine.dispose()
+    with private_engine(backends[name], _drop) as engine:
+        yield engine
 
 
 @pytest.fixture(params=["postgresql", "mysql"])
@@ -201,106 +196,58 @@ def _leftovers(engine: Engine) -> list[str]:
     return tables + [c for c in columns if c not in ("id", "n")]
 
 
-class Writers:
+class Writers(_writers.SwapFollowers):
     """Two threads that insert rows and change the ``ref`` of rows they own.
 
     Each binds values in the old storage until the swap starts, then in the
-    new one (as an application deployed for either storage would).
+    new one (as an application deployed for either storage would). The swap
+    waits for the statement in flight: one bound for the old storage must not
+    reach the new column (PostgreSQL would cast bytea to its text form).
     """
 
     def __init__(self, engine: Engine, storage: str, new: str, owned: list[int]) -> None:
-        self.engine = engine
+        super().__init__(engine, 2, join=20, wait_in_flight=True)
         self.storages = (storage, new)
         self.expected: dict[int, uuid.UUID] = {}
-        self.errors: list[BaseException] = []
-        self.failed: list[str] = []
-        self.stop = threading.Event()
-        self.swapping = threading.Event()
-        self.swap_started = float("inf")
-        #: held by a writer's statement: the swap waits for the one in flight
-        self.gate = threading.Lock()
         self.owned = owned
-        self.threads = [threading.Thread(target=self.write, args=(n,)) for n in range(2)]
 
     def _write(self, conn: Any, sql: str, params: dict[str, Any]) -> bool:
-        try:
-            with self.gate:
-                storage = self.storages[self.swapping.is_set()]
-                statement = sa.text(sql).bindparams(
-                    sa.bindparam("r", type_=_type(storage, self.engine.dialect))
-                )
-                conn.execute(statement, {**params, "r": _bind(params["r"], storage)})
-                conn.commit()
-        except sa.exc.DBAPIError as exc:
-            conn.rollback()
-            self.failed.append(str(exc.orig))
-            # A statement in flight when the swap began may meet the new type.
-            if time.monotonic() < self.swap_started:
-                raise
-            return False
-        return True
+        def send(swapping: bool) -> None:
+            storage = self.storages[swapping]
+            statement = sa.text(sql).bindparams(
+                sa.bindparam("r", type_=_type(storage, self.engine.dialect))
+            )
+            conn.execute(statement, {**params, "r": _bind(params["r"], storage)})
 
-    def write(self, n: int) -> None:
+        return self.attempt(conn, send)
+
+    def begin(self, conn: Connection, n: int) -> None:
+        if self.engine.dialect.name != "postgresql":
+            conn.exec_driver_sql("SET SESSION innodb_lock_wait_timeout = 10")
+
+    def write(self, conn: Connection, n: int) -> None:
         rng = random.Random(n)
         mine = [k for k in self.owned if k % 2 == n]
         key = 10_000_000 + n * 1_000_000
-        try:
-            with self.engine.connect() as conn:
-                if self.engine.dialect.name != "postgresql":
-                    conn.exec_driver_sql("SET SESSION innodb_lock_wait_timeout = 10")
-                while not self.stop.is_set():
-                    new, changed, target = new_uuid7(), new_uuid7(), rng.choice(mine)
-                    if self._write(
-                        conn,
-                        f"INSERT INTO {TABLE} (id, ref, n) VALUES (:k, :r, 0)",
-                        {"k": key, "r": new},
-                    ):
-                        self.expected[key] = new
-                    if self._write(
-                        conn,
-                        f"UPDATE {TABLE} SET ref = :r WHERE id = :k",
-                        {"k": target, "r": changed},
-                    ):
-                        self.expected[target] = changed
-                    key += 1
-                    time.sleep(0.002)
-        except BaseException as exc:  # reported by check()
-            self.errors.append(exc)
-
-    def watch(self) -> Callable[[], None]:
-        """Raise the swap flag just before the op sends its swap."""
-        swap = SWAP[_name(self.engine)]
-
-        def hook(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-            if statement.lstrip().startswith(swap) and not self.swapping.is_set():
-                self.swap_started = time.monotonic()
-                self.swapping.set()
-                # A statement bound for the old storage must not reach the
-                # new column (PostgreSQL would cast bytea to its text form):
-                # as an application deployed in step, wait for it.
-                with self.gate:
-                    pass
-
-        sa.event.listen(self.engine, "before_cursor_execute", hook)
-        return lambda: sa.event.remove(self.engine, "before_cursor_execute", hook)
-
-    def __enter__(self) -> Writers:
-        for thread in self.threads:
-            thread.start()
-        time.sleep(0.1)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        time.sleep(0.1)
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(timeout=20)
-        assert not any(t.is_alive() for t in self.threads)
+        while not self.stop.is_set():
+            new, changed, target = new_uuid7(), new_uuid7(), rng.choice(mine)
+            if self._write(
+                conn,
+                f"INSERT INTO {TABLE} (id, ref, n) VALUES (:k, :r, 0)",
+                {"k": key, "r": new},
+            ):
+                self.expected[key] = new
+            if self._write(
+                conn,
+                f"UPDATE {TABLE} SET ref = :r WHERE id = :k",
+                {"k": target, "r": changed},
+            ):
+                self.expected[target] = changed
+            key += 1
+            time.sleep(0.002)
 
     def check(self) -> None:
-        assert not self.errors, self.errors[:3]
-        # Only statements in flight as the swap began may fail (the new type).
-        assert len(self.failed) <= 2 * len(self.threads), self.failed[:3]
+        super().check()
         assert len(self.expected) > 20, "the writers hardly wrote: the test proves nothing"
 
 
@@ -312,7 +259,7 @@ def test_writers_keep_going_and_every_uuid7_is_converted(
     _create(server, TWIN, from_, 10)
     reports: list[BackfillProgress] = []
     writers = Writers(server, from_, to, list(before))
-    unwatch = writers.watch()
+    unwatch = writers.watch(SWAP[_name(server)])
     try:
         with writers:
             _run(server, TABLE, from_, to, online=True, batch_size=1000, progress=reports.append)
@@ -430,36 +377,15 @@ def test_a_table_with_another_trigger_is_refused_before_any_ddl(server: Engine) 
 
 def _killer(engine: Engine, nth_copy: int) -> Callable[[], bool]:
     """Kill the op's session before its ``nth_copy``-th copy statement; returns 'killed?'."""
-    postgresql = engine.dialect.name == "postgresql"
     copy = COPY[_name(engine)]
-    state = {"session": 0, "copies": 0, "killed": False}
+    copies = [0]
 
-    def remember(conn: Any, record: Any) -> None:
-        if not state["session"]:
-            cursor = conn.cursor()
-            cursor.execute("SELECT pg_backend_pid()" if postgresql else "SELECT CONNECTION_ID()")
-            state["session"] = int(cursor.fetchone()[0])
-            cursor.close()
-
-    def hook(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+    def when(statement: str, _: int) -> bool:
         if statement.lstrip().startswith(copy):
-            state["copies"] += 1
-        if not state["killed"] and state["session"] and state["copies"] == nth_copy:
-            state["killed"] = True
-            kill = f"SELECT pg_terminate_backend({state['session']})" if postgresql else None
-            with engine.connect() as admin:
-                admin.exec_driver_sql(kill or f"KILL {state['session']}")
-            time.sleep(0.05)
+            copies[0] += 1
+        return copies[0] == nth_copy
 
-    sa.event.listen(engine, "connect", remember)
-    sa.event.listen(engine, "before_cursor_execute", hook)
-
-    def done() -> bool:
-        sa.event.remove(engine, "before_cursor_execute", hook)
-        sa.event.remove(engine, "connect", remember)
-        return bool(state["killed"])
-
-    return done
+    return session_killer(engine, when)
 
 
 @pytest.mark.parametrize(("from_", "to"), [("text", "auto"), ("binary", "text")])

@@ -783,7 +783,8 @@ class KeyConversionSQL:
     #: names the indexes that use a column (``:table``, ``:column``) with what
     #: the op would not recreate: rows of (index, access method, has a
     #: predicate, has expressions, has INCLUDE columns, has DESC or NULLS
-    #: FIRST); None where the op recreates what reflection reports
+    #: FIRST, the rest it would lose named in a text, '' for none); None where
+    #: the op recreates what reflection reports
     index_options: str | None = None
     #: locks every table for the swap (``{tables}``: quoted, comma-separated),
     #: or None where DDL commits on its own and a lock would not outlive it
@@ -828,11 +829,27 @@ _KEY_CONVERSION: dict[str, KeyConversionSQL] = {
             "AND ns.nspname = rns.nspname AND rt.relname IN :tables"
         ),
         # pg_depend lists every column an index uses: key, INCLUDE,
-        # expression and predicate columns alike.
+        # expression and predicate columns alike. The rebuild names the
+        # columns only: another column's collation or operator class, NULLS
+        # NOT DISTINCT (read through to_jsonb: PostgreSQL 15+), storage
+        # parameters and the replica identity would be lost (the converted
+        # column's own collation and operator class do not apply to its
+        # new type).
         index_options=(
             "SELECT DISTINCT i.relname, am.amname, x.indpred IS NOT NULL, "
             "x.indexprs IS NOT NULL, x.indnkeyatts <> x.indnatts, "
-            "EXISTS (SELECT 1 FROM unnest(x.indoption::int2[]) o WHERE o <> 0) "
+            "EXISTS (SELECT 1 FROM unnest(x.indoption::int2[]) o WHERE o <> 0), "
+            "concat_ws(', ', CASE WHEN to_jsonb(x) ->> 'indnullsnotdistinct' = 'true' "
+            "THEN 'NULLS NOT DISTINCT' END, CASE WHEN EXISTS (SELECT 1 FROM "
+            "unnest(x.indcollation::oid[], x.indkey::int2[]) k(coll, n) JOIN pg_attribute c "
+            "ON c.attrelid = x.indrelid AND c.attnum = k.n WHERE c.attname <> :column "
+            "AND k.coll <> c.attcollation) THEN 'a collation of another column' END, "
+            "CASE WHEN EXISTS (SELECT 1 FROM unnest(x.indclass::oid[], x.indkey::int2[]) "
+            "k(opc, n) JOIN pg_opclass o ON o.oid = k.opc JOIN pg_attribute c "
+            "ON c.attrelid = x.indrelid AND c.attnum = k.n WHERE c.attname <> :column "
+            "AND NOT o.opcdefault) THEN 'an operator class of another column' END, "
+            "CASE WHEN i.reloptions IS NOT NULL THEN 'storage parameters' END, "
+            "CASE WHEN x.indisreplident THEN 'REPLICA IDENTITY' END) "
             "FROM pg_depend d JOIN pg_class i ON i.oid = d.objid "
             "JOIN pg_index x ON x.indexrelid = i.oid JOIN pg_am am ON am.oid = i.relam "
             "JOIN pg_class t ON t.oid = d.refobjid "
@@ -876,7 +893,7 @@ _KEY_CONVERSION: dict[str, KeyConversionSQL] = {
         # predicates or INCLUDE here, and a prefix cannot apply to a key type.
         index_options=(
             "SELECT INDEX_NAME, LOWER(INDEX_TYPE), 0, MAX(COLUMN_NAME IS NULL), 0, "
-            "MAX(COALESCE(COLLATION, '') = 'D') FROM information_schema.STATISTICS "
+            "MAX(COALESCE(COLLATION, '') = 'D'), '' FROM information_schema.STATISTICS "
             "WHERE TABLE_SCHEMA = COALESCE(:schema, DATABASE()) AND TABLE_NAME = :table "
             "AND INDEX_NAME <> 'PRIMARY' AND INDEX_NAME IN (SELECT INDEX_NAME FROM "
             "information_schema.STATISTICS WHERE TABLE_SCHEMA = COALESCE(:schema, DATABASE()) "

@@ -145,12 +145,13 @@ def index_features(row: sa.Row[Any] | tuple[Any, ...]) -> list[str]:
     """What an index has beyond its columns, from a row of ``index_options``.
 
     The row is (name, access method, predicate, expressions, INCLUDE columns,
-    ordering), as the dialect's ``KeyConversionSQL.index_options`` reads it.
-    The ops that rebuild an index from its name, columns and uniqueness
-    refuse one with any of these: it would be rebuilt without them.
+    ordering, the rest named in a text), as the dialect's
+    ``KeyConversionSQL.index_options`` reads it. The ops that rebuild an
+    index from its name, columns and uniqueness refuse one with any of
+    these: it would be rebuilt without them.
     """
-    _, method, predicate, expressions, include, ordering = tuple(row)
-    return [
+    _, method, predicate, expressions, include, ordering, rest = tuple(row)
+    found = [
         what
         for what, present in (
             (f"USING {method}", method != "btree"),
@@ -161,6 +162,7 @@ def index_features(row: sa.Row[Any] | tuple[Any, ...]) -> list[str]:
         )
         if present
     ]
+    return found + ([str(rest)] if rest else [])
 
 
 def unique_on(connection: Connection, table: str, column: str, schema: str | None) -> list[str]:

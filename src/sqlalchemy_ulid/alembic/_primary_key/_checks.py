@@ -41,6 +41,7 @@ def refuse_unsafe(connection: Connection, inspector: Any, plan: Plan) -> None:
     _refuse_what_drop_column_takes(connection, inspector, plan)
     _refuse_other_schemas(connection, plan)
     _refuse_dependants(connection, plan)
+    _refuse_offline_plan(connection, inspector, plan)
 
 
 def has_shadow(plan: Plan, column: KeyColumn) -> bool:
@@ -211,3 +212,22 @@ def _refuse_dependants(connection: Connection, plan: Plan) -> None:
                 f"{what} depend on the tables whose key columns would change: {named}. "
                 "Drop them before the conversion and recreate them after it"
             )
+
+
+#: Where the MariaDB offline script keeps its steps (``_offline_mariadb_sql``).
+OFFLINE_STEPS_TABLE = "ulid_key_conversions_offline"
+
+
+def _refuse_offline_plan(connection: Connection, inspector: Any, plan: Plan) -> None:
+    """Refuse a table the offline (``--sql``) script is converting: its rerun finishes it."""
+    if not inspector.has_table(OFFLINE_STEPS_TABLE, schema=plan.schema):
+        return
+    steps = sa.table(OFFLINE_STEPS_TABLE, sa.column("name"), schema=plan.schema)
+    count = connection.scalar(
+        sa.select(sa.func.count()).select_from(steps).where(steps.c.name == plan.table)
+    )
+    if count:
+        raise ConversionRefused(
+            f"an unfinished offline (--sql) conversion of {plan.table} is stored in "
+            f"{OFFLINE_STEPS_TABLE}: run its script again to finish it"
+        )

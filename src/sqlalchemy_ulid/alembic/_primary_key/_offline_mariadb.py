@@ -1,24 +1,109 @@
-"""The key-conversion ops' offline (``--sql``) script for mariadb (being written)."""
+"""The key-conversion ops' offline (``--sql``) script for MariaDB/MySQL.
+
+Nothing can be reflected while the script is written, so the script does,
+when the ``mariadb`` client runs it: its first block (``_offline_mariadb_plan``)
+finds the key and every column that references it in ``information_schema``,
+makes every refusal of the online op (``SIGNAL``, naming what it found) and
+stores the steps, the DDL and DML built from those names, in
+``ulid_key_conversions_offline``; its second block (``_offline_mariadb_run``)
+runs them in order, recording each one. The steps are the online op's phases
+(``_offline_mariadb_steps``). Run again after a kill at any point, the script
+goes on with the stored steps; run after success, it does nothing.
+
+What the script cannot do the way the online op does is refused here, before
+anything is written: a dry run, a storage that is not 16 bytes, naive times in
+another zone than UTC (the database would place them by its own rules).
+"""
 
 from __future__ import annotations
 
+from datetime import timedelta
+from datetime import timezone as _timezone
 from typing import TYPE_CHECKING, Literal
 
 from alembic.operations import Operations
 from alembic.util import CommandError
+
+from ..._dialects import dialect_row
+from .._inspect import check_identifier
+from .._offline_mariadb import _SAVED, _comment
+from ._offline_mariadb_plan import plan_block
+from ._offline_mariadb_run import run_block
+from ._offline_mariadb_sql import STEPS_TABLE, Names
 
 if TYPE_CHECKING:
     from ._ops import _KeyOp
 
 __all__ = ["mariadb_script"]
 
+#: What the script's session changes, saved in user variables and restored.
+_ALSO_SAVED = (*_SAVED, ("tx_isolation", "@sqlalchemy_ulid_isolation"))
+#: Rows one batch may date: rows of one millisecond are numbered in 16 bits.
+_MAX_BATCH = 65_535
+
+
+def _refuse_unsafe(op: _KeyOp, direction: str, name: str, storage_kind: str) -> None:
+    if op.dry_run:
+        raise CommandError(
+            f"{name}(dry_run=True) in offline (--sql) mode: nothing can be read to describe "
+            "the plan while the script is written. Run the dry run online; the script "
+            "prints its plan when it runs"
+        )
+    if direction == "ulid" and storage_kind != "binary":
+        raise CommandError(
+            f"{name} offline on MariaDB needs binary storage (BINARY(16)), not {op.storage!r}"
+        )
+    zone = op.timezone
+    if zone is not None and not (
+        isinstance(zone, _timezone) and zone.utcoffset(None) == timedelta(0)
+    ):
+        raise CommandError(
+            f"{name} offline reads naive times as UTC only: the database would place them "
+            f"in {zone} by its own rules, not ours. Run this migration online"
+        )
+    if op.fold is not None:
+        raise CommandError(
+            f"{name} offline reads naive times as UTC, where fold= has no meaning; "
+            "leave it out, or run this migration online"
+        )
+    if op.batch_size > _MAX_BATCH:
+        raise ValueError(f"offline, batch_size is at most {_MAX_BATCH}, got {op.batch_size}")
+
 
 def mariadb_script(
     operations: Operations, op: _KeyOp, direction: Literal["ulid", "legacy"], name: str
 ) -> None:
-    """Write the op's phases for mariadb into the ``--sql`` output."""
-    raise CommandError(
-        f"{name} cannot run in offline (--sql) mode: it finds the foreign keys by "
-        "reflection and computes the new ids from the rows. Run this migration online "
-        "(dry_run=True shows what it will do)"
-    )
+    """Write the op's phases for MariaDB into the ``--sql`` output."""
+    context = operations.get_context()
+    dialect = context.dialect
+    _refuse_unsafe(op, direction, name, dialect_row(dialect).kind(op.storage))
+    check_identifier(op.legacy_id, "legacy_id", dialect)
+    names = Names.of(dialect, op, direction, name)
+    locks = dialect_row(dialect).locks
+    assert locks is not None
+    out = context.impl.static_output
+    label = _comment(op.table_name)
+    with context.autocommit_block():
+        out(
+            f"-- {name}({label}), for MariaDB 10.10+. Run this script with the mariadb client\n"
+            "-- (mariadb --batch < script.sql), which stops at the first error. Block 1 checks\n"
+            "-- the tables and stores the plan; block 2 runs it step by step (each statement\n"
+            "-- commits on its own). If a statement fails (a lock wait timed out, the client\n"
+            "-- or its session was killed), run the whole script again: it goes on from the\n"
+            f"-- first step not done ({STEPS_TABLE}); after success it does nothing."
+        )
+        saved = ", ".join(f"{user} = @@SESSION.{setting}" for setting, user in _ALSO_SAVED)
+        out(f"SET {saved};")
+        out(
+            "SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION', "
+            "time_zone = '+00:00';"
+        )
+        # READ COMMITTED: the statements that read the tables to fill them
+        # (INSERT ... SELECT, CREATE ... SELECT) read without locking their rows.
+        out("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED;")
+        for statement in locks.set(max(1.0, op.lock_timeout), False):
+            out(f"{statement};")
+        out(plan_block(names))
+        out(run_block(names))
+        restore = ", ".join(f"SESSION {setting} = {user}" for setting, user in _ALSO_SAVED)
+        out(f"SET {restore};")

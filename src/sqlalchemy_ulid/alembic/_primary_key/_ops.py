@@ -130,8 +130,9 @@ class ConvertPrimaryKeyToULIDOp(_KeyOp):
         nothing. PostgreSQL and MariaDB/MySQL, online or offline: in
         ``--sql`` mode the op writes a script that finds the foreign keys,
         makes the same refusals before any change and computes the new ids
-        when it runs (on PostgreSQL, for ``psql -v ON_ERROR_STOP=1``); the
-        whole script is rerun after an interruption.
+        when it runs (on PostgreSQL for ``psql -v ON_ERROR_STOP=1``, on
+        MariaDB 10.10+ for the ``mariadb`` client, the swap under ``LOCK
+        TABLES ... WRITE``); the whole script is rerun after an interruption.
 
         Args:
             operations: supplied by Alembic (call it as
@@ -165,7 +166,9 @@ class ConvertPrimaryKeyToULIDOp(_KeyOp):
                 the tables, SQLite, or NULL times. Before any DDL.
             alembic.util.CommandError: offline (``--sql``), with
                 ``dry_run=True`` (a dry run reads the database), a storage
-                other than uuid or binary, or a ``timezone`` other than UTC.
+                the script cannot write (uuid or binary on PostgreSQL,
+                binary on MariaDB), a ``timezone`` other than UTC, or a
+                database other than PostgreSQL and MariaDB.
 
         Example:
             >>> from sqlalchemy_ulid.alembic import ConvertPrimaryKeyToULIDOp

@@ -208,7 +208,11 @@ def swap(
     sql = key_conversion_sql(connection.dialect)
     assert sql is not None
     if sql.lock is not None:
-        tables = ", ".join(_q(connection, plan, t) for t in plan.tables)
+        # Referencing tables first, the key's table last: a writer that has
+        # written a referencing table and then checks a foreign key (reads
+        # the key's table) is waited for, instead of waiting for the swap
+        # while the swap waits for it (a deadlock that cancels one of them).
+        tables = ", ".join(_q(connection, plan, t) for t in reversed(plan.tables))
         lock_safe_ddl(connection, [sql.lock.format(tables=tables)], lock_timeout=lock_timeout)
     if not any(name.startswith("swap:") for name in done):
         catch_up()

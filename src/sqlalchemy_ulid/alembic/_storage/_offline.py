@@ -1,7 +1,7 @@
 r"""``alter_ulid_storage(..., online=True)`` in offline (``--sql``) mode, on PostgreSQL.
 
 The script has the online op's phases (``_online``), in order, for
-``psql -v ON_ERROR_STOP=1 -f`` outside a transaction (Alembic's
+``psql -f`` outside a transaction (it sets ``ON_ERROR_STOP`` itself; Alembic's
 ``autocommit_block()`` writes the ``COMMIT`` before them). Each phase is a
 ``DO`` block that reads the catalog first and does only what is left:
 
@@ -33,7 +33,7 @@ from ..._dialects import dialect_row
 from .._concurrent_index import _INDEX_WAIT
 from .._locks import DEFAULT_LOCK_TIMEOUT
 from .._offline import _comment, _dollar_quoted, _literal
-from ._offline_check import check_block, forget, undo_block
+from ._offline_check import check_block, forget, outside_block, undo_block
 from ._offline_sql import (
     Names,
     build_indexes,
@@ -59,7 +59,19 @@ def alter_offline(operations: Operations, op: AlterULIDStorageOp) -> None:
     out = context.impl.static_output
     with context.autocommit_block():
         out(_header(op, n))
+        # psql goes on after a failed statement unless told not to: a
+        # refusal would then be followed by the phases it refused.
+        out("\\set ON_ERROR_STOP on")
+        # Each block's statements read what committed before them: under a
+        # REPEATABLE READ or SERIALIZABLE default a copy batch that waited
+        # for a writer's row fails, and the swap would check a stale catalog.
+        out("SET default_transaction_isolation = 'read committed';")
+        # The copy is one statement however many batches it commits, and an
+        # index build one: a role's statement_timeout would cancel them on
+        # every rerun. Each lock wait is bounded by lock_timeout instead.
+        out("SET statement_timeout = 0;")
         out(f"SET lock_timeout = '{max(1, round(timeout * 1000))}ms';")
+        out(outside_block(n))
         out(undo_block(n))
         out(check_block(op, n, dialect))
         out(_start_block(n))
@@ -80,18 +92,21 @@ def alter_offline(operations: Operations, op: AlterULIDStorageOp) -> None:
         out(f"SET lock_timeout = '{max(1, round(timeout * 1000))}ms';")
         out(_swap_block(n))
         out("RESET lock_timeout;")
+        out("RESET default_transaction_isolation;")
+        out("RESET statement_timeout;")
 
 
 def _header(op: AlterULIDStorageOp, n: Names) -> str:
     where = f"{_comment(op.table_name)}.{_comment(op.column_name)}"
     return (
         f"-- {n.op}({where}, {n.from_kind} -> {n.to_kind}, online=True): run this with\n"
-        "-- psql -v ON_ERROR_STOP=1 -f (it needs psql: phase 6 uses \\gexec), outside a\n"
-        "-- transaction; each block commits on its own. Writers go on throughout. If a\n"
-        "-- statement fails (a lock timeout, a value that is not an id), fix the cause and\n"
-        "-- run the script again from this comment (Alembic's own statements before it may\n"
-        "-- not rerun): each block reads the catalog first and does only what is left; the\n"
-        "-- copy goes on after its last batch. Run after success, it does nothing."
+        "-- psql -f (it needs psql: phase 6 uses \\gexec; it sets ON_ERROR_STOP itself, so\n"
+        "-- psql stops at the first error), outside a transaction (not psql -1): each block\n"
+        "-- commits on its own. Writers go on throughout. If a statement fails (a lock\n"
+        "-- timeout, a value that is not an id), fix the cause and run the script again\n"
+        "-- from this comment (Alembic's own statements before it may not rerun): each\n"
+        "-- block reads the catalog first and does only what is left; the copy goes on\n"
+        "-- after its last batch. Run after success, it does nothing."
     )
 
 

@@ -10,17 +10,18 @@ concatenation (``RAISE EXCEPTION '%', ...``), so a ``%`` in a name is text.
 
 from __future__ import annotations
 
+import textwrap
 from typing import TYPE_CHECKING, Any
 
 from ..._dialects import key_conversion_sql
 from .._offline import _dollar_quoted, _literal
 from ._offline_sql import Names, inline
-from ._plan import _DEPENDANTS
+from ._plan import _DEPENDANTS, INHERITED
 
 if TYPE_CHECKING:
     from ._op import AlterULIDStorageOp
 
-__all__ = ["check_block", "forget", "undo_block"]
+__all__ = ["check_block", "forget", "outside_block", "undo_block"]
 
 
 def _raise(*parts: str) -> str:
@@ -28,16 +29,40 @@ def _raise(*parts: str) -> str:
     return f"RAISE EXCEPTION '%', {' || '.join(parts)};"
 
 
+def outside_block(n: Names) -> str:
+    """Stop, before any change, a script run inside a transaction (``psql -1``).
+
+    The blocks commit phase by phase, which a transaction block forbids. A
+    statement run on its own is the first of its transaction, which then
+    started when the statement did.
+    """
+    body = f"""
+BEGIN
+  IF now() <> statement_timestamp() THEN
+    RAISE EXCEPTION '%', {_literal(f"{n.op}: run this script outside a transaction (not psql -1 or --single-transaction, not after BEGIN): its blocks commit phase by phase; nothing was changed")};
+  END IF;
+END
+"""  # noqa: E501
+    return f"DO {_dollar_quoted('ulid', body)};"
+
+
 def undo_block(n: Names) -> str:
     """Remove what an interrupted conversion the other way left (the online op's undo)."""
     body = f"""
 BEGIN
   IF {n.col_kind} IS DISTINCT FROM {_literal(n.to_kind)}
-     OR {n.shadow_kind} IS DISTINCT FROM {_literal(n.from_kind)}
      OR to_regclass({n.state_lit}) IS NULL THEN
     RETURN;
   END IF;
   IF NOT EXISTS (SELECT 1 FROM {n.state} WHERE {n.row}) THEN
+    RETURN;
+  END IF;
+  IF {n.shadow_kind} IS NULL THEN
+    -- Killed between recording its row and adding its column: only the row is left.
+{textwrap.indent(forget(n), "  ")}
+    RETURN;
+  END IF;
+  IF {n.shadow_kind} IS DISTINCT FROM {_literal(n.from_kind)} THEN
     RETURN;
   END IF;
   RAISE NOTICE '%', {_literal(f"{n.op}: undoing the interrupted conversion of ")}
@@ -51,7 +76,8 @@ END
 """
     return (
         "-- An interrupted conversion the other way (the column still in the storage this\n"
-        "-- converts to, a shadow beside it): removed in one transaction, values unchanged\n"
+        "-- converts to, a shadow beside it, or only its row): removed in one transaction,\n"
+        "-- values unchanged\n"
         f"DO {_dollar_quoted('ulid', body)};"
     )
 
@@ -71,7 +97,17 @@ def check_block(op: AlterULIDStorageOp, n: Names, dialect: Any) -> str:
     sql = key_conversion_sql(dialect)
     assert sql is not None
     assert sql.index_options is not None
-    schema = "NULL" if op.schema is None else _literal(op.schema)
+    # The catalog queries name a schema: the table's own, where to_regclass()
+    # found it on the search_path (current_schema() is the first schema
+    # there that exists, which may not hold the table).
+    schema = (
+        _literal(op.schema)
+        if op.schema is not None
+        else (
+            "(SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            f"WHERE c.oid = to_regclass({n.table_lit}))"
+        )
+    )
     table, column = _literal(op.table_name), n.column_lit
     where = f"{table} || '.' || {column}"
     nothing = _literal("; nothing was changed")
@@ -122,6 +158,10 @@ BEGIN
   IF v_rel IS NULL THEN
     {_raise(prefix, _literal("there is no table "), table, nothing)}
   END IF;
+  IF (SELECT relkind FROM pg_class WHERE oid = v_rel) = 'p'
+      OR EXISTS (SELECT 1 FROM pg_inherits WHERE inhrelid = v_rel OR inhparent = v_rel) THEN
+    {_raise(prefix, table, _literal(f" is {INHERITED}"), nothing)}
+  END IF;
   SELECT format_type(a.atttypid, a.atttypmod), NOT a.attnotnull, pg_get_expr(d.adbin, d.adrelid)
     INTO v_col_type, v_col_nullable, v_col_default FROM pg_attribute a
     LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
@@ -164,10 +204,13 @@ BEGIN
   IF v_found IS NOT NULL THEN
     {_raise(prefix, where, _literal(" is used by "), "v_found", _literal(": the swap drops the old column, which would drop them or fail; nothing was changed. Drop them before the conversion and create them again after it"))}
   END IF;
-  FOR v_r IN SELECT * FROM ({options}) AS o(relname, method, pred, exprs, incl, ord) LOOP
+  FOR v_r IN SELECT * FROM ({options}) AS o(relname, method, pred, exprs, incl, ord, rest) LOOP
     CONTINUE WHEN v_r.relname LIKE '%\\_\\_ulid';
     IF v_r.method <> 'btree' OR v_r.pred OR v_r.exprs OR v_r.incl OR v_r.ord THEN
       {_raise(prefix, _literal("the index "), "v_r.relname", _literal(" uses "), column, _literal(" with a WHERE clause, expressions, INCLUDE columns, DESC or NULLS FIRST or another method than btree, which this op does not build again"), nothing)}
+    END IF;
+    IF v_r.rest <> '' THEN
+      {_raise(prefix, _literal("the index "), "v_r.relname", _literal(" uses "), column, _literal(" with "), "v_r.rest", _literal(", which this op does not build again"), nothing)}
     END IF;
   END LOOP;
   FOR v_r IN {indexes} LOOP

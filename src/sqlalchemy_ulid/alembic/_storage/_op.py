@@ -136,8 +136,8 @@ class AlterULIDStorageOp(MigrateOperation):
             to_storage: the storage to convert to.
             nullable: whether the column is nullable (MySQL restates it in
                 ``MODIFY``). Online it is read from the database if omitted;
-                offline it is required (except with ``online=True`` on
-                PostgreSQL, whose script reads it as it runs).
+                offline it is required (except with ``online=True``, whose
+                scripts read it as they run).
             schema: the table's schema.
             copy_from: the table's definition, for SQLite in offline mode.
             online: convert a live table while writers go on (see "Live
@@ -147,9 +147,10 @@ class AlterULIDStorageOp(MigrateOperation):
                 that mirror writes, a copy in key order, then an atomic
                 ``RENAME TABLE``. In ``--sql`` mode, PostgreSQL gets the
                 same phases as a rerunnable script for ``psql`` (see
-                "Offline (--sql) on PostgreSQL" in the docs); MariaDB/MySQL
-                raise :class:`alembic.util.CommandError`; SQLite raises
-                ``ValueError``.
+                "Offline (--sql) on PostgreSQL" in the docs), MariaDB the
+                shadow-table steps as a rerunnable script for the
+                ``mariadb`` client ("Offline (--sql) on MariaDB"); SQLite
+                raises ``ValueError``.
             lock_timeout: seconds (or a timedelta) each ALTER may wait for
                 its table lock before it retries (default 1 s); see
                 :class:`~sqlalchemy_ulid.alembic.LockTimeoutError`.
@@ -167,8 +168,7 @@ class AlterULIDStorageOp(MigrateOperation):
                 that cannot be converted, is of neither storage, or holds
                 both converted and unconverted values.
             alembic.util.CommandError: offline without ``nullable`` (not
-                needed with ``online=True`` on PostgreSQL); offline with
-                ``online=True`` on MariaDB/MySQL.
+                needed with ``online=True``).
         """
         operations.invoke(
             cls(

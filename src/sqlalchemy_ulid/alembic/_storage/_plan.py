@@ -21,7 +21,16 @@ from .._inspect import column_state, foreign_keys_on, index_features, quote, saf
 if TYPE_CHECKING:
     from ._op import AlterULIDStorageOp
 
-__all__ = ["Index", "Plan", "build_plan"]
+__all__ = ["INHERITED", "Index", "Plan", "build_plan"]
+
+#: Why a partitioned table, a partition or a table with inheritance is
+#: refused: the shadow column, the trigger, the copy, the concurrent index
+#: builds and the swap all act on one table on its own.
+INHERITED = (
+    "partitioned, a partition or in an inheritance tree: online=True converts a "
+    "table on its own (its shadow column, trigger, copy, concurrent index builds "
+    "and swap do not reach partitions or inherited tables)"
+)
 
 
 @dataclass
@@ -76,6 +85,15 @@ def build_plan(connection: Connection, op: AlterULIDStorageOp) -> Plan | None:
         )
     if not sa.inspect(connection).has_table(op.table_name, schema=op.schema):
         raise ValueError(f"there is no table {op.table_name!r}; nothing was changed")
+    table_sql = quote(dialect, op.table_name, op.schema)
+    if connection.execute(
+        sa.text(
+            "SELECT relkind = 'p' OR EXISTS (SELECT 1 FROM pg_inherits WHERE inhrelid = oid "
+            "OR inhparent = oid) FROM pg_class WHERE oid = to_regclass(:table)"
+        ),
+        {"table": table_sql},
+    ).scalar():
+        raise ValueError(f"{op.table_name} is {INHERITED}; nothing was changed")
     state = column_state(connection, op.table_name, op.column_name, op.schema)
     if state is None:
         raise ValueError(f"{op.table_name} has no column {op.column_name!r}")
@@ -109,7 +127,6 @@ def build_plan(connection: Connection, op: AlterULIDStorageOp) -> Plan | None:
             f"{op.op_name}(online=True) needs a single-column primary key on "
             f"{op.table_name} to walk it in batches; it has {len(keys) or 'none'}"
         )
-    table_sql = quote(dialect, op.table_name, op.schema)
     names = f"{op.table_name}_{op.column_name}"
     plan = Plan(
         table=op.table_name,
@@ -162,13 +179,32 @@ def _type_of(connection: Connection, table: str, column: str) -> str:
     )
 
 
+def _catalog_schema(connection: Connection, plan: Plan) -> str | None:
+    """The schema the table is in: current_schema() may be another one.
+
+    current_schema() is the first schema on the search_path that exists;
+    the table may be found in a later one (as with a ``"$user"`` schema).
+    """
+    if plan.schema is not None:
+        return plan.schema
+    found: str | None = connection.execute(
+        sa.text(
+            "SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE c.oid = to_regclass(:table)"
+        ),
+        {"table": plan.q(connection, plan.table)},
+    ).scalar()
+    return found
+
+
 def _refuse_dependants(connection: Connection, plan: Plan) -> None:
     """Refuse views and triggers (other than ours): their SQL names the column."""
     sql = key_conversion_sql(connection.dialect)
     assert sql is not None
+    schema = _catalog_schema(connection, plan)
     for what, query in (("triggers", sql.triggers), ("views", sql.views)):
         statement = sa.text(query).bindparams(sa.bindparam("tables", expanding=True))
-        rows = connection.execute(statement, {"schema": plan.schema, "tables": [plan.table]})
+        rows = connection.execute(statement, {"schema": schema, "tables": [plan.table]})
         names = sorted(name for name, _ in rows if name != plan.trigger)
         if names:
             raise ValueError(
@@ -229,7 +265,11 @@ def _indexes(connection: Connection, plan: Plan) -> list[Index]:
     sql = key_conversion_sql(connection.dialect)
     assert sql is not None
     assert sql.index_options is not None
-    params = {"schema": plan.schema, "table": plan.table, "column": plan.column}
+    params = {
+        "schema": _catalog_schema(connection, plan),
+        "table": plan.table,
+        "column": plan.column,
+    }
     for row in sorted(connection.execute(sa.text(sql.index_options), params).all()):
         # The shadow's own indexes (a rerun) are built by this op.
         found = [] if row[0].endswith("__ulid") else index_features(row)

@@ -64,14 +64,10 @@ def alter_shadow(
 ) -> None:
     """Run ``op`` online through a shadow table (see the module docstring)."""
     if operations.migration_context.as_sql:
-        raise CommandError(
-            f"{op.op_name}(online=True) has no offline (--sql) script on MariaDB/MySQL: "
-            "its shadow table's triggers must list every column of the table, which is "
-            "known only when the database is read, and this version writes that script "
-            "for PostgreSQL only. Run this migration online (alembic upgrade without "
-            "--sql), or drop online=True to get the in-place conversion in the script "
-            "(MODIFY, UPDATE, MODIFY: writers wait while each statement runs)"
-        )
+        from ._offline_mariadb import alter_shadow_offline
+
+        alter_shadow_offline(operations, op, sql, from_kind, to_kind)
+        return
     check_online_context(operations, op.op_name)
     connection = operations.get_bind()
     shadow = _Shadow(connection, op, sql, from_kind, to_kind)
@@ -320,11 +316,27 @@ class _Shadow:
         return ", ".join(values)
 
     def _key_value(self, row: str) -> str:
+        """The row's key as the shadow stores it, comparable with the shadow's key."""
         assert self.key is not None
         value = f"{row}.{quote(self.connection.dialect, self.key)}"
-        if self.key == self.column:
-            return self.sql.convert(value, self.from_kind, self.to_kind)
-        return value
+        if self.key != self.column:
+            return value
+        converted = self.sql.convert(value, self.from_kind, self.to_kind)
+        # Text made from bytes has the session's collation, and "=" with the
+        # shadow's key (ascii_bin for a ULID) is then an illegal mix (1267).
+        rows = self._rows(
+            "SELECT CHARACTER_SET_NAME, COLLATION_NAME FROM information_schema.COLUMNS "
+            "WHERE TABLE_SCHEMA = COALESCE(:schema, DATABASE()) AND TABLE_NAME = :table "
+            "AND COLUMN_NAME = :column",
+            table=self.shadow_name,
+            column=self.key,
+        )
+        if not rows or rows[0][0] is None:
+            return converted
+        charset, collation = (str(v) for v in rows[0])
+        if not (charset.isidentifier() and collation.isidentifier()):
+            raise ValueError(f"unexpected collation {collation!r} of {self.shadow_name}")
+        return f"CONVERT({converted} USING {charset}) COLLATE {collation}"
 
     def _trigger_sql(self, event: str) -> str:
         dialect = self.connection.dialect

@@ -205,7 +205,8 @@ class AlterUUID7StorageOp(AlterULIDStorageOp):
             column_name: the UUIDv7 column.
             from_storage: its current storage.
             to_storage: the storage to convert to.
-            nullable: whether the column is nullable; required offline.
+            nullable: whether the column is nullable; required offline (except with
+                ``online=True``, whose scripts read it as they run).
             schema: the table's schema.
             copy_from: the table's definition, for SQLite in offline mode.
             online: on PostgreSQL and MariaDB/MySQL, convert while the
@@ -226,9 +227,10 @@ class AlterUUID7StorageOp(AlterULIDStorageOp):
         Raises:
             InvalidULID: (online) a value is not a UUIDv7 in ``from_storage``.
             ValueError: as :meth:`alter_ulid_storage`, before any change.
-            alembic.util.CommandError: offline without ``nullable``; with
-                ``online=True`` in ``--sql`` mode on MariaDB/MySQL (PostgreSQL
-                gets a script for ``psql``, as :meth:`alter_ulid_storage`).
+            alembic.util.CommandError: offline without ``nullable`` (with
+                ``online=True``, PostgreSQL gets a script for ``psql`` and
+                MariaDB one for the ``mariadb`` client, as
+                :meth:`alter_ulid_storage`).
 
         Example:
             In a migration, from ``CHAR(36)`` text to ``sa.Uuid()``::

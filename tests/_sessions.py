@@ -1,0 +1,70 @@
+"""Server sessions in the migration tests: which one a connection is, and killing it.
+
+A killed session is how the tests interrupt an op as a crash or an operator
+would: from another connection (``pg_terminate_backend`` on PostgreSQL,
+``KILL`` on MariaDB), so the op meets the error on its next statement.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+
+def _id_sql(dialect: sa.engine.Dialect) -> str:
+    return "SELECT pg_backend_pid()" if dialect.name == "postgresql" else "SELECT CONNECTION_ID()"
+
+
+def session_id(conn: Connection) -> int:
+    """The server's id of the session behind ``conn``."""
+    return int(conn.exec_driver_sql(_id_sql(conn.dialect)).scalar_one())
+
+
+def kill_session(engine: Engine, session: int) -> None:
+    """End ``session`` from a connection of its own, then let the server finish it."""
+    sql = (
+        f"SELECT pg_terminate_backend({session})"
+        if engine.dialect.name == "postgresql"
+        else f"KILL {session}"
+    )
+    with engine.connect() as admin:
+        admin.exec_driver_sql(sql)
+    time.sleep(0.05)
+
+
+def session_killer(engine: Engine, when: Callable[[str, int], bool]) -> Callable[[], bool]:
+    """Kill the first session ``engine`` opens, just before the statement ``when`` picks.
+
+    ``when(statement, n)`` is asked about each statement (``n``: how many the
+    engine has sent, this one included) until it says yes, once. Returns
+    ``done()``, which removes the hooks and says whether the session was
+    killed.
+    """
+    state = {"count": 0, "session": 0, "killed": False}
+
+    def remember(dbapi_conn: Any, record: Any) -> None:
+        if not state["session"]:
+            cursor = dbapi_conn.cursor()
+            cursor.execute(_id_sql(engine.dialect))
+            state["session"] = int(cursor.fetchone()[0])
+            cursor.close()
+
+    def hook(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        state["count"] += 1
+        if not state["killed"] and state["session"] and when(statement, state["count"]):
+            state["killed"] = True
+            kill_session(engine, state["session"])
+
+    sa.event.listen(engine, "connect", remember)
+    sa.event.listen(engine, "before_cursor_execute", hook)
+
+    def done() -> bool:
+        sa.event.remove(engine, "before_cursor_execute", hook)
+        sa.event.remove(engine, "connect", remember)
+        return bool(state["killed"])
+
+    return done

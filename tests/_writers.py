@@ -1,0 +1,161 @@
+"""Application writers for the migration tests: threads that write while an op runs.
+
+A test subclasses ``Writers`` with the statements its application sends
+(``write``), and runs the op inside ``with writers:``. Each writer has a
+connection of its own; what it raises is kept and fails ``check()``; the
+statements it sends through ``timing()`` have their latency recorded.
+``SwapFollowers`` adds the application that follows a storage swap: it binds
+values for the old storage until the swap begins, then for the new one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+W = TypeVar("W", bound="Writers")
+
+
+class Writers:
+    """``count`` writer threads, started by ``with``, stopped and joined at its end.
+
+    ``settle`` seconds pass after every writer is ready before the block
+    runs, and again before they are stopped; ``join`` bounds the wait for
+    each thread at the end (one still running fails the test).
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        count: int,
+        *,
+        settle: float = 0.1,
+        join: float = 10.0,
+        daemon: bool = False,
+    ) -> None:
+        self.engine = engine
+        self.settle = settle
+        self.join = join
+        self.latencies: list[float] = []
+        self.errors: list[BaseException] = []
+        self.stop = threading.Event()
+        self.ready = [threading.Event() for _ in range(count)]
+        self.threads = [
+            threading.Thread(target=self._run, args=(n,), daemon=daemon) for n in range(count)
+        ]
+
+    def begin(self, conn: Connection, n: int) -> None:
+        """Writer ``n``'s set-up on its connection, before it counts as ready."""
+
+    def write(self, conn: Connection, n: int) -> None:
+        """Writer ``n``'s loop: ``while not self.stop.is_set(): ...``."""
+        raise NotImplementedError
+
+    def _run(self, n: int) -> None:
+        try:
+            with self.engine.connect() as conn:
+                self.begin(conn, n)
+                self.ready[n].set()
+                self.write(conn, n)
+        except BaseException as exc:  # reported by check()
+            self.errors.append(exc)
+
+    @contextlib.contextmanager
+    def timing(self) -> Iterator[None]:
+        """Record how long the block took, whether or not it raised."""
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.latencies.append(time.monotonic() - started)
+
+    def send(self, conn: Connection, sql: str) -> None:
+        """Run ``sql`` and commit, timed."""
+        with self.timing():
+            conn.exec_driver_sql(sql)
+            conn.commit()
+
+    def __enter__(self: W) -> W:
+        for thread in self.threads:
+            thread.start()
+        for ready in self.ready:
+            ready.wait(10)
+        time.sleep(self.settle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        time.sleep(self.settle)
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(timeout=self.join)
+        assert not any(t.is_alive() for t in self.threads)
+
+    def check(self) -> None:
+        """Fail on what a writer raised."""
+        assert not self.errors, self.errors[:3]
+
+
+class SwapFollowers(Writers):
+    """Writers that bind for the new storage from the moment the op's swap begins.
+
+    ``watch(prefix)`` raises ``swapping`` just before the op sends a
+    statement starting with ``prefix``. With ``wait_in_flight``, the swap
+    then waits for the writer's statement in flight, as an application
+    deployed in step with the migration would make it (the writers' statements
+    take turns on one lock for that).
+    """
+
+    def __init__(
+        self, engine: Engine, count: int, *, wait_in_flight: bool = False, **options: Any
+    ) -> None:
+        super().__init__(engine, count, **options)
+        self.failed: list[str] = []
+        self.swapping = threading.Event()
+        self.swap_started = float("inf")
+        #: held by a writer's statement: the swap waits for the one in flight
+        self.gate = threading.Lock() if wait_in_flight else None
+
+    def attempt(self, conn: Connection, send: Callable[[bool], None]) -> bool:
+        """Run ``send(swapping)`` and commit, timed; False if it met the new type.
+
+        Only a statement in flight when the swap began may fail that way;
+        any other database error is raised.
+        """
+        with self.timing():
+            try:
+                with self.gate if self.gate is not None else contextlib.nullcontext():
+                    send(self.swapping.is_set())
+                    conn.commit()
+            except sa.exc.DBAPIError as exc:
+                conn.rollback()
+                self.failed.append(str(exc.orig))
+                if time.monotonic() < self.swap_started:
+                    raise
+                return False
+        return True
+
+    def watch(self, prefix: str) -> Callable[[], None]:
+        """Raise the swap flag just before the op sends its swap; returns the undo."""
+
+        def hook(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+            if statement.lstrip().startswith(prefix) and not self.swapping.is_set():
+                self.swap_started = time.monotonic()
+                self.swapping.set()
+                if self.gate is not None:
+                    with self.gate:
+                        pass
+
+        sa.event.listen(self.engine, "before_cursor_execute", hook)
+        return lambda: sa.event.remove(self.engine, "before_cursor_execute", hook)
+
+    def check(self) -> None:
+        """Also fail if more statements met the new type than were in flight."""
+        super().check()
+        # Only statements in flight as the swap began may fail (the new type).
+        assert len(self.failed) <= 2 * len(self.threads), self.failed[:3]

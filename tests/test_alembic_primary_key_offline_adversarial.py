@@ -615,3 +615,73 @@ def test_writers_moving_and_deleting_references_throughout_lose_nothing(
     assert len(found) == len(_rows(pg, "SELECT id FROM adv_orders"))
     assert {order: found.get(order) for order in wanted} == wanted
 
+
+# -- the session's settings: a role's or database's defaults ----------------------------------
+
+
+def _psql_with(engine: Engine, script: str, options: str) -> subprocess.CompletedProcess[str]:
+    """psql as a role or database with these settings would run it (``PGOPTIONS``)."""
+    args, env = _psql_command(engine)
+    return subprocess.run(
+        args, input=script, text=True, capture_output=True, timeout=120, check=False,
+        env={**env, "PGOPTIONS": options},
+    )  # fmt: skip
+
+
+def test_a_statement_timeout_of_the_role_does_not_cancel_the_phases(
+    pg: Engine, tmp_path: Path
+) -> None:
+    """Each phase is one statement, however many batches it commits."""
+    _run(
+        pg,
+        "CREATE TABLE adv_customers (id int PRIMARY KEY, created_at timestamptz NOT NULL)",
+        "INSERT INTO adv_customers SELECT g, timestamptz '2024-01-01' + g * interval '1 ms' "
+        "FROM generate_series(1, 50000) AS g",
+        "CREATE TABLE adv_orders (id int PRIMARY KEY, customer_id int NOT NULL "
+        "REFERENCES adv_customers)",
+        "INSERT INTO adv_orders SELECT g, 1 + g %% 50000 FROM generate_series(1, 50000) AS g",
+    )
+    config = _project(
+        tmp_path, pg, table="adv_customers", up="from_time='created_at', batch_size=5000"
+    )
+    done = _psql_with(pg, _script(config, "upgrade"), "-c statement_timeout=20ms")
+    assert done.returncode == 0, done.stderr
+    assert "adv_customers done" in done.stderr
+    assert _version(pg) == "pk0001"
+
+
+def test_a_repeatable_read_default_does_not_fail_a_batch_that_waited_for_a_writer(
+    pg: Engine, tmp_path: Path
+) -> None:
+    _run(
+        pg,
+        *_CUSTOMERS,
+        "CREATE TABLE adv_orders (id int PRIMARY KEY, customer_id bigint NOT NULL "
+        "REFERENCES adv_customers)",
+        "INSERT INTO adv_orders SELECT g, 1 + g %% 12 FROM generate_series(1, 20) AS g",
+    )
+    config = _project(
+        tmp_path, pg, table="adv_customers", up="from_time='created_at', lock_timeout=5"
+    )
+    up = _script(config, "upgrade")
+    _ok(pg, up[: up.index("-- Phase 2:")])
+    writer = pg.connect()
+    try:
+        writer.exec_driver_sql("UPDATE adv_customers SET name = 'c7!' WHERE name = 'c7'")
+
+        def commit() -> None:
+            _waiting(pg)  # the batch waits for the writer's row
+            writer.commit()
+
+        committer = threading.Thread(target=commit)
+        committer.start()
+        try:
+            options = "-c default_transaction_isolation=repeatable\\ read"
+            done = _psql_with(pg, up, options)
+        finally:
+            committer.join(timeout=30)
+    finally:
+        writer.close()
+    assert done.returncode == 0, done.stderr
+    assert _version(pg) == "pk0001"
+    assert _rows(pg, "SELECT name FROM adv_customers WHERE legacy_id = 7") == [("c7!",)]

@@ -14,7 +14,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..._dialects import key_conversion_sql
-from .._inspect import index_features
+from .._inspect import index_features, quote
+from .._storage._plan import _DEPENDANTS
 
 if TYPE_CHECKING:
     from ._plan import KeyColumn, Plan
@@ -37,6 +38,7 @@ def refuse_unsafe(connection: Connection, inspector: Any, plan: Plan) -> None:
     _refuse_unreflected_foreign_keys(connection, plan)
     _refuse_taken_names(inspector, plan)
     _refuse_index_options(connection, plan)
+    _refuse_what_drop_column_takes(connection, inspector, plan)
     _refuse_other_schemas(connection, plan)
     _refuse_dependants(connection, plan)
     _refuse_offline_plan(connection, inspector, plan)
@@ -129,6 +131,54 @@ def _refuse_index_options(connection: Connection, plan: Plan) -> None:
                     f"with {', '.join(found)}, which this op does not recreate: drop the "
                     "index before the conversion and create it again after it"
                 )
+
+
+def _refuse_what_drop_column_takes(connection: Connection, inspector: Any, plan: Plan) -> None:
+    """Refuse what the swap's ``DROP COLUMN`` would take with a referencing column.
+
+    Its DEFAULT (of the old type), a foreign key to a table whose key does
+    not change, and on PostgreSQL what else depends on the column (the
+    storage conversion's query: a CHECK or exclusion constraint, a
+    generated column, statistics, a policy, column GRANTs): dropped without
+    a word, or the ``DROP COLUMN`` fails inside the swap.
+    """
+    changing = {(c.table, c.column) for c in plan.columns}
+    for column in plan.columns[1:]:
+        found = []
+        info = next(
+            c
+            for c in inspector.get_columns(column.table, schema=plan.schema)
+            if c["name"] == column.column
+        )
+        if info.get("default") is not None or info.get("identity"):
+            found.append("its DEFAULT")
+        for fk in inspector.get_foreign_keys(column.table, schema=plan.schema):
+            referred = set(zip(fk["referred_columns"], fk["constrained_columns"], strict=True))
+            if column.column in fk["constrained_columns"] and not all(
+                (fk["referred_table"], name) in changing for name, _ in referred
+            ):
+                found.append(
+                    f"the foreign key {fk['name']} on {column.table} references "
+                    f"{fk['referred_table']}, which this op does not convert"
+                )
+        # The query reads pg_depend; elsewhere the swap's DROP COLUMN refuses instead.
+        if connection.dialect.name == "postgresql":
+            used = connection.execute(
+                sa.text(_DEPENDANTS),
+                {
+                    "table": quote(connection.dialect, column.table, plan.schema),
+                    "column": column.column,
+                    "same": "",
+                    "check": "",
+                },
+            ).scalars()
+            found[:0] = sorted(set(used))
+        if found:
+            raise ConversionRefused(
+                f"{column.table}.{column.column} is used by {', '.join(found)}: the swap "
+                "drops the old column, which would drop them or fail; nothing was changed. "
+                "Drop them before the conversion and create them again after it"
+            )
 
 
 def _refuse_other_schemas(connection: Connection, plan: Plan) -> None:

@@ -19,6 +19,7 @@ from sqlalchemy.dialects import postgresql
 
 from ..._dialects import key_conversion_sql
 from .._offline import _MILLIS_BY_TYPE, _dollar_quoted, _literal
+from .._storage._plan import _DEPENDANTS
 from ._plan import STATE_TABLE
 
 __all__ = ["Names", "declarations", "marker", "plan_block"]
@@ -85,6 +86,20 @@ def _query(sql: str, columns: str, select: str) -> str:
     return _literal(f"SELECT {select} FROM ({bound}) AS o({columns})")
 
 
+#: What else uses a referencing column, which the swap's DROP COLUMN would
+#: drop with it or fail on (the storage op's query: a CHECK or exclusion
+#: constraint, a generated column, statistics, a policy, column GRANTs), for
+#: ``EXECUTE ... USING`` the table (quoted) and the column; one text, or NULL.
+_USED = _literal(
+    "SELECT string_agg(DISTINCT u.n, ', ') FROM ("
+    + _DEPENDANTS.replace(":table", "$1")
+    .replace(":column", "$2")
+    .replace(":same", "''")
+    .replace(":check", "''")
+    + ") AS u(n)"
+)
+
+
 def plan_block(names: Names) -> str:
     """The ``DO`` block that finds the plan and refuses what online refuses."""
     sql = key_conversion_sql(postgresql.dialect())  # type: ignore[no-untyped-call]
@@ -110,6 +125,7 @@ def plan_block(names: Names) -> str:
         "CASE WHEN incl THEN 'INCLUDE columns' END, "
         "CASE WHEN desc_part THEN 'DESC or NULLS FIRST' END) AS found",
     )
+    dependants = _USED
     key_checks = (
         f"""
   IF key_type NOT IN ('int2'::regtype, 'int4'::regtype, 'int8'::regtype, 'uuid'::regtype) THEN
@@ -141,8 +157,10 @@ def plan_block(names: Names) -> str:
       RAISE EXCEPTION '{op}: %.% is NULL in % rows: fill them before deriving ULIDs from it',
         tbl, when_col, n;
     END IF;
-    EXECUTE format('SELECT %I::text FROM %I.%I WHERE NOT (%s BETWEEN 0 AND {MAX_MS}) LIMIT 1',
-      when_col, sch, tbl, millis) INTO bad;
+    -- An infinite time has no milliseconds: the CASE keeps it from the cast.
+    EXECUTE format('SELECT %1$I::text FROM %2$I.%3$I WHERE CASE WHEN %1$I::text IN '
+      '(''infinity'', ''-infinity'') THEN true ELSE NOT (%4$s BETWEEN 0 AND {MAX_MS}) END '
+      'LIMIT 1', when_col, sch, tbl, millis) INTO bad;
     IF bad IS NOT NULL THEN
       RAISE EXCEPTION '{op}: %.% = % is out of the ULID range (1970 to 10889)',
         tbl, when_col, bad;
@@ -248,10 +266,11 @@ BEGIN
   LOOP
     SELECT * INTO r FROM pg_temp.ulid_pk_plan WHERE pos = i;
     EXIT WHEN NOT FOUND;
-    FOR fk IN SELECT con.conname, con.conrelid, con.conkey, cl.relname FROM pg_constraint con
+    FOR fk IN SELECT con.conname, con.conrelid, con.conkey, cl.relname, con.convalidated
+        FROM pg_constraint con
         JOIN pg_class cl ON cl.oid = con.conrelid
         WHERE con.contype = 'f' AND con.confrelid = r.relid AND r.attnum = ANY (con.confkey)
-        AND cl.relnamespace = ns ORDER BY cl.relname, con.conname LOOP
+        AND cl.relnamespace = ns AND con.conparentid = 0 ORDER BY cl.relname, con.conname LOOP
       IF cardinality(fk.conkey) <> 1 THEN
         SELECT string_agg(attname, ', ' ORDER BY array_position(fk.conkey, attnum))
           INTO found_names FROM pg_attribute
@@ -263,6 +282,18 @@ BEGIN
         WHERE relid = fk.conrelid AND attnum = fk.conkey[1]);
       SELECT attname, NOT attnotnull AS nullable INTO col FROM pg_attribute
         WHERE attrelid = fk.conrelid AND attnum = fk.conkey[1];
+      IF NOT fk.convalidated THEN
+        -- A NOT VALID foreign key may have rows that reference nothing: no new value.
+        EXECUTE format('SELECT count(*) FROM %I.%I AS c WHERE c.%I IS NOT NULL AND NOT EXISTS '
+          '(SELECT 1 FROM %I.%I AS p WHERE p.%I = c.%I)', sch, fk.relname, col.attname, sch,
+          r.tbl, r.col, col.attname) INTO n;
+        IF n > 0 THEN
+          RAISE EXCEPTION '{op}: the foreign key % on % is NOT VALID, and % rows of %.% reference '
+            'no row of %: they would have no new value. Correct or delete them (then VALIDATE '
+            'CONSTRAINT %) before the conversion', fk.conname, fk.relname, n, fk.relname,
+            col.attname, r.tbl, fk.conname;
+        END IF;
+      END IF;
       ref_pk := NULL;
       ref_keys := NULL;
       SELECT conname, conkey INTO ref_pk, ref_keys FROM pg_constraint
@@ -308,6 +339,21 @@ BEGIN
           'recreate: drop the index before the conversion and create it again after it',
           col.name, r.tbl, r.tbl, r.col, col.found;
       END LOOP;
+      EXECUTE {dependants} INTO found_names USING format('%I.%I', sch, r.tbl), r.col;
+      SELECT concat_ws(', ', found_names, CASE WHEN a.atthasdef THEN 'its DEFAULT' END,
+          CASE WHEN a.attidentity <> '' THEN 'its IDENTITY' END, (SELECT string_agg(
+            format('the foreign key %s on %s references %s, which this op does not convert',
+            con.conname, r.tbl, con.confrelid::regclass), ', ' ORDER BY con.conname)
+          FROM pg_constraint con WHERE con.conrelid = r.relid AND r.attnum = ANY (con.conkey)
+          AND con.contype = 'f' AND con.conparentid = 0 AND NOT EXISTS (SELECT 1
+            FROM pg_temp.ulid_pk_plan q WHERE q.relid = con.confrelid
+            AND q.attnum = ANY (con.confkey))))
+        INTO found_names FROM pg_attribute a WHERE a.attrelid = r.relid AND a.attnum = r.attnum;
+      IF found_names <> '' THEN
+        RAISE EXCEPTION '{op}: %.% is used by %: the swap drops the old column, which would '
+          'drop them or fail; nothing was changed. Drop them before the conversion and '
+          'create them again after it', r.tbl, r.col, found_names;
+      END IF;
     END IF;
     CONTINUE WHEN r.shadow IS NULL;
     IF octet_length(r.shadow) > {NAME_LIMIT} THEN

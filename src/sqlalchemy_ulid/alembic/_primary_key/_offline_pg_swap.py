@@ -26,15 +26,10 @@ from __future__ import annotations
 
 import textwrap
 
-from sqlalchemy.dialects import postgresql
-
-from ..._dialects import key_conversion_sql
 from .._offline import _dollar_quoted, _literal
 from ._offline_pg_plan import MAX_MS, Names, declarations, marker
 
 __all__ = ["fill_key_block", "fill_referencing_block", "prepare_block", "swap_block"]
-
-KEY_SQL = key_conversion_sql(postgresql.dialect())  # type: ignore[no-untyped-call]
 
 
 def _retrying(names: Names, statements: str, what: str) -> str:
@@ -142,6 +137,18 @@ def _key_fill(names: Names, *, commit: bool) -> str:
         "ORDER BY %3$I DESC LIMIT 1) AS x"
     )
     commit_sql = "\n      COMMIT;" if commit else ""
+    # A batch waits for an application's row locks at most lock_timeout,
+    # then is tried again, as DDL is: the rows it has updated stay locked
+    # while it waits, so a long wait would hold up writers to those rows.
+    time_batch = f"""\
+        EXECUTE format({_dollar_quoted("batch", by_time)}, sch, k.tbl, k.shadow, k.col)
+          USING done_rows, {batch};
+        GET DIAGNOSTICS filled = ROW_COUNT;"""
+    key_batch = f"""\
+        EXECUTE format({_dollar_quoted("batch", by_key)}, sch, k.tbl, k.shadow, k.col, NULL,
+          k.key_type, op) INTO filled, from_key USING ms, from_key;"""
+    time_retried = textwrap.indent(_retrying(names, time_batch, "k.tbl"), "  ")
+    key_retried = textwrap.indent(_retrying(names, key_batch, "k.tbl"), "  ")
     return f"""
   EXECUTE format({_dollar_quoted("latest", latest)}, sch, k.tbl, k.shadow) INTO last_ms, last_tie;
   last_ms := coalesce(last_ms, -1);
@@ -155,10 +162,7 @@ def _key_fill(names: Names, *, commit: bool) -> str:
     ALTER TABLE pg_temp.ulid_pk_ids ADD PRIMARY KEY (seq);
     SELECT count(*) INTO staged FROM pg_temp.ulid_pk_ids;
     done_rows := 0;
-    WHILE done_rows < staged LOOP
-      EXECUTE format({_dollar_quoted("batch", by_time)}, sch, k.tbl, k.shadow, k.col)
-        USING done_rows, {batch};
-      GET DIAGNOSTICS filled = ROW_COUNT;
+    WHILE done_rows < staged LOOP{time_retried}
       done_rows := done_rows + {batch};
       total := total + filled;
       RAISE NOTICE '{names.op_name}: % rows of %.% given ULIDs', total, k.tbl, k.col;{commit_sql}
@@ -169,9 +173,8 @@ def _key_fill(names: Names, *, commit: bool) -> str:
       INTO from_key;
     op := '>=';
     WHILE from_key IS NOT NULL LOOP
-      ms := greatest(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint, last_ms + 1);
-      EXECUTE format({_dollar_quoted("batch", by_key)}, sch, k.tbl, k.shadow, k.col, NULL,
-        k.key_type, op) INTO filled, from_key USING ms, from_key;
+      ms := greatest(
+        floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint, last_ms + 1);{key_retried}
       EXIT WHEN filled = 0;
       last_ms := ms;
       op := '>';
@@ -217,7 +220,9 @@ _JOIN = (
 
 def fill_referencing_block(names: Names) -> str:
     """Phase 3: each referencing shadow by a join on what it references, each committed."""
-    join = _JOIN.format(stale="IS NULL")
+    join = f"""\
+        EXECUTE format({_JOIN.format(stale="IS NULL")});
+        GET DIAGNOSTICS n = ROW_COUNT;"""
     body = f"""
 DECLARE
 {declarations(names)}  r record;
@@ -225,9 +230,7 @@ DECLARE
   n bigint;
 BEGIN
   FOR r IN SELECT * FROM pg_temp.ulid_pk_plan WHERE pos > 0 ORDER BY pos LOOP
-    SELECT * INTO p FROM pg_temp.ulid_pk_plan WHERE pos = r.parent;
-    EXECUTE format({join});
-    GET DIAGNOSTICS n = ROW_COUNT;
+    SELECT * INTO p FROM pg_temp.ulid_pk_plan WHERE pos = r.parent;{_retrying(names, join, "r.tbl")}
     RAISE NOTICE '{names.op_name}: % rows of %.% filled from %', n, r.tbl, r.col, p.tbl;
     COMMIT;
   END LOOP;
@@ -243,19 +246,18 @@ def swap_block(names: Names) -> str:
     """Phase 4: the catch-up and the swap, in one transaction under the tables' locks."""
     op = names.op_name
     unique = _literal(names.legacy_unique)
-    assert KEY_SQL is not None
-    assert KEY_SQL.lock_held is not None
-    held = KEY_SQL.lock_held
-    # The first table waits up to lock_timeout; once it is held, the others
-    # wait less than deadlock_timeout (see KeyConversionSQL.lock_held), so a
-    # writer holding one of them is let through, not cancelled.
-    lock = f"""\
-        EXECUTE 'LOCK TABLE ' || locks[1] || ' IN ACCESS EXCLUSIVE MODE';
-        EXECUTE {_literal(held)};
-        FOR i IN 2..coalesce(array_length(locks, 1), 1) LOOP
-          EXECUTE 'LOCK TABLE ' || locks[i] || ' IN ACCESS EXCLUSIVE MODE';
+    # One table at a time, the referencing tables before the tables they
+    # reference (the order of a writer's own locks: its row, then the
+    # foreign key's check of the referenced row). Holding the first, the
+    # swap waits for each next one only so long that, all told, it gives up
+    # before deadlock_timeout: an application's transaction waiting behind
+    # a table the swap holds is never the one PostgreSQL ends as a deadlock.
+    lock = """\
+        FOREACH t IN ARRAY locks LOOP
+          EXECUTE 'LOCK TABLE ' || t || ' IN ACCESS EXCLUSIVE MODE';
+          PERFORM set_config('lock_timeout', step_ms || 'ms', true);
         END LOOP;
-        PERFORM set_config('lock_timeout', timeout_was, true);"""
+        PERFORM set_config('lock_timeout', full_wait, true);"""
     key_catch_up = (
         f"""
   IF k.shadow IS NOT NULL THEN{textwrap.indent(_key_fill(names, commit=False), "  ")}
@@ -289,7 +291,9 @@ DECLARE
   d record;
   tables text;
   locks text[];
-  timeout_was text := current_setting('lock_timeout');
+  t text;
+  full_wait text;
+  step_ms bigint;
   n bigint;
   missing text;
   note text;
@@ -298,12 +302,27 @@ BEGIN
   IF NOT FOUND THEN
     RETURN;
   END IF;
-  -- The referencing tables first, the key's table last (as online): a writer
-  -- that checks a foreign key after writing a referencing table is waited for.
-  SELECT array_agg(format('%I.%I', sch, x.tbl) ORDER BY x.first DESC) INTO locks
-    FROM (SELECT q.tbl, min(q.pos) AS first FROM pg_temp.ulid_pk_plan q GROUP BY q.tbl) AS x;
+  locks := ARRAY(SELECT format('%I.%I', sch, x.tbl) FROM (SELECT q.tbl, min(q.pos) AS first
+    FROM pg_temp.ulid_pk_plan q GROUP BY q.tbl) AS x ORDER BY x.first DESC);
   tables := array_to_string(locks, ', ');
+  full_wait := current_setting('lock_timeout');
+  step_ms := greatest(1, floor(extract(epoch FROM current_setting('deadlock_timeout')::interval)
+    * 800 / greatest(cardinality(locks) - 1, 1)));
+  IF full_wait <> '0' THEN
+    step_ms := least(step_ms, extract(epoch FROM full_wait::interval) * 1000);
+  END IF;
 {textwrap.indent(textwrap.dedent(_retrying(names, lock, "tables")), "  ")}
+  -- The plan was read before the lock: its shadows must still be there (another
+  -- run of the script may have finished the conversion meanwhile).
+  SELECT string_agg(format('%s.%s', q.tbl, q.shadow), ', ' ORDER BY q.pos) INTO missing
+    FROM pg_temp.ulid_pk_plan q WHERE q.shadow IS NOT NULL AND NOT EXISTS (SELECT 1
+      FROM pg_attribute a WHERE a.attrelid = q.relid AND a.attname = q.shadow
+      AND a.attnum > 0 AND NOT a.attisdropped);
+  IF missing IS NOT NULL THEN
+    RAISE EXCEPTION '{op}: the columns % are gone since this script read its plan (did '
+      'another run of it finish?). Nothing was swapped; run the script again: it says '
+      '"already done" if so', missing;
+  END IF;
   -- Rows written since the fill, and references changed since.{key_catch_up}
   FOR r IN SELECT * FROM pg_temp.ulid_pk_plan WHERE pos > 0 ORDER BY pos LOOP
     SELECT * INTO p FROM pg_temp.ulid_pk_plan WHERE pos = r.parent;
@@ -322,21 +341,37 @@ BEGIN
     RAISE EXCEPTION '{op}: rows without a new key value after the catch-up: %. Nothing was '
       'swapped; run the script again', missing;
   END IF;
-  -- What is recreated after the swap, as the catalog prints it now.
+  -- What is recreated after the swap, as the catalog prints it now, with its
+  -- comment; step 0: a primary key's comment (the key is added again below).
   CREATE TEMP TABLE ulid_pk_redo ON COMMIT DROP AS
-    SELECT 3 AS step, cl.relname AS tbl, con.conname AS name, pg_get_constraintdef(con.oid) AS def
+    SELECT 3 AS step, cl.relname AS tbl, con.conname AS name, pg_get_constraintdef(con.oid) AS def,
+      obj_description(con.oid, 'pg_constraint') AS note
     FROM pg_constraint con JOIN pg_class cl ON cl.oid = con.conrelid
-    WHERE con.contype = 'f' AND EXISTS (SELECT 1 FROM pg_temp.ulid_pk_plan c
-      WHERE c.pos > 0 AND c.relid = con.conrelid AND c.attnum = con.conkey[1])
+    WHERE con.contype = 'f' AND con.conparentid = 0 AND EXISTS (SELECT 1
+      FROM pg_temp.ulid_pk_plan c WHERE c.pos > 0 AND c.relid = con.conrelid
+      AND c.attnum = con.conkey[1])
     AND EXISTS (SELECT 1 FROM pg_temp.ulid_pk_plan q
       WHERE q.relid = con.confrelid AND q.attnum = ANY (con.confkey))
     UNION ALL
-    SELECT 2, cl.relname, con.conname, pg_get_constraintdef(con.oid)
+    SELECT 2, cl.relname, con.conname, pg_get_constraintdef(con.oid),
+      obj_description(con.oid, 'pg_constraint')
     FROM pg_constraint con JOIN pg_class cl ON cl.oid = con.conrelid
-    WHERE con.contype = 'u' AND EXISTS (SELECT 1 FROM pg_temp.ulid_pk_plan c
-      WHERE c.pos > 0 AND c.relid = con.conrelid AND c.attnum = ANY (con.conkey))
+    WHERE con.contype = 'u' AND con.conparentid = 0 AND EXISTS (SELECT 1
+      FROM pg_temp.ulid_pk_plan c WHERE c.pos > 0 AND c.relid = con.conrelid
+      AND c.attnum = ANY (con.conkey))
     UNION ALL
-    SELECT 1, t.relname, i.relname, pg_get_indexdef(x.indexrelid)
+    SELECT 0, cl.relname, con.conname, NULL, obj_description(con.oid, 'pg_constraint')
+    FROM pg_constraint con JOIN pg_class cl ON cl.oid = con.conrelid
+    WHERE con.contype = 'p' AND obj_description(con.oid, 'pg_constraint') IS NOT NULL
+    AND EXISTS (SELECT 1 FROM pg_temp.ulid_pk_plan c
+      WHERE c.relid = con.conrelid AND c.pk_name = con.conname)
+    UNION ALL
+    -- An index of a partitioned table prints as ON ONLY (its partitions' indexes
+    -- attached one by one); created without ONLY, it is built on every partition.
+    SELECT 1, t.relname, i.relname, CASE WHEN t.relkind = 'p' THEN replace(
+        pg_get_indexdef(x.indexrelid), format('INDEX %I ON ONLY ', i.relname),
+        format('INDEX %I ON ', i.relname)) ELSE pg_get_indexdef(x.indexrelid) END,
+      obj_description(x.indexrelid, 'pg_class')
     FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid
     WHERE NOT x.indisprimary AND NOT EXISTS (SELECT 1 FROM pg_constraint con
       WHERE con.conindid = x.indexrelid AND con.conrelid = x.indrelid
@@ -365,8 +400,14 @@ BEGIN
   FOR d IN SELECT * FROM pg_temp.ulid_pk_redo ORDER BY step, tbl, name LOOP
     IF d.step = 1 THEN
       EXECUTE d.def;
-    ELSE
+    ELSIF d.step > 1 THEN
       EXECUTE format('ALTER TABLE %I.%I ADD CONSTRAINT %I %s', sch, d.tbl, d.name, d.def);
+    END IF;
+    CONTINUE WHEN d.note IS NULL;
+    IF d.step = 1 THEN
+      EXECUTE format('COMMENT ON INDEX %I.%I IS %L', sch, d.name, d.note);
+    ELSE
+      EXECUTE format('COMMENT ON CONSTRAINT %I ON %I.%I IS %L', d.name, sch, d.tbl, d.note);
     END IF;
   END LOOP;
   DELETE FROM pg_temp.ulid_pk_plan;

@@ -100,6 +100,14 @@ def postgresql_script(
     lock_ms = max(1, round(op.lock_timeout * 1000))
     with context.autocommit_block():
         out(_header(names))
+        # Each block reads what committed before its statements: under a
+        # REPEATABLE READ or SERIALIZABLE default a fill batch that waited
+        # for a writer's row fails, and the swap's catch-up would miss rows.
+        out("SET default_transaction_isolation = 'read committed';")
+        # Each phase is one statement however many batches it commits: a
+        # role's statement_timeout would cancel it on every rerun. Each lock
+        # wait is bounded by lock_timeout instead.
+        out("SET statement_timeout = 0;")
         out(f"SET lock_timeout = '{lock_ms}ms';")
         out(plan_block(names))
         out(prepare_block(names))
@@ -108,6 +116,8 @@ def postgresql_script(
         out(fill_referencing_block(names))
     out(swap_block(names))
     out("RESET lock_timeout;")
+    out("RESET default_transaction_isolation;")
+    out("RESET statement_timeout;")
 
 
 def _header(names: Names) -> str:

@@ -789,10 +789,11 @@ class KeyConversionSQL:
     #: locks a table for the swap (``{tables}``: one quoted name), or None
     #: where DDL commits on its own and a lock would not outlive it
     lock: str | None = None
-    #: run once the swap holds its first lock: the waits for the other
-    #: tables' locks become shorter than the server's deadlock detection, so
-    #: that a deadlock with a writer ends by the swap's timeout (the swap
-    #: lets go and tries again), never by the server cancelling the writer
+    #: run once the swap holds its first lock, ``{others}`` the number of
+    #: tables still to lock: their waits, all told, become shorter than the
+    #: server's deadlock detection, so that a deadlock with a writer waiting
+    #: behind a held table ends by the swap's timeout (it lets go and tries
+    #: again), never by the server cancelling the writer
     lock_held: str | None = None
 
 
@@ -868,8 +869,8 @@ _KEY_CONVERSION: dict[str, KeyConversionSQL] = {
         lock_held=(
             "SELECT set_config('lock_timeout', greatest(1, floor(1000 * least("
             "extract(epoch FROM current_setting('lock_timeout')::interval), "
-            "extract(epoch FROM current_setting('deadlock_timeout')::interval) / 2)))::int "
-            "|| 'ms', true)"
+            "extract(epoch FROM current_setting('deadlock_timeout')::interval) * 0.8 "
+            "/ {others})))::int || 'ms', true)"
         ),
     ),
     "mysql": KeyConversionSQL(

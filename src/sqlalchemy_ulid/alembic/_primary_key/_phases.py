@@ -217,7 +217,7 @@ def swap(
         tables = [_q(connection, plan, t) for t in reversed(plan.tables)]
         statements = [sql.lock.format(tables=tables[0])]
         if len(tables) > 1 and sql.lock_held is not None:
-            statements.append(sql.lock_held)
+            statements.append(sql.lock_held.format(others=len(tables) - 1))
         statements += [sql.lock.format(tables=t) for t in tables[1:]]
         lock_safe(
             connection,

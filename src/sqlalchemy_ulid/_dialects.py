@@ -786,6 +786,14 @@ class KeyConversionSQL:
     #: FIRST, the rest it would lose named in a text, '' for none); None where
     #: the op recreates what reflection reports
     index_options: str | None = None
+    #: what else uses a column (``:table`` quoted, ``:column``), which ``DROP
+    #: COLUMN`` would drop with it (a CHECK constraint, extended statistics, a
+    #: policy, a sequence owned by it) or refuse to drop (a generated column):
+    #: not indexes, unique, primary and foreign keys (built again or refused
+    #: before), views and triggers (refused before), the column's DEFAULT or
+    #: the constraints named ``:same`` and ``:check`` (the ops' own); rows of
+    #: one description each. None where the server refuses such a DROP itself
+    dependants: str | None = None
     #: locks a table for the swap (``{tables}``: one quoted name), or None
     #: where DDL commits on its own and a lock would not outlive it
     lock: str | None = None
@@ -864,6 +872,24 @@ _KEY_CONVERSION: dict[str, KeyConversionSQL] = {
             "WHERE d.classid = 'pg_class'::regclass AND d.refclassid = 'pg_class'::regclass "
             "AND NOT x.indisprimary AND n.nspname = COALESCE(:schema, current_schema()) "
             "AND t.relname = :table AND a.attname = :column"
+        ),
+        dependants=(
+            "WITH col AS (SELECT attrelid, attnum, attacl FROM pg_attribute "
+            "WHERE attrelid = to_regclass(:table) AND attname = :column) "
+            "SELECT COALESCE((SELECT 'the generated column ' || quote_ident(g.attname) "
+            "FROM pg_attrdef f JOIN pg_attribute g ON g.attrelid = f.adrelid AND g.attnum = f.adnum "
+            "WHERE d.classid = 'pg_attrdef'::regclass AND f.oid = d.objid), "
+            "pg_describe_object(d.classid, d.objid, d.objsubid)) FROM pg_depend d, col "
+            "WHERE d.refclassid = 'pg_class'::regclass AND d.refobjid = col.attrelid "
+            "AND d.refobjsubid = col.attnum AND d.deptype IN ('n', 'a') "
+            "AND d.classid NOT IN ('pg_rewrite'::regclass, 'pg_trigger'::regclass) "
+            "AND NOT (d.classid = 'pg_attrdef'::regclass AND d.objid IN "
+            "(SELECT oid FROM pg_attrdef WHERE adrelid = col.attrelid AND adnum = col.attnum)) "
+            "AND NOT (d.classid = 'pg_class'::regclass AND d.objid IN "
+            "(SELECT indexrelid FROM pg_index WHERE indrelid = col.attrelid)) "
+            "AND NOT (d.classid = 'pg_constraint'::regclass AND d.objid IN (SELECT oid FROM "
+            "pg_constraint WHERE contype IN ('p', 'u', 'f') OR conname IN (:same, :check))) "
+            "UNION ALL SELECT 'GRANTs on the column' FROM col WHERE attacl IS NOT NULL"
         ),
         lock="LOCK TABLE {tables} IN ACCESS EXCLUSIVE MODE",
         lock_held=(

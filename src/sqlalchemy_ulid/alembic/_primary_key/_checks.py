@@ -15,7 +15,6 @@ from sqlalchemy.engine import Connection
 
 from ..._dialects import key_conversion_sql
 from .._inspect import index_features, quote
-from .._storage._plan import _DEPENDANTS
 
 if TYPE_CHECKING:
     from ._plan import KeyColumn, Plan
@@ -142,6 +141,8 @@ def _refuse_what_drop_column_takes(connection: Connection, inspector: Any, plan:
     generated column, statistics, a policy, column GRANTs): dropped without
     a word, or the ``DROP COLUMN`` fails inside the swap.
     """
+    sql = key_conversion_sql(connection.dialect)
+    assert sql is not None
     changing = {(c.table, c.column) for c in plan.columns}
     for column in plan.columns[1:]:
         found = []
@@ -161,10 +162,10 @@ def _refuse_what_drop_column_takes(connection: Connection, inspector: Any, plan:
                     f"the foreign key {fk['name']} on {column.table} references "
                     f"{fk['referred_table']}, which this op does not convert"
                 )
-        # The query reads pg_depend; elsewhere the swap's DROP COLUMN refuses instead.
-        if connection.dialect.name == "postgresql":
+        # Where there is no such query, the swap's DROP COLUMN refuses instead.
+        if sql.dependants is not None:
             used = connection.execute(
-                sa.text(_DEPENDANTS),
+                sa.text(sql.dependants),
                 {
                     "table": quote(connection.dialect, column.table, plan.schema),
                     "column": column.column,

@@ -19,7 +19,6 @@ from sqlalchemy.dialects import postgresql
 
 from ..._dialects import key_conversion_sql
 from .._offline import _MILLIS_BY_TYPE, _dollar_quoted, _literal
-from .._storage._plan import _DEPENDANTS
 from ._plan import STATE_TABLE
 
 __all__ = ["Names", "declarations", "marker", "plan_block"]
@@ -90,9 +89,12 @@ def _query(sql: str, columns: str, select: str) -> str:
 #: drop with it or fail on (the storage op's query: a CHECK or exclusion
 #: constraint, a generated column, statistics, a policy, column GRANTs), for
 #: ``EXECUTE ... USING`` the table (quoted) and the column; one text, or NULL.
+_PG = key_conversion_sql(postgresql.dialect())  # type: ignore[no-untyped-call]
+assert _PG is not None
+assert _PG.dependants is not None
 _USED = _literal(
     "SELECT string_agg(DISTINCT u.n, ', ') FROM ("
-    + _DEPENDANTS.replace(":table", "$1")
+    + _PG.dependants.replace(":table", "$1")
     .replace(":column", "$2")
     .replace(":same", "''")
     .replace(":check", "''")

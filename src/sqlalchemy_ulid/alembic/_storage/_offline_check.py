@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ..._dialects import key_conversion_sql
 from .._offline import _dollar_quoted, _literal
 from ._offline_sql import Names, inline
-from ._plan import _DEPENDANTS, INHERITED
+from ._plan import INHERITED
 
 if TYPE_CHECKING:
     from ._op import AlterULIDStorageOp
@@ -97,6 +97,7 @@ def check_block(op: AlterULIDStorageOp, n: Names, dialect: Any) -> str:
     sql = key_conversion_sql(dialect)
     assert sql is not None
     assert sql.index_options is not None
+    assert sql.dependants is not None
     # The catalog queries name a schema: the table's own, where to_regclass()
     # found it on the search_path (current_schema() is the first schema
     # there that exists, which may not hold the table).
@@ -115,7 +116,7 @@ def check_block(op: AlterULIDStorageOp, n: Names, dialect: Any) -> str:
     triggers = inline(sql.triggers, schema=schema, tables=f"({table})")
     views = inline(sql.views, schema=schema, tables=f"({table})")
     dependants = inline(
-        _DEPENDANTS, table=n.table_lit, column=column, same=n.same_lit, check=n.check_lit
+        sql.dependants, table=n.table_lit, column=column, same=n.same_lit, check=n.check_lit
     )
     options = inline(sql.index_options, schema=schema, table=table, column=column)
     nullable = ""

@@ -214,36 +214,13 @@ def _refuse_dependants(connection: Connection, plan: Plan) -> None:
             )
 
 
-#: What else uses the column, which ``DROP COLUMN`` would drop with it (a
-#: CHECK constraint, extended statistics, a policy, a sequence owned by it)
-#: or refuse to drop (a generated column, whose expression is a pg_attrdef
-#: row): not indexes, unique and primary
-#: keys (built again), foreign keys, views and triggers (refused before),
-#: the column's DEFAULT (carried) or the op's own checks.
-_DEPENDANTS = (
-    "WITH col AS (SELECT attrelid, attnum, attacl FROM pg_attribute "
-    "WHERE attrelid = to_regclass(:table) AND attname = :column) "
-    "SELECT COALESCE((SELECT 'the generated column ' || quote_ident(g.attname) "
-    "FROM pg_attrdef f JOIN pg_attribute g ON g.attrelid = f.adrelid AND g.attnum = f.adnum "
-    "WHERE d.classid = 'pg_attrdef'::regclass AND f.oid = d.objid), "
-    "pg_describe_object(d.classid, d.objid, d.objsubid)) FROM pg_depend d, col "
-    "WHERE d.refclassid = 'pg_class'::regclass AND d.refobjid = col.attrelid "
-    "AND d.refobjsubid = col.attnum AND d.deptype IN ('n', 'a') "
-    "AND d.classid NOT IN ('pg_rewrite'::regclass, 'pg_trigger'::regclass) "
-    "AND NOT (d.classid = 'pg_attrdef'::regclass AND d.objid IN "
-    "(SELECT oid FROM pg_attrdef WHERE adrelid = col.attrelid AND adnum = col.attnum)) "
-    "AND NOT (d.classid = 'pg_class'::regclass AND d.objid IN "
-    "(SELECT indexrelid FROM pg_index WHERE indrelid = col.attrelid)) "
-    "AND NOT (d.classid = 'pg_constraint'::regclass AND d.objid IN (SELECT oid FROM "
-    "pg_constraint WHERE contype IN ('p', 'u', 'f') OR conname IN (:same, :check))) "
-    "UNION ALL SELECT 'GRANTs on the column' FROM col WHERE attacl IS NOT NULL"
-)
-
-
 def _refuse_used(connection: Connection, plan: Plan) -> None:
     """Refuse what uses the column and would not survive the swap's ``DROP COLUMN``."""
+    sql = key_conversion_sql(connection.dialect)
+    assert sql is not None
+    assert sql.dependants is not None
     found = connection.execute(
-        sa.text(_DEPENDANTS),
+        sa.text(sql.dependants),
         {
             "table": plan.q(connection, plan.table, schema=True),
             "column": plan.column,

@@ -18,10 +18,15 @@ And, for comparison, the same work by hand in one transaction: ``ADD
 COLUMN``, one ``UPDATE`` with server-generated ids, the join ``UPDATE`` for
 orders, the constraint swap; its time is all under the lock on PostgreSQL.
 
+With ``--offline`` it also times the op's offline (``--sql``) script, as
+Alembic writes it, applied by the real client (``psql -v ON_ERROR_STOP=1``
+or ``mariadb --batch``) on the same tables, against the op run online in
+the same run.
+
 One run each (a migration runs once); the machine is shared, so expect
 noise of 10-20% or more.
 
-Run: ``.venv/bin/python benchmarks/bench_pk_convert.py [--sizes 100000]``
+Run: ``.venv/bin/python benchmarks/bench_pk_convert.py [--sizes 100000] [--offline]``
 (URLs from SQLALCHEMY_ULID_POSTGRESQL_URL / SQLALCHEMY_ULID_MYSQL_URL, else
 the local test servers).
 """
@@ -29,6 +34,9 @@ the local test servers).
 from __future__ import annotations
 
 import argparse
+import io
+import os
+import subprocess
 import time
 from datetime import datetime, timedelta
 from typing import Any
@@ -164,10 +172,53 @@ def _by_hand(engine: sa.Engine) -> float:
     return time.perf_counter() - start
 
 
+def _offline(engine: sa.Engine) -> float:
+    """The op's ``--sql`` script for these tables, applied by the server's own client."""
+    buffer = io.StringIO()
+    context = MigrationContext.configure(
+        dialect_name=engine.dialect.name, opts={"as_sql": True, "output_buffer": buffer}
+    )
+    Operations(context).convert_primary_key_to_ulid(CUSTOMERS, from_time="created_at")
+    url = engine.url
+    if engine.dialect.name == "postgresql":
+        command = ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", url.host or "127.0.0.1",
+                   "-p", str(url.port or 5432), "-U", url.username or "postgres",
+                   "-d", url.database or "", "-f", "-"]  # fmt: skip
+    else:
+        command = ["mariadb", "--batch", "-h", url.host or "127.0.0.1", "-P",
+                   str(url.port or 3306), "-u", url.username or "root",
+                   url.database or ""]  # fmt: skip
+    env = {**os.environ, "PGPASSWORD": url.password or "", "MYSQL_PWD": url.password or ""}
+    start = time.perf_counter()
+    subprocess.run(
+        command, input=buffer.getvalue(), text=True, capture_output=True, check=True, env=env
+    )
+    return time.perf_counter() - start
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000])
+    parser.add_argument("--offline", action="store_true", help="also time the --sql script")
     args = parser.parse_args()
+    if args.offline:
+        print("| server | customers | orders | online op (s) | offline script (s) | ratio |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for server, url in URLS.items():
+            engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+            for rows in args.sizes:
+                _load(engine, rows)
+                online = _convert(engine)["total"]
+                _load(engine, rows)
+                offline = _offline(engine)
+                _drop(engine)
+                print(
+                    f"| {server} | {rows:,} | {2 * rows:,} | {online:.1f} | {offline:.1f} | "
+                    f"{offline / online:.2f}x |",
+                    flush=True,
+                )
+            engine.dispose()
+        return
     columns = "op total (s) | before the swap (s) | swap (s) | by hand (s)"
     print(f"| server | customers | orders | {columns} |")
     print("|---|---:|---:|---:|---:|---:|---:|")

@@ -458,6 +458,36 @@ def test_the_downgrade_refuses_them_too(maria: Engine, tmp_path: Path) -> None:
     assert _version(maria) == ["pk0001"]
 
 
+#: A comment with backslashes, a quote and a percent sign, carried by the swap.
+BACKSLASHED = "C:\\new\\table \\' 100% \\n"
+
+
+@pytest.mark.parametrize("mode", ["offline", "online"])
+def test_a_comment_with_backslashes_is_kept(maria: Engine, tmp_path: Path, mode: str) -> None:
+    config = _project(tmp_path, maria, extra="from_time='created_at'")
+    _fresh(maria, config)
+    with maria.begin() as conn:
+        # The server's own quoting (QUOTE()): no client-side escaping to trust.
+        literal = conn.execute(sa.text("SELECT QUOTE(:c)"), {"c": BACKSLASHED}).scalar_one()
+        conn.exec_driver_sql(
+            "ALTER TABLE pk_orders MODIFY customer_id INT NOT NULL COMMENT "
+            + literal.replace("%", "%%")
+        )
+    comment = (
+        "SELECT COLUMN_COMMENT FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() "
+        "AND TABLE_NAME = 'pk_orders' AND COLUMN_NAME = 'customer_id'"
+    )
+    with maria.connect() as conn:
+        assert conn.exec_driver_sql(comment).scalar_one() == BACKSLASHED
+    if mode == "offline":
+        _applied(maria, _script(config, "upgrade"))
+    else:
+        _online(config, maria, "upgrade", "pk0001")
+    _check_ulids(maria)
+    with maria.connect() as conn:
+        assert conn.exec_driver_sql(comment).scalar_one() == BACKSLASHED
+
+
 def test_the_online_op_refuses_a_table_the_script_is_converting(
     maria: Engine, tmp_path: Path
 ) -> None:

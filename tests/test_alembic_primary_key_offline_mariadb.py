@@ -93,7 +93,9 @@ def _drop(engine: Engine) -> None:
     with engine.begin() as conn:
         conn.exec_driver_sql("DROP VIEW IF EXISTS pk_customer_names")
         conn.exec_driver_sql("DROP TRIGGER IF EXISTS pk_orders_touch")
-        for name in ("pk_pairs", "pk_texts", *TABLES, VERSION_TABLE, STATE_TABLE, STEPS_TABLE):
+        for name in (
+            "pk_pairs", "pk_texts", *TABLES, "pk_regions", VERSION_TABLE, STATE_TABLE, STEPS_TABLE
+        ):  # fmt: skip
             conn.exec_driver_sql(f"DROP TABLE IF EXISTS `{name}`")
 
 
@@ -396,6 +398,94 @@ def test_refuses_before_any_change(
         for statement in setup.split("; "):
             conn.exec_driver_sql(statement)
     _refused(maria, config, message)
+
+
+#: What the swap's DROP COLUMN would take with a referencing column: (setup, what is named).
+TAKEN = [
+    # A DEFAULT on a referencing column (dropped with it, without a word).
+    ("ALTER TABLE pk_orders ALTER customer_id SET DEFAULT 1", "its DEFAULT"),
+    # A foreign key from a referencing column to a table whose key does not change.
+    ("CREATE TABLE pk_regions (id INT PRIMARY KEY); "
+     "INSERT INTO pk_regions SELECT seq FROM seq_1_to_30; "
+     "ALTER TABLE pk_orders ADD CONSTRAINT fk_pk_orders_region FOREIGN KEY (customer_id) "
+     "REFERENCES pk_regions (id)",
+     "the foreign key fk_pk_orders_region on pk_orders references pk_regions, which this op "
+     "does not convert"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("mode", ["offline", "online"])
+@pytest.mark.parametrize(("setup", "message"), TAKEN, ids=["default", "other fk"])
+def test_refuses_what_drop_column_would_take(
+    maria: Engine, tmp_path: Path, mode: str, setup: str, message: str
+) -> None:
+    """Offline and online alike: named, before any change."""
+    config = _project(tmp_path, maria, extra="from_time='created_at'")
+    _fresh(maria, config)
+    with maria.begin() as conn:
+        for statement in setup.split("; "):
+            conn.exec_driver_sql(statement)
+    whole = f"pk_orders.customer_id is used by {message}: the swap drops the old column"
+    if mode == "offline":
+        _refused(maria, config, whole)
+        return
+    schema, snapshot = _schema(maria), _snapshot(maria)
+    with pytest.raises(ConversionRefused) as refused:
+        _online(config, maria, "upgrade", "pk0001")
+    assert whole in str(refused.value)
+    assert _schema(maria) == schema
+    assert _snapshot(maria) == snapshot
+    assert _version(maria) == ["pk0000"]
+
+
+def test_the_downgrade_refuses_them_too(maria: Engine, tmp_path: Path) -> None:
+    """Restoring, a DEFAULT on a converted referencing column is refused alike."""
+    config = _project(tmp_path, maria, extra="from_time='created_at'")
+    _fresh(maria, config)
+    _applied(maria, _script(config, "upgrade"))
+    with maria.begin() as conn:
+        conn.exec_driver_sql("ALTER TABLE pk_orders ALTER customer_id SET DEFAULT 'x'")
+    schema, snapshot = _schema(maria), _snapshot(maria)
+    whole = "pk_orders.customer_id is used by its DEFAULT: the swap drops the old column"
+    done = _mariadb(maria, _script(config, "downgrade"))
+    assert done.returncode != 0
+    assert whole in done.stderr, done.stderr
+    assert "ERROR 1644 (45000)" in done.stderr
+    with pytest.raises(ConversionRefused, match=whole):
+        _online(config, maria, "downgrade", "pk0000")
+    assert _schema(maria) == schema
+    assert _snapshot(maria) == snapshot
+    assert _version(maria) == ["pk0001"]
+
+
+#: A comment with backslashes, a quote and a percent sign, carried by the swap.
+BACKSLASHED = "C:\\new\\table \\' 100% \\n"
+
+
+@pytest.mark.parametrize("mode", ["offline", "online"])
+def test_a_comment_with_backslashes_is_kept(maria: Engine, tmp_path: Path, mode: str) -> None:
+    config = _project(tmp_path, maria, extra="from_time='created_at'")
+    _fresh(maria, config)
+    with maria.begin() as conn:
+        # The server's own quoting (QUOTE()): no client-side escaping to trust.
+        literal = conn.execute(sa.text("SELECT QUOTE(:c)"), {"c": BACKSLASHED}).scalar_one()
+        conn.exec_driver_sql(
+            "ALTER TABLE pk_orders MODIFY customer_id INT NOT NULL COMMENT "
+            + literal.replace("%", "%%")
+        )
+    comment = (
+        "SELECT COLUMN_COMMENT FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() "
+        "AND TABLE_NAME = 'pk_orders' AND COLUMN_NAME = 'customer_id'"
+    )
+    with maria.connect() as conn:
+        assert conn.exec_driver_sql(comment).scalar_one() == BACKSLASHED
+    if mode == "offline":
+        _applied(maria, _script(config, "upgrade"))
+    else:
+        _online(config, maria, "upgrade", "pk0001")
+    _check_ulids(maria)
+    with maria.connect() as conn:
+        assert conn.exec_driver_sql(comment).scalar_one() == BACKSLASHED
 
 
 def test_the_online_op_refuses_a_table_the_script_is_converting(

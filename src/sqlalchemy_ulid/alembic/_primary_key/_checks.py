@@ -132,6 +132,18 @@ def _refuse_index_options(connection: Connection, plan: Plan) -> None:
                 )
 
 
+#: What the swap's ``DROP COLUMN`` would take, as the refusal names it (the
+#: MariaDB offline script builds the same words in SQL).
+TAKEN_DEFAULT = "its DEFAULT"
+TAKEN_FOREIGN_KEY = (
+    "the foreign key {name} on {table} references {referred}, which this op does not convert"
+)
+TAKEN_END = (
+    ": the swap drops the old column, which would drop them or fail; nothing was changed. "
+    "Drop them before the conversion and create them again after it"
+)
+
+
 def _refuse_what_drop_column_takes(connection: Connection, inspector: Any, plan: Plan) -> None:
     """Refuse what the swap's ``DROP COLUMN`` would take with a referencing column.
 
@@ -152,15 +164,16 @@ def _refuse_what_drop_column_takes(connection: Connection, inspector: Any, plan:
             if c["name"] == column.column
         )
         if info.get("default") is not None or info.get("identity"):
-            found.append("its DEFAULT")
+            found.append(TAKEN_DEFAULT)
         for fk in inspector.get_foreign_keys(column.table, schema=plan.schema):
             referred = set(zip(fk["referred_columns"], fk["constrained_columns"], strict=True))
             if column.column in fk["constrained_columns"] and not all(
                 (fk["referred_table"], name) in changing for name, _ in referred
             ):
                 found.append(
-                    f"the foreign key {fk['name']} on {column.table} references "
-                    f"{fk['referred_table']}, which this op does not convert"
+                    TAKEN_FOREIGN_KEY.format(
+                        name=fk["name"], table=column.table, referred=fk["referred_table"]
+                    )
                 )
         # Where there is no such query, the swap's DROP COLUMN refuses instead.
         if sql.dependants is not None:
@@ -176,9 +189,7 @@ def _refuse_what_drop_column_takes(connection: Connection, inspector: Any, plan:
             found[:0] = sorted(set(used))
         if found:
             raise ConversionRefused(
-                f"{column.table}.{column.column} is used by {', '.join(found)}: the swap "
-                "drops the old column, which would drop them or fail; nothing was changed. "
-                "Drop them before the conversion and create them again after it"
+                f"{column.table}.{column.column} is used by {', '.join(found)}{TAKEN_END}"
             )
 
 

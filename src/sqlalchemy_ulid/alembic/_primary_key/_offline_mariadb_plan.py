@@ -13,6 +13,7 @@ table is continued; an online conversion in progress is refused.
 from __future__ import annotations
 
 from .._offline_mariadb import _INTEGERS, _MAX_MS, _compound, _literal
+from ._checks import TAKEN_DEFAULT, TAKEN_END, TAKEN_FOREIGN_KEY
 from ._offline_mariadb_sql import (
     ONLINE_TABLE,
     STEPS_TABLE,
@@ -297,6 +298,7 @@ def _plan_checks(n: Names) -> str:
             "'. Drop them first')",
         ),
     ]
+    checks.append(_taken_by_drop_column())
     if n.direction == "ulid":
         checks.append(
             (
@@ -311,6 +313,41 @@ def _plan_checks(n: Names) -> str:
         f"    {_refuse(n, message)}\n  END IF;\n"
         for query, message in checks
     )
+
+
+def _taken_by_drop_column() -> tuple[str, str]:
+    """The online op's check of what the swap's DROP COLUMN would take, in SQL.
+
+    On the first referencing column (in plan order) that has them: its
+    DEFAULT (MariaDB writes a nullable column's missing one as ``NULL``),
+    and the foreign keys from it to a column that does not change (another
+    table's key, or one in another schema), which the swap would drop or
+    fail on. The words are the online op's (``_checks``).
+    """
+    foreign_key = concat(
+        TAKEN_FOREIGN_KEY,
+        {"name": "k.CONSTRAINT_NAME", "table": "x.tbl", "referred": "k.REFERENCED_TABLE_NAME"},
+    )
+    others = (
+        f"(SELECT GROUP_CONCAT({foreign_key} ORDER BY k.CONSTRAINT_NAME SEPARATOR ', ') "
+        "FROM information_schema.KEY_COLUMN_USAGE k WHERE k.TABLE_SCHEMA = v_schema "
+        "AND k.TABLE_NAME = x.tbl AND k.COLUMN_NAME = x.col "
+        "AND k.REFERENCED_TABLE_NAME IS NOT NULL AND (k.REFERENCED_TABLE_SCHEMA <> v_schema "
+        "OR NOT EXISTS (SELECT 1 FROM sqlalchemy_ulid_pk_cols y "
+        "WHERE y.tbl = k.REFERENCED_TABLE_NAME AND y.col = k.REFERENCED_COLUMN_NAME)))"
+    )
+    default = (
+        "IF(c.COLUMN_DEFAULT IS NOT NULL AND c.COLUMN_DEFAULT <> 'NULL', "
+        f"{_literal(TAKEN_DEFAULT)}, NULL)"
+    )
+    query = (
+        "SELECT MAX(CONCAT(t.tbl, '.', t.col, ' is used by ', t.what)) INTO v_found FROM "
+        f"(SELECT x.id, x.tbl, x.col, CONCAT_WS(', ', {default}, {others}) AS what "
+        "FROM sqlalchemy_ulid_pk_cols x JOIN information_schema.COLUMNS c "
+        "ON c.TABLE_SCHEMA = v_schema AND c.TABLE_NAME = x.tbl AND c.COLUMN_NAME = x.col "
+        "WHERE x.id > 1 HAVING what <> '' ORDER BY x.id LIMIT 1) AS t"
+    )
+    return query, f"CONCAT(v_found, {_literal(TAKEN_END)})"
 
 
 def _persist(n: Names) -> str:

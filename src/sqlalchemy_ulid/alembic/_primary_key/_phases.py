@@ -374,14 +374,17 @@ def _steps(
         state = column_state(connection, column.table, column.column, plan.schema)
         if column.comment is None or state is None or state.comment == column.comment:
             return []
-        literal = sa.String().literal_processor(dialect)  # type: ignore[no-untyped-call]
-        assert literal is not None
+        # The compiler's literal, not String's processor: on MySQL/MariaDB
+        # only the compiler doubles backslashes (when the server reads them).
+        literal = sa.literal(column.comment, sa.String()).compile(
+            dialect=dialect, compile_kwargs={"literal_binds": True}
+        )
         text = set_comment.format(
             table=_q(connection, plan, column.table),
             column=_c(connection, column.column),
             type=plan.new_type,
             null="NULL" if column.nullable else "NOT NULL",
-            comment=unescape_percent(dialect, literal(column.comment)),
+            comment=unescape_percent(dialect, str(literal)),
         )
         return [text]
 

@@ -74,11 +74,15 @@ def _compound(body: str) -> str:
     return f"DELIMITER {mark}\nBEGIN NOT ATOMIC\n{body}END\n{mark}\nDELIMITER ;"
 
 
-def _signal(message: str) -> str:
-    """SIGNAL with ``message`` (SQL of a string), cut to MESSAGE_TEXT's 128 characters."""
+def _signal(message: str, limit: int = 128) -> str:
+    """SIGNAL with ``message`` (SQL of a string), cut to ``limit`` characters.
+
+    MySQL keeps 128 characters of MESSAGE_TEXT, MariaDB 512; the block's
+    ``message`` variable must hold ``limit``.
+    """
     # SIGNAL takes a variable or a literal only, not an expression.
     return (
-        f"SET message = LEFT({message}, 128);\n"
+        f"SET message = LEFT({message}, {limit});\n"
         "    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = message;"
     )
 

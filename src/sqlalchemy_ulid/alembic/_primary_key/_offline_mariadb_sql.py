@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Literal
 
 from ..._types import ULIDType
 from .._inspect import quote, safe_name
-from .._offline_mariadb import _literal
+from .._offline_mariadb import _literal, _signal
 from ._checks import OFFLINE_STEPS_TABLE
 
 if TYPE_CHECKING:
@@ -49,10 +49,7 @@ def signal(message: str) -> str:
     columns and constraints, and need the room. The block declares
     ``message VARCHAR(512)``.
     """
-    return (
-        f"SET message = LEFT({message}, 512);\n"
-        "    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = message;"
-    )
+    return _signal(message, 512)
 
 
 def quoted(expr: str) -> str:

@@ -196,14 +196,16 @@ USED = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(
+#: Each case of USED, as a test parameter.
+USED_CASES = pytest.mark.parametrize(
     ("setup", "message"),
     [(row[:-1], row[-1]) for row in USED],
     ids=["check", "exclusion", "generated", "grant", "other fk", "default"],
 )
-def test_what_the_swap_would_drop_with_a_column_stops_the_script_first(
-    pg: Engine, tmp_path: Path, setup: tuple[str, ...], message: str
-) -> None:
+
+
+def _orders_with(pg: Engine, setup: tuple[str, ...]) -> None:
+    """Customers, and orders referencing them, with one case of USED on the orders."""
     _run(
         pg,
         *_CUSTOMERS,
@@ -214,6 +216,13 @@ def test_what_the_swap_would_drop_with_a_column_stops_the_script_first(
         "INSERT INTO adv_orders SELECT g, 1 + g %% 12, NULL FROM generate_series(1, 20) AS g",
         *setup,
     )
+
+
+@USED_CASES
+def test_what_the_swap_would_drop_with_a_column_stops_the_script_first(
+    pg: Engine, tmp_path: Path, setup: tuple[str, ...], message: str
+) -> None:
+    _orders_with(pg, setup)
     rows = "SELECT o.id, c.name FROM adv_orders o JOIN adv_customers c ON c.id = o.customer_id"
     before, schema = _rows(pg, rows), _schema(pg)
     config = _project(tmp_path, pg, table="adv_customers", up="from_time='created_at'")
@@ -509,24 +518,11 @@ def test_the_swap_taking_its_locks_never_deadlocks_an_application_transaction(
     assert _rows(pg, "SELECT name FROM adv_customers WHERE legacy_id = 1") == [("seen",)]
 
 
-@pytest.mark.parametrize(
-    ("setup", "message"),
-    [(row[:-1], row[-1]) for row in USED],
-    ids=["check", "exclusion", "generated", "grant", "other fk", "default"],
-)
+@USED_CASES
 def test_the_online_op_refuses_the_same_before_any_change(
     pg: Engine, tmp_path: Path, setup: tuple[str, ...], message: str
 ) -> None:
-    _run(
-        pg,
-        *_CUSTOMERS,
-        "CREATE TABLE adv_regions (id bigint PRIMARY KEY)",
-        "INSERT INTO adv_regions SELECT generate_series(1, 12)",
-        "CREATE TABLE adv_orders (id int PRIMARY KEY, customer_id bigint "
-        "REFERENCES adv_customers, guest text)",
-        "INSERT INTO adv_orders SELECT g, 1 + g %% 12, NULL FROM generate_series(1, 20) AS g",
-        *setup,
-    )
+    _orders_with(pg, setup)
     schema = _schema(pg)
     config = _project(tmp_path, pg, table="adv_customers", up="from_time='created_at'")
     with pytest.raises(ConversionRefused) as refused:

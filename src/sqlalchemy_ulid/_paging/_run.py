@@ -33,6 +33,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from .._checks import check_limit
 from .._codec import InvalidULID
 from .._dialects import PagingSQL, dialect_row
+from .._errors import CursorSortMismatch, InvalidInput
 from .._keys import Keys, KeyValue, column_expression, keys_of
 from .._keys import table_column as _table_column
 from .._settle import (
@@ -43,7 +44,7 @@ from .._settle import (
     check_settle,
     plan_horizon,
 )
-from ._cursor import Cursor, InvalidCursor, looks_keyset
+from ._cursor import Cursor, looks_keyset
 from ._page import Page, Total, check_total, count_step
 from ._sort import (
     PaginationError,
@@ -106,7 +107,7 @@ def _plan(
     # Every check runs before any SQL: bad cursors and limits are the
     # caller's input and must fail without touching the database.
     if after_cursor is not None and before_cursor is not None:
-        raise ValueError("pass after= or before=, not both")
+        raise InvalidInput("pass after= or before=, not both")
     limit = check_limit(limit, max_limit)  # the rule follow() shares (a cap of 2**31 - 1)
     if not isinstance(stmt, sa.Select):
         raise TypeError(f"paginate() pages a select(), not {type(stmt).__name__}")
@@ -259,7 +260,7 @@ def _parse_id(keys: Keys, cursor: Cursor) -> KeyValue:
         return keys.parse(cursor)
     except InvalidULID:
         if isinstance(cursor, str) and looks_keyset(cursor):
-            raise InvalidCursor(
+            raise CursorSortMismatch(
                 "the cursor was made for a sort by several keys; this statement is in "
                 "id order (ordered by the paging column alone, or not at all)"
             ) from None

@@ -39,6 +39,7 @@ from sqlalchemy.sql.elements import (
 
 from .._codec import InvalidULID
 from .._dialects import PagingSQL, dialect_row
+from .._errors import InvalidInput
 from .._keys import Keys, KeyValue, column_expression, keys_of
 from .._keys import table_column as _table_column
 from ._cursor import Cursor, InvalidCursor, decode, encode, fingerprint
@@ -51,7 +52,7 @@ __all__ = ["PaginationError", "ULIDColumn", "after", "before"]
 ULIDColumn = Union[ColumnElement[Any], QueryableAttribute[Any]]  # noqa: UP007
 
 
-class PaginationError(ValueError):
+class PaginationError(InvalidInput):
     """The statement cannot be paged without skipping or repeating rows.
 
     It has its own ORDER BY, LIMIT or OFFSET, does not select the paging

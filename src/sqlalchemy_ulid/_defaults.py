@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import event
 from sqlalchemy.engine import Connection, Dialect, Engine
 from sqlalchemy.exc import CompileError
 from sqlalchemy.ext.compiler import compiles
@@ -35,6 +34,7 @@ from sqlalchemy.sql.visitors import InternalTraversal
 from ._checks import check_connection, check_dialect, check_engine
 from ._dialects import FUNCTION_NAME, ServerSQL, dialect_row, dialects_with
 from ._generator import new_ulid
+from ._sqlite_functions import SQLiteFunction
 from ._types import Storage, _check_storage
 
 __all__ = [
@@ -152,11 +152,13 @@ def drop_ulid_function(connection: Connection) -> None:
 
 
 def register_ulid_function(engine: Engine) -> None:
-    """Define ``gen_ulid()`` on every new SQLite connection of one engine.
+    """Define ``gen_ulid()`` on every SQLite connection of one engine.
 
-    The listener is attached to this engine only. Call it before the engine
-    opens its first connection (connections already in its pool do not get
-    the function). For an ``AsyncEngine`` pass ``async_engine.sync_engine``.
+    The listener is attached to this engine only. Call it whenever: the
+    connections the engine opened before the call (in its pool, or in use)
+    get the function before their next statement, new ones when they
+    connect. Calling it again does nothing. For an ``AsyncEngine`` pass
+    ``async_engine.sync_engine``.
     The function calls :func:`new_ulid`, so it is monotonic in this process.
 
     Example:
@@ -187,11 +189,11 @@ def register_ulid_function(engine: Engine) -> None:
             f"register_ulid_function() is for SQLite engines, not {engine.dialect.name}: "
             "install gen_ulid() in the database with install_ulid_function(connection)"
         )
-    event.listen(engine, "connect", _on_connect)
+    _ULID_FUNCTION.register(engine)
 
 
-def _on_connect(dbapi_connection: Any, connection_record: Any) -> None:
-    _register_on(dbapi_connection)
+#: Defined on every connection of a registered engine: new, pooled, in use.
+_ULID_FUNCTION = SQLiteFunction(FUNCTION_NAME, _register_on)
 
 
 class _ULIDServerDefault(ColumnElement[Any]):

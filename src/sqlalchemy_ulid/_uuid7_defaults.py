@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from sqlalchemy import event
 from sqlalchemy.engine import Connection, Dialect, Engine
 from sqlalchemy.exc import CompileError
 from sqlalchemy.ext.compiler import compiles
@@ -37,6 +36,7 @@ from sqlalchemy.sql.visitors import InternalTraversal
 from ._checks import check_connection, check_dialect, check_engine
 from ._dialects import dialect_row, dialects_with
 from ._generator_sql import UUID7_FUNCTION, UUID7SQL
+from ._sqlite_functions import SQLiteFunction
 from ._uuid7 import new_uuid7
 
 __all__ = [
@@ -175,11 +175,13 @@ def drop_uuid7_function(connection: Connection) -> None:
 
 
 def register_uuid7_function(engine: Engine) -> None:
-    """Define ``gen_uuid7()`` on every new SQLite connection of one engine.
+    """Define ``gen_uuid7()`` on every SQLite connection of one engine.
 
     The function returns the 16 bytes of :func:`new_uuid7`, so it is ordered
-    within this process. Call it before the engine opens its first
-    connection. For an ``AsyncEngine`` pass ``async_engine.sync_engine``.
+    within this process. Call it whenever: the connections the engine opened
+    before the call (in its pool, or in use) get the function before their
+    next statement, new ones when they connect. Calling it again does
+    nothing. For an ``AsyncEngine`` pass ``async_engine.sync_engine``.
 
     Raises:
         TypeError: ``engine`` is not an ``Engine`` (a URL, an ``AsyncEngine``).
@@ -207,11 +209,11 @@ def register_uuid7_function(engine: Engine) -> None:
             f"register_uuid7_function() is for SQLite engines, not {engine.dialect.name}: "
             "install gen_uuid7() in the database with install_uuid7_function(connection)"
         )
-    event.listen(engine, "connect", _on_connect)
+    _UUID7_FUNCTION.register(engine)
 
 
-def _on_connect(dbapi_connection: Any, connection_record: Any) -> None:
-    _register_on(dbapi_connection)
+#: Defined on every connection of a registered engine: new, pooled, in use.
+_UUID7_FUNCTION = SQLiteFunction(UUID7_FUNCTION, _register_on)
 
 
 class _UUID7ServerDefault(ColumnElement[Any]):

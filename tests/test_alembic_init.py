@@ -141,7 +141,8 @@ def test_a_fresh_project_autogenerates_upgrades_and_checks_clean(
         assert made.returncode == 0, made.stderr
         (script,) = (project / "migrations" / "versions").glob("*.py")
         source = script.read_text()
-        assert "sqlalchemy_ulid.ULIDType()" in source
+        assert "sa.Column('id', sqlalchemy_ulid.ULIDType(), nullable=False)" in source
+        assert "sqlalchemy_ulid._" not in source  # the public name only
         assert "sa.Uuid()" in source
         if "sqlmodel" not in imports:
             assert "sqlalchemy_ulid.ULIDType('text', as_str=True)" in source

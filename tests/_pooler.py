@@ -3,7 +3,7 @@
 ``pgbouncer`` starts it once per test session (a no-op when it already runs,
 as after ``python -m clusters start pgbouncer`` in ``.ci/run``) in front of
 the PostgreSQL server of ``SQLALCHEMY_ULID_POSTGRESQL_URL``. A test asks
-``pooled(pool_size)`` for an engine through an alias of its own, whose pool
+``pooled(server_pool)`` for an engine through an alias of its own, whose pool
 starts empty and holds at most ``pool_size`` server connections.
 
 When PgBouncer cannot start, the tests fail if backends are required
@@ -63,13 +63,17 @@ def pgbouncer(backends: Any) -> Iterator[PgBouncer]:
 
 @pytest.fixture
 def pooled(pgbouncer: PgBouncer, backends: Any) -> Iterator[Pooled]:
-    """``pooled(pool_size, **engine_kw)``: an engine through an alias of this test's own."""
+    """``pooled(server_pool, **engine_kw)``: an engine through an alias of this test's own.
+
+    ``server_pool`` is PgBouncer's pool (server sessions); ``engine_kw`` go to
+    ``create_engine`` (its ``pool_size`` is the client side's).
+    """
     database = make_url(backends["postgresql"].url).database
     engines: list[Engine] = []
 
-    def make(pool_size: int, **kw: Any) -> Engine:
+    def make(server_pool: int, **kw: Any) -> Engine:
         alias = f"{database}_p{secrets.token_hex(4)}"
-        url = pgbouncer.alias(alias, database, pool_size)
+        url = pgbouncer.alias(alias, database, server_pool)
         kw.setdefault("connect_args", dict(POOLED_ARGS))
         kw.setdefault("pool_size", 20)
         kw.setdefault("max_overflow", 20)

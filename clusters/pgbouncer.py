@@ -60,9 +60,10 @@ class PgBouncer:
     kind = "pgbouncer"
 
     def __init__(self, root: Path | None = None) -> None:
-        self.root = (root or base_dir()) / self.kind
-        self.state_file = self.root / "state.json"
         self.port = int(_setting("PORT", "6440"))
+        # One directory per port: instances on two ports never share state.
+        self.root = (root or base_dir()) / f"{self.kind}-{self.port}"
+        self.state_file = self.root / "state.json"
         host, _, port = _setting("SERVER", "127.0.0.1:5432").rpartition(":")
         self.server = (host or "127.0.0.1", int(port))
         self.pool_size = int(_setting("POOL_SIZE", "4"))

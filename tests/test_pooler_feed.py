@@ -218,6 +218,16 @@ def test_the_guard_refuses_exactly_the_ids_older_than_max_age(direct: Engine, st
         with direct.begin() as conn:
             conn.exec_driver_sql("SET LOCAL sqlalchemy_ulid.allow_old_ids = on")
             conn.execute(table.insert(), {"id": old})
+        # An upsert of that existing old id is an INSERT first: refused too.
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        upsert_old = pg_insert(table).values(id=old).on_conflict_do_nothing()
+        with (
+            pytest.raises(sa.exc.OperationalError, match="guard allows") as upsert,
+            direct.begin() as conn,
+        ):
+            conn.execute(upsert_old)
+        assert is_refusal(upsert.value)
         # drop=True removes it: the same old id's neighbour goes in.
         with direct.begin() as conn:
             for ddl in guard_ulid_age_ddl(table, drop=True):

@@ -172,7 +172,9 @@ class TypeID:
     UUID's bytes (which, within a prefix, is the order of the text and, for
     UUIDv7s, of the time they were made). ``str()`` is the canonical text.
 
-    ``TypeID(text)`` is :meth:`parse`. ``TypeID["user"]`` is a Pydantic v2
+    ``TypeID(text)`` is :meth:`parse`; ``TypeID(other)`` also takes a typed
+    id of another library with the same ``prefix`` and ``suffix`` strings
+    (typeid-python's). ``TypeID["user"]`` is a Pydantic v2
     annotation that accepts only ``user_...`` ids (see the typed ids guide).
 
     Example:
@@ -196,7 +198,11 @@ class TypeID:
     def __new__(cls, text: str) -> Self:
         if isinstance(text, TypeID):
             return text if type(text) is cls else _of(cls, text._prefix, text._int)
-        return cls.parse(text)
+        if isinstance(text, str):
+            return cls.parse(text)
+        # Another library's typed id (typeid-python's): its prefix and suffix.
+        made = coerce(text)
+        return _of(cls, made._prefix, made._int)
 
     @classmethod
     def parse(cls, text: str) -> Self:
@@ -399,7 +405,10 @@ def coerce(value: object) -> TypeID:
     their_prefix, suffix = getattr(value, "prefix", None), getattr(value, "suffix", None)
     if isinstance(their_prefix, str) and isinstance(suffix, str):
         return _of(TypeID, check_prefix(their_prefix), _decode(suffix))
-    raise TypeError(f"a TypeID is given as TypeID or str, not {type(value).__name__}")
+    raise TypeError(
+        f"a TypeID is given as TypeID, str or a typed id with prefix and suffix, "
+        f"not {type(value).__name__}"
+    )
 
 
 def new_typeid(prefix: str = "") -> TypeID:

@@ -272,6 +272,41 @@ def test_new_typeid_is_a_uuid7_from_the_shared_generator() -> None:
     assert len(str(new_typeid())) == 26
 
 
+def test_new_typeid_from_many_threads_is_unique_and_ordered_per_thread() -> None:
+    # new_typeid takes new_uuid7's lock-free path itself: the same promises.
+    import threading
+
+    results: list[list[TypeID]] = [[] for _ in range(8)]
+    start = threading.Barrier(len(results))
+
+    def make(out: list[TypeID]) -> None:
+        start.wait()
+        out.extend(new_typeid("user") for _ in range(3000))
+
+    threads = [threading.Thread(target=make, args=(out,)) for out in results]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    everything = [t for out in results for t in out]
+    assert len(set(everything)) == len(everything) == 8 * 3000
+    for out in results:
+        assert out == sorted(out)
+
+
+def test_new_typeid_goes_through_the_generators_slow_path_too() -> None:
+    # A millisecond's first id, and one after the run of a millisecond is
+    # used up, come from the locked path: still ordered with new_uuid7().
+    from sqlalchemy_ulid import _uuid7
+
+    generator = _uuid7._default
+    _, base, counter, limit = generator._run
+    generator._run = (0, base, counter, limit)  # the next call takes the lock
+    first = new_typeid("user")
+    second = new_typeid("user")
+    assert new_uuid7() > second.uuid > first.uuid
+
+
 @given(typeid_prefixes)
 def test_new_typeid_takes_every_valid_prefix(prefix: str) -> None:
     typeid = new_typeid(prefix)

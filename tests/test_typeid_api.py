@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -197,3 +198,33 @@ def test_never_a_500_for_any_string() -> None:
     for value in ["%00", "user_%F0%9F%98%80" + "0" * 24, "user_" + "\u0663" * 26, "a" * 500]:
         response = client.get(f"/users/{value}")
         assert response.status_code == 422, (value, response.text)
+
+
+def test_the_documented_alias_passes_mypy_and_the_plain_one_does_not(tmp_path: Path) -> None:
+    # docs/typed-ids.md: mypy refuses TypeID["user"]; the TYPE_CHECKING alias passes.
+    import subprocess
+    import sys
+
+    checked = tmp_path / "checked.py"
+    checked.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "from sqlalchemy_ulid import TypeID\n"
+        "if TYPE_CHECKING:\n"
+        "    UserID = TypeID\n"
+        "else:\n"
+        '    UserID = TypeID["user"]\n'
+        "def prefix(value: UserID) -> str:\n"
+        "    return value.prefix\n"
+    )
+    plain = tmp_path / "plain.py"
+    plain.write_text('from sqlalchemy_ulid import TypeID\nUserID = TypeID["user"]\n')
+    runs = {}
+    for path in (checked, plain):
+        runs[path.name] = subprocess.run(
+            [sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(tmp_path / "cache"),
+             str(path)],
+            capture_output=True, text=True, timeout=300, check=False,
+        )
+    assert runs["checked.py"].returncode == 0, runs["checked.py"].stdout
+    assert runs["plain.py"].returncode == 1
+    assert '"TypeID" expects no type arguments' in runs["plain.py"].stdout

@@ -365,3 +365,21 @@ def test_typed_ids_need_neither_sqlalchemy_nor_pydantic() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_pickles_and_errors_name_the_package_however_the_module_was_reached() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import pickle\n"
+        "from sqlalchemy_ulid._typeid import TypeID, InvalidTypeID\n"
+        "data = pickle.dumps(TypeID.parse('user_01h455vb4pex5vsknk084sn02q'))\n"
+        "print(b'sqlalchemy_ulid._typeid' in data, b'sqlalchemy_ulid' in data)\n"
+        "print(InvalidTypeID.__module__)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True", "sqlalchemy_ulid"]

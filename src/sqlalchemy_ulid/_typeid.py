@@ -189,7 +189,7 @@ class TypeID:
     _int: int
     _prefix: str
 
-    def __new__(cls, text: str) -> Self:
+    def __new__(cls, text: object) -> Self:
         if isinstance(text, TypeID):
             return text if type(text) is cls else _of(cls, text._prefix, text._int)
         if isinstance(text, str):
@@ -435,3 +435,11 @@ def new_typeid(prefix: str = "") -> TypeID:
     _set_prefix(made, prefix)
     _set_int(made, value)
     return made
+
+
+# Published under the package name from the start, not only once the package's
+# lazy lookup hands them out: a pickle names sqlalchemy_ulid.TypeID whichever
+# way the class was reached, and tracebacks show sqlalchemy_ulid.InvalidTypeID.
+for _public in (TypeID, InvalidTypeID, new_typeid):
+    _public.__module__ = "sqlalchemy_ulid"
+del _public

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sqlalchemy_ulid import TypeID, new_typeid
 from strategies import maybe_typeid_texts
@@ -191,6 +192,18 @@ def test_the_openapi_pattern_is_the_validator(text: str) -> None:
             prefix is None or text.rpartition("_")[0] == prefix
         )
         assert bool(re.fullmatch(pattern(prefix), text)) == valid
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.one_of(maybe_typeid_texts(), st.text(st.characters(exclude_categories=["Cs"]))))
+def test_any_query_text_is_a_200_or_a_422(text: str) -> None:
+    response = client.get("/users", params={"after": text})
+    match = _SPEC.fullmatch(text)
+    if match is not None and match[1] == "user":
+        assert response.status_code == 200
+        assert response.json() == {"after": text}
+    else:
+        assert response.status_code == 422, response.text
 
 
 def test_never_a_500_for_any_string() -> None:

@@ -141,16 +141,14 @@ def _parts(text: str) -> tuple[str, int]:
     """The prefix and the 128-bit int of a TypeID's text, or raise."""
     if not isinstance(text, str):
         raise TypeError(f"TypeID text must be str, not {type(text).__name__}")
+    if not text:
+        raise InvalidTypeID("an empty string is not a TypeID")
     prefix, separator, suffix = text.rpartition("_")
     if separator and not prefix:
-        if not text:
-            raise InvalidTypeID("an empty string is not a TypeID")
         raise InvalidTypeID(
             f"{text!r} starts with '_': a TypeID without a prefix is its 26-character "
             "suffix alone, and a prefix starts with a letter"
         )
-    if not text:
-        raise InvalidTypeID("an empty string is not a TypeID")
     if prefix not in _valid_prefixes:
         check_prefix(prefix)
     return prefix, _decode(suffix)

@@ -50,6 +50,11 @@ def from_typeid_python(value: Any) -> TypeID:
     Raises:
         InvalidTypeID: the id breaks the specification (a digit in the prefix).
         TypeError: the value is no typed id.
+
+    Example:
+        >>> import typeid
+        >>> from_typeid_python(typeid.TypeID(prefix="user")).prefix
+        'user'
     """
     return coerce(value)
 

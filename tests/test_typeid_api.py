@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from hypothesis import given, settings
@@ -51,6 +51,16 @@ def get_user(user_id: TypeID["user"]) -> User:  # noqa: F821, UP037 - the contra
 @app.get("/users")
 def list_users(after: UserID | None = None) -> Listing:
     return Listing(after=after)
+
+
+@app.get("/members/{user_id}")
+def get_member(user_id: Annotated[UserID, fastapi.Path(description="the member")]) -> str:
+    return str(user_id)
+
+
+@app.get("/members")
+def list_members(ids: Annotated[list[UserID], fastapi.Query()]) -> list[str]:
+    return [str(one) for one in ids]
 
 
 @app.post("/orders")
@@ -127,6 +137,22 @@ def test_bad_path_parameter_is_a_422_that_says_why(value: str, message: str) -> 
     (error,) = response.json()["detail"]
     assert error["loc"] == ["path", "user_id"]
     assert message in error["msg"]
+
+
+def test_with_fastapis_own_annotations_and_in_a_list() -> None:
+    assert client.get(f"/members/user_{SPEC_V7}").json() == f"user_{SPEC_V7}"
+    assert client.get(f"/members/org_{SPEC_V7}").status_code == 422
+    two = [f"user_{SPEC_V7}", f"user_{SPEC_V7[:-1]}r"]
+    assert client.get("/members", params={"ids": two}).json() == two
+    response = client.get("/members", params={"ids": [two[0], f"org_{SPEC_V7}"]})
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["query", "ids", 1]
+    paths = client.get("/openapi.json").json()["paths"]
+    (path_parameter,) = paths["/members/{user_id}"]["get"]["parameters"]
+    assert path_parameter["description"] == "the member"
+    assert path_parameter["schema"]["pattern"] == r"^user_[0-7][0-9a-hjkmnp-tv-z]{25}$"
+    (query_parameter,) = paths["/members"]["get"]["parameters"]
+    assert query_parameter["schema"]["items"]["pattern"] == path_parameter["schema"]["pattern"]
 
 
 def test_query_parameter() -> None:

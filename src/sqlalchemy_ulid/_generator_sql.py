@@ -31,6 +31,7 @@ __all__ = [
     "SQLITE_UUID7",
     "UUID7SQL",
     "UUID7_FUNCTION",
+    "GeneratorSQL",
     "leading_version",
 ]
 
@@ -60,13 +61,13 @@ def leading_version(dialect: Dialect) -> tuple[int, ...] | None:
 
 
 @dataclass(frozen=True)
-class UUID7SQL:
-    """One dialect's server-side UUIDv7 generator."""
+class GeneratorSQL:
+    """One dialect's server-side generator of one key kind (``gen_ulid()``, ``gen_uuid7()``)."""
 
-    #: creates ``gen_uuid7()`` (empty: SQLite registers it per connection)
+    #: creates the function (empty: SQLite registers it per connection)
     create: tuple[str, ...]
     drop: tuple[str, ...]
-    #: storage kind ("uuid", "binary", "hex") -> the DEFAULT expression
+    #: storage kind ("uuid", "binary", "hex") -> the SQL of a DEFAULT expression
     default: dict[str, str]
     #: the same, with the server's own generator, where :attr:`has_builtin` says so
     builtin: dict[str, str] = field(default_factory=dict)
@@ -74,10 +75,14 @@ class UUID7SQL:
     has_builtin: Callable[[Dialect], bool] = lambda dialect: False
     #: why the connected server cannot run :attr:`default` (None: it can)
     missing: Callable[[Dialect], str | None] = lambda dialect: None
-    #: creates ``gen_uuid7()`` on a server that has its own generator
+    #: creates the function on a server that has its own generator
     create_builtin: tuple[str, ...] = ()
     #: whether a session's values are ordered within one millisecond
     ordered: str = ""
+
+
+#: The UUIDv7 generator's SQL (the name it had when only UUIDv7 had versions).
+UUID7SQL = GeneratorSQL
 
 
 # -- PostgreSQL -------------------------------------------------------------------

@@ -6,7 +6,6 @@ from datetime import datetime, timezone
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import TypeDecorator, TypeEngine
@@ -66,9 +65,8 @@ class UTCDateTime(TypeDecorator[datetime]):
     comparator_factory = AwareComparator
 
     def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
-        if dialect.name in ("mysql", "mariadb"):
-            return dialect.type_descriptor(mysql.DATETIME(fsp=6))
-        return dialect.type_descriptor(sa.DateTime(timezone=True))
+        # MariaDB/MySQL: DATETIME(6), whose microseconds DateTime would cut.
+        return dialect.type_descriptor(dialect_row(dialect).utc_datetime())
 
     def process_bind_param(self, value: Any, dialect: Dialect | None) -> Any:
         if value is None:

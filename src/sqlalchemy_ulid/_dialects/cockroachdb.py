@@ -20,4 +20,6 @@ ROW = replace(
     uuid7=None,
     locks=None,
     unnest_arrays=False,
+    settle=None,
+    clock_us=None,
 )

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from typing import Any
 
+from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeEngine
 
 from .._convert_sql import MYSQL_CONVERT
 from .._convert_uuid_sql import MYSQL_UUID_CONVERT
 from .._generator_sql import MYSQL_UUID7
 from ._migration import MYSQL_LOCKS
-from ._row import FUNCTION_NAME, DialectRow, PagingSQL, ServerSQL, TimeSQL
+from ._row import FUNCTION_NAME, DialectRow, PagingSQL, ServerSQL, SettleSQL, TimeSQL
 from ._sql import base32_millis, binary16, float_bits_at_most_24, x_literal
 
-__all__ = ["ROW", "mysql_ulid_sql"]
+__all__ = ["CLOCK_US", "MARIADB", "ROW", "mysql_ulid_sql"]
 
 
 def _mysql_single_float(ddl: str) -> bool:
@@ -141,6 +143,53 @@ _MYSQL_TIME = TimeSQL(
 )
 
 
+# -- the settle horizon and the server clock -------------------------------------
+
+# UTC_TIMESTAMP is timezone-free arithmetic (UNIX_TIMESTAMP(NOW()) is not, in
+# a DST fold); NOW() and UTC_TIMESTAMP() are the statement start.
+_NOW_MS = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000"
+# "auto": the paging table's type. A locking read through a view that
+# MariaDB materializes (ALGORITHM=TEMPTABLE, or any view with GROUP BY,
+# DISTINCT, UNION...) locks no base row, so it would not wait for a slow
+# writer: only base tables are accepted.
+_TABLE_TYPE = (
+    "(SELECT TABLE_TYPE FROM information_schema.TABLES "
+    "WHERE TABLE_SCHEMA = COALESCE(:schema, DATABASE()) AND TABLE_NAME = :name)"
+)
+# Galera, read by "auto". The global value, not the session's: a session that
+# SET wsrep_on = OFF (so its own writes do not replicate) still reads a node
+# that other nodes' transactions reach only once they commit.
+_MYSQL_SETTLE = SettleSQL(
+    now_ms=_NOW_MS,
+    isolation="@@transaction_isolation, @@autocommit",
+    auto="locking_read",
+    # The page reads the clustered index (see _settle.py).
+    locking_hint="FORCE INDEX (PRIMARY)",
+    table_type=_TABLE_TYPE,
+    cluster_variable="wsrep_on",
+    unknown_variable=1193,  # ER_UNKNOWN_SYSTEM_VARIABLE, MariaDB and MySQL
+)
+# MariaDB: also REPEATABLE READ, while @@in_transaction says this transaction
+# has not touched InnoDB yet (so it has no read view; see _settle.py).
+_MARIADB_SETTLE = replace(
+    _MYSQL_SETTLE,
+    isolation="@@tx_isolation, @@autocommit, @@in_transaction",
+    fresh_levels=frozenset({"repeatable read"}),
+)
+CLOCK_US = "SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))"
+
+
+def _datetime6() -> TypeEngine[Any]:
+    from sqlalchemy.dialects.mysql import DATETIME
+
+    return DATETIME(fsp=6)
+
+
+def _flavour(dialect: Dialect) -> DialectRow:
+    """MariaDB's row or MySQL's: a ``mysql://`` URL tells them apart once connected."""
+    return MARIADB if getattr(dialect, "is_mariadb", False) else ROW
+
+
 ROW = DialectRow(
     # Never MariaDB's UUID type: it rejects a quarter of ULIDs and reorders
     # the rest (it sorts by the UUIDv1 time fields).
@@ -172,4 +221,10 @@ ROW = DialectRow(
     ),
     uuid7=MYSQL_UUID7,
     locks=MYSQL_LOCKS,
+    settle=_MYSQL_SETTLE,
+    clock_us=CLOCK_US,
+    utc_datetime=_datetime6,
+    flavour=_flavour,
 )
+#: MariaDB's row: MySQL's, but for the isolation rules of the settle horizon.
+MARIADB = replace(ROW, settle=_MARIADB_SETTLE)

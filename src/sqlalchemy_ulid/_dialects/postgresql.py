@@ -13,13 +13,13 @@ from .._convert_sql import POSTGRESQL_CONVERT
 from .._convert_uuid_sql import POSTGRESQL_UUID_CONVERT
 from .._generator_sql import PG_ULID_CREATE, POSTGRESQL_UUID7
 from ._migration import PG_LOCKS
-from ._row import FUNCTION_NAME, DialectRow, PagingSQL, ServerSQL, TimeSQL
+from ._row import FUNCTION_NAME, DialectRow, PagingSQL, ServerSQL, SettleSQL, TimeSQL
 from ._sql import base32_millis, float_bits_at_most_24
 
-__all__ = ["ROW"]
+__all__ = ["CLOCK_US", "ROW", "SETTLE", "pg_single_float"]
 
 
-def _pg_single_float(ddl: str) -> bool:
+def pg_single_float(ddl: str) -> bool:
     """PostgreSQL: ``REAL``/``float4``, or ``FLOAT(p)`` with p <= 24; bare FLOAT is double."""
     ddl = ddl.strip().upper()
     return ddl in ("REAL", "FLOAT4") or bool(float_bits_at_most_24(ddl))
@@ -103,6 +103,68 @@ _PG_TIME = TimeSQL(
 )
 
 
+# -- the settle horizon and the server clock -------------------------------------
+
+# Transactions holding a lock that INSERT, UPDATE, DELETE, COPY or LOCK TABLE
+# take on the table or one of its partitions (not VACUUM's, not readers').
+# When a lock holder's transaction started (the statement reads pg_locks and
+# the pg_stat_activity snapshot at two instants, in either order):
+# * xact_start known: that.
+# * no pg_stat_activity row, or state 'idle' with no xact_start: the backend
+#   ended its transaction (exited, or went idle) after its lock was read, so
+#   the commit is visible to the page; or, if the snapshot came first, it
+#   began after the snapshot, so after statement_timestamp() (now bounds it).
+# * any other state with no xact_start: unknown, not ended. A session with
+#   track_activities = off shows 'disabled' (and its lock); one that turned
+#   tracking on mid-transaction shows 'idle in transaction' with NULL. Its
+#   transaction began after its backend did: backend_start bounds it, and
+#   holds the horizon back until the lock is released (with no
+#   backend_start either, to the epoch: nothing is delivered meanwhile).
+# Hidden starts are ruled out up front by pg_read_all_stats. A holder
+# without a pid is a prepared transaction, whose start is unknown.
+_WRITERS = """
+WITH target AS (SELECT to_regclass(:table) AS oid),
+holders AS (
+    SELECT DISTINCT l.pid FROM pg_locks l, target
+    WHERE l.locktype = 'relation'
+      AND l.mode IN ('RowExclusiveLock', 'ShareRowExclusiveLock',
+                     'ExclusiveLock', 'AccessExclusiveLock')
+      AND (l.relation = target.oid
+           OR l.relation IN (SELECT relid FROM pg_partition_tree(target.oid)))
+      AND l.pid IS DISTINCT FROM pg_backend_pid()
+),
+starts AS (
+    SELECT CASE WHEN a.xact_start IS NOT NULL THEN a.xact_start
+                WHEN a.state = 'idle' THEN NULL
+                ELSE coalesce(a.backend_start, 'epoch') END AS start
+    FROM holders h JOIN pg_stat_activity a ON a.pid = h.pid
+)
+SELECT {now}, {isolation},
+       (SELECT floor(extract(epoch from min(start)) * 1000)::bigint FROM starts),
+       (SELECT count(*) FROM holders WHERE pid IS NULL),
+       pg_has_role('pg_read_all_stats', 'USAGE'),
+       (SELECT c.relkind::text FROM pg_class c, target WHERE c.oid = target.oid),
+       pg_is_in_recovery()
+"""
+
+SETTLE = SettleSQL(
+    # The statement's start: never later than anything else it reads.
+    now_ms="floor(extract(epoch from statement_timestamp()) * 1000)::bigint",
+    isolation="current_setting('transaction_isolation'), 0",
+    # PostgreSQL runs READ UNCOMMITTED as READ COMMITTED.
+    safe_levels=frozenset({"read committed", "read uncommitted"}),
+    refused_why=(
+        (
+            "repeatable read",
+            "its snapshot is taken by the horizon statement itself, before it reads "
+            "which writers hold the table, so a writer committing in between is lost",
+        ),
+    ),
+    auto="writers",
+    writers=_WRITERS,
+)
+CLOCK_US = "SELECT floor(extract(epoch from clock_timestamp()) * 1000000)::bigint"
+
 ROW = DialectRow(
     native="uuid",
     binary=_bytea,
@@ -124,7 +186,7 @@ ROW = DialectRow(
         row_values=True,
         explain="EXPLAIN (FORMAT JSON) ",
         estimate=_pg_estimate,
-        single_float=_pg_single_float,
+        single_float=pg_single_float,
         int_width_enforced=True,
     ),
     # Drivers build a uuid.UUID per value (psycopg in C, asyncpg a subclass);
@@ -140,4 +202,6 @@ ROW = DialectRow(
     # wait on another statement's gap lock before its row exists, and 0.2 s
     # lost rows to a 0.2 s range UPDATE in bench_follow_soak.py.
     settle_margin=timedelta(milliseconds=200),
+    settle=SETTLE,
+    clock_us=CLOCK_US,
 )

@@ -10,8 +10,8 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
+from ._comparator import COMPARISONS, IN_OPS  # the operators whose literals are checked
 from ._dialects import dialect_row
-from ._types import _COMPARISONS, _IN_OPS  # the operators whose literals are checked
 
 __all__ = ["AwareComparator", "CreationTime", "UTCDateTime", "refuse_naive"]
 
@@ -36,10 +36,10 @@ class AwareComparator(TypeDecorator.Comparator[datetime]):
     __slots__ = ()
 
     def operate(self, op: Any, *other: Any, **kwargs: Any) -> ColumnElement[Any]:
-        if op in _COMPARISONS:
+        if op in COMPARISONS:
             for value in other:
                 refuse_naive(value)
-        elif op in _IN_OPS and other and isinstance(other[0], (list, tuple, set, frozenset)):
+        elif op in IN_OPS and other and isinstance(other[0], (list, tuple, set, frozenset)):
             for value in other[0]:
                 refuse_naive(value)
         return super().operate(op, *other, **kwargs)

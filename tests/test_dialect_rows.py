@@ -151,3 +151,22 @@ def test_the_mixin_column_of_each_kind() -> None:
         assert isinstance(column.column.type, type_)
         assert column.column.primary_key
         assert column.column.default.arg.__name__ == kind.new.__name__
+
+
+def test_only_mariadb_has_its_own_uuid7_function() -> None:
+    plain = mysql.dialect()
+    plain.server_version_info = (11, 8, 2)  # a MariaDB version number, but a MySQL server
+    maria = mysql.dialect()
+    maria.is_mariadb = True
+    maria.server_version_info = (11, 8, 2)
+    mysql_uuid7, mariadb_uuid7 = dialect_row(plain).uuid7, dialect_row(maria).uuid7
+    assert mysql_uuid7 is not None
+    assert mariadb_uuid7 is not None
+    assert not mysql_uuid7.has_builtin(plain)
+    assert mariadb_uuid7.has_builtin(maria)
+    assert mariadb_uuid7.builtin == {"uuid": "UUID_v7()"}
+    old = mysql.dialect()
+    old.is_mariadb = True
+    old.server_version_info = (10, 6, 18)
+    assert "RANDOM_BYTES" in (dialect_row(old).uuid7.missing(old) or "")  # type: ignore[union-attr]
+    assert mysql_uuid7.missing(old) is None

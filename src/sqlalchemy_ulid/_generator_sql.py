@@ -20,11 +20,12 @@ bits differ.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sqlalchemy.engine import Dialect
 
 __all__ = [
+    "MARIADB_UUID7",
     "MYSQL_UUID7",
     "PG_ULID_CREATE",
     "POSTGRESQL_UUID7",
@@ -211,19 +212,13 @@ _M_TEXT = (
 )
 
 
-def _mariadb_version(dialect: Dialect) -> tuple[int, ...] | None:
-    if not getattr(dialect, "is_mariadb", False):
-        return None
-    return leading_version(dialect)
-
-
-def _mysql_has_uuid_v7(dialect: Dialect) -> bool:
-    version = _mariadb_version(dialect)
+def _mariadb_has_uuid_v7(dialect: Dialect) -> bool:
+    version = leading_version(dialect)
     return version is not None and version >= (11, 7)
 
 
-def _mysql_missing(dialect: Dialect) -> str | None:
-    version = _mariadb_version(dialect)
+def _mariadb_missing(dialect: Dialect) -> str | None:
+    version = leading_version(dialect)
     if version is not None and version < (10, 10):
         return (
             f"MariaDB {'.'.join(map(str, version))} has no RANDOM_BYTES() "
@@ -232,6 +227,7 @@ def _mysql_missing(dialect: Dialect) -> str | None:
     return None
 
 
+# MySQL 8.0.13+ (RANDOM_BYTES, expression DEFAULTs): no UUIDv7 function of its own.
 MYSQL_UUID7 = UUID7SQL(
     create=(
         f"CREATE FUNCTION IF NOT EXISTS {UUID7_FUNCTION}() RETURNS BINARY(16) "
@@ -239,9 +235,15 @@ MYSQL_UUID7 = UUID7SQL(
     ),
     drop=(f"DROP FUNCTION IF EXISTS {UUID7_FUNCTION}",),
     default={"uuid": _M_TEXT, "binary": f"UNHEX({_M_HEX})", "hex": f"LOWER({_M_HEX})"},
+    ordered="no: ordered by millisecond only",
+)
+# MariaDB (the row of a connected MariaDB server): UUID_v7() from 11.7 for its
+# UUID type, and RANDOM_BYTES() only from 10.10.
+MARIADB_UUID7 = replace(
+    MYSQL_UUID7,
     builtin={"uuid": "UUID_v7()"},
-    has_builtin=_mysql_has_uuid_v7,
-    missing=_mysql_missing,
+    has_builtin=_mariadb_has_uuid_v7,
+    missing=_mariadb_missing,
     ordered="no: ordered by millisecond only (MariaDB 11.7's UUID_v7() too)",
 )
 

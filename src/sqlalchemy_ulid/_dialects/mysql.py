@@ -12,7 +12,7 @@ from sqlalchemy.types import TypeEngine
 
 from .._convert_sql import MYSQL_CONVERT
 from .._convert_uuid_sql import MYSQL_UUID_CONVERT
-from .._generator_sql import MYSQL_UUID7
+from .._generator_sql import MARIADB_UUID7, MYSQL_UUID7
 from ._migration import MYSQL_LOCKS
 from ._row import FUNCTION_NAME, DialectRow, PagingSQL, ServerSQL, SettleSQL, TimeSQL
 from ._sql import base32_millis, binary16, float_bits_at_most_24, x_literal
@@ -226,5 +226,6 @@ ROW = DialectRow(
     utc_datetime=_datetime6,
     flavour=_flavour,
 )
-#: MariaDB's row: MySQL's, but for the isolation rules of the settle horizon.
-MARIADB = replace(ROW, settle=_MARIADB_SETTLE)
+#: MariaDB's row: MySQL's, but for the isolation rules of the settle horizon
+#: and its own UUIDv7 function.
+MARIADB = replace(ROW, settle=_MARIADB_SETTLE, uuid7=MARIADB_UUID7)

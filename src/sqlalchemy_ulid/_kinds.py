@@ -54,7 +54,9 @@ UUID_TEXT = re.compile(
 class KeyKind:
     """One kind of time-ordered key and everything that is particular to it."""
 
-    #: short name (``Keys.kind``): ``"ulid"``, ``"uuid"``
+    #: short name (``Keys.kind``): ``"ulid"``, ``"uuid"``. Compiled SQL is
+    #: cached by it: kinds made per column (a typed id's prefix) share one
+    #: name only where their SQL is the same.
     name: str
     #: how messages name it: ``"ULID"``, ``"UUIDv7"``
     label: str

@@ -130,6 +130,9 @@ class _KeyServerDefault(ColumnElement[Any]):
     ]
 
     def __init__(self, kind: KeyKind, storage: str) -> None:
+        # The kind itself, not a name to look up: a kind made per column (a
+        # typed id's prefix) need not be registered. Its name is the cache key.
+        self.kind = kind
         self.kind_name = kind.name
         self.storage = storage
 
@@ -139,7 +142,7 @@ class _KeyServerDefault(ColumnElement[Any]):
 @compiles(_KeyServerDefault)
 def _compile_server_default(element: _KeyServerDefault, compiler: SQLCompiler, **kw: Any) -> str:
     dialect = compiler.dialect
-    kind = key_kind(element.kind_name)
+    kind = element.kind
     sql = kind.generator(dialect_row(dialect))
     expression = None
     if sql is not None:

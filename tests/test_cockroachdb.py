@@ -286,3 +286,27 @@ def test_hash_sharded_primary_key(
 def test_hash_sharded_bucket_count_is_checked(bad: Any) -> None:
     with pytest.raises(ValueError, match="bucket_count must be an int of at least 2"):
         hash_sharded_primary_key("id", bucket_count=bad)
+
+
+def test_hash_sharded_primary_key_on_the_mixins(dialect: Any) -> None:
+    from sqlalchemy.orm import DeclarativeBase, mapped_column
+
+    from sqlalchemy_ulid import ULIDPrimaryKey, UUIDv7PrimaryKey
+
+    class Base(DeclarativeBase):
+        pass
+
+    class Event(ULIDPrimaryKey, Base):
+        __tablename__ = "sharded_orm_events"
+        __table_args__ = (hash_sharded_primary_key("id", bucket_count=4),)
+        body = mapped_column(sa.Text)
+
+    class Note(UUIDv7PrimaryKey, Base):
+        __tablename__ = "sharded_orm_notes"
+        __table_args__ = (hash_sharded_primary_key("id"),)
+
+    for model, suffix in ((Event, " WITH (bucket_count = 4)"), (Note, "")):
+        table = model.__table__
+        assert [c.name for c in table.primary_key.columns] == ["id"]
+        ddl = _sql(sa.schema.CreateTable(table), dialect)
+        assert f"PRIMARY KEY (id) USING HASH{suffix}\n" in ddl

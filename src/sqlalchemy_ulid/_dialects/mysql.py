@@ -12,7 +12,7 @@ from sqlalchemy.types import TypeEngine
 
 from .._convert_sql import MYSQL_CONVERT
 from .._convert_uuid_sql import MYSQL_UUID_CONVERT
-from .._generator_sql import MARIADB_UUID7, MYSQL_UUID7
+from .._generator_sql import UUID7_FUNCTION, UUID7SQL, leading_version
 from ._migration import MYSQL_LOCKS
 from ._row import FUNCTION_NAME, DialectRow, PagingSQL, ServerSQL, SettleSQL, TimeSQL
 from ._sql import base32_millis, binary16, float_bits_at_most_24, x_literal
@@ -140,6 +140,62 @@ _MYSQL_TIME = TimeSQL(
     # SQLAlchemy 2.1 renders Uuid as MariaDB's UUID (10.7+); 2.0 as CHAR(32).
     native_uuid=lambda dialect: bool(dialect.supports_native_uuid),
     native_uuid_time_ordered=lambda dialect: _mariadb_sorts_uuidv7(dialect.server_version_info),
+)
+
+
+# -- the UUIDv7 generator ---------------------------------------------------------
+
+# One expression, allowed as a column DEFAULT (stored functions are not): 12
+# hex digits of the millisecond, "7", 3 random digits, the variant digit
+# (8, 9, A or B), and 15 random digits. Each RANDOM_BYTES() call is fresh.
+# SYSDATE, not NOW: NOW is fixed at statement start, SYSDATE is read per row.
+_M_MS = "LPAD(HEX(FLOOR(UNIX_TIMESTAMP(SYSDATE(3)) * 1000)), 12, '0')"
+_M_VARIANT = "HEX(8 | (ASCII(RANDOM_BYTES(1)) & 3))"
+_M_HEX = (
+    f"CONCAT({_M_MS}, '7', LEFT(HEX(RANDOM_BYTES(2)), 3), {_M_VARIANT}, "
+    "LEFT(HEX(RANDOM_BYTES(8)), 15))"
+)
+# The canonical text, for MariaDB's UUID type: INSERT() puts the first dash
+# into the millisecond's 12 digits, which are read once.
+_M_TEXT = (
+    f"LOWER(CONCAT(INSERT({_M_MS}, 9, 0, '-'), '-7', LEFT(HEX(RANDOM_BYTES(2)), 3), '-', "
+    f"{_M_VARIANT}, LEFT(HEX(RANDOM_BYTES(2)), 3), '-', HEX(RANDOM_BYTES(6))))"
+)
+
+
+def _mariadb_has_uuid_v7(dialect: Dialect) -> bool:
+    version = leading_version(dialect)
+    return version is not None and version >= (11, 7)
+
+
+def _mariadb_missing(dialect: Dialect) -> str | None:
+    version = leading_version(dialect)
+    if version is not None and version < (10, 10):
+        return (
+            f"MariaDB {'.'.join(map(str, version))} has no RANDOM_BYTES() "
+            "(from MariaDB 10.10), which the UUIDv7 DEFAULT needs"
+        )
+    return None
+
+
+# MySQL 8.0.13+ (RANDOM_BYTES, expression DEFAULTs): no UUIDv7 function of its own.
+MYSQL_UUID7 = UUID7SQL(
+    create=(
+        f"CREATE FUNCTION IF NOT EXISTS {UUID7_FUNCTION}() RETURNS BINARY(16) "
+        f"NOT DETERMINISTIC NO SQL RETURN UNHEX({_M_HEX})",
+    ),
+    drop=(f"DROP FUNCTION IF EXISTS {UUID7_FUNCTION}",),
+    default={"uuid": _M_TEXT, "binary": f"UNHEX({_M_HEX})", "hex": f"LOWER({_M_HEX})"},
+    ordered="no: ordered by millisecond only",
+)
+# MariaDB (the row of a connected MariaDB server): UUID_v7() from 11.7 for its
+# UUID type, and RANDOM_BYTES() only from 10.10.
+MARIADB_UUID7 = replace(
+    MYSQL_UUID7,
+    builtin={"uuid": "UUID_v7()"},
+    has_builtin=_mariadb_has_uuid_v7,
+    missing=_mariadb_missing,
+    ordered="no: ordered by millisecond only (MariaDB 11.7's UUID_v7() too)",
 )
 
 

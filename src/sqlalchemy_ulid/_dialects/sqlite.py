@@ -9,7 +9,7 @@ from sqlalchemy.types import TypeEngine
 
 from .._convert_sql import SQLITE_CONVERT
 from .._convert_uuid_sql import SQLITE_UUID_CONVERT
-from .._generator_sql import SQLITE_UUID7
+from .._generator_sql import UUID7_FUNCTION, UUID7SQL
 from ._row import FUNCTION_NAME, DialectRow, PagingSQL, ServerSQL, SettleSQL, TimeSQL
 from ._sql import base32_millis, char26, digit_sum, x_literal
 
@@ -41,6 +41,16 @@ _SQLITE_TIME = TimeSQL(
         "text": base32_millis("substr", lambda chars, char: f"instr({chars}, {char})"),
     },
     timestamp=lambda ms: f"(strftime('%Y-%m-%d %H:%M:%f', ({ms}) / 1000.0, 'unixepoch') || '000')",
+)
+
+
+# register_uuid7_function() defines gen_uuid7() (16 bytes from new_uuid7())
+# on each connection.
+SQLITE_UUID7 = UUID7SQL(
+    create=(),
+    drop=(),
+    default={"binary": f"{UUID7_FUNCTION}()", "hex": f"lower(hex({UUID7_FUNCTION}()))"},
+    ordered="yes, within the process (it calls new_uuid7())",
 )
 
 

@@ -34,7 +34,7 @@ from typing import Any, Union
 
 from .._codec import InvalidCursor, InvalidULID
 from .._errors import CursorSortMismatch
-from .._keys import _UUID_TEXT
+from .._kinds import UUID_TEXT as _UUID_TEXT
 from .._ulid import ULID
 
 __all__ = ["Cursor", "InvalidCursor", "decode", "encode", "fingerprint", "looks_keyset"]

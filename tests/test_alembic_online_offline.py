@@ -144,6 +144,83 @@ def test_offline_script_refuses_a_time_column_that_cannot_date_ids(
         _drop(pg, quoted)
 
 
+def _pg_schema(engine: Engine, table: str) -> tuple[object, ...]:
+    """What the op leaves: columns (type, nullability), constraints, indexes."""
+    with engine.connect() as conn:
+        inspector = sa.inspect(conn)
+        columns = [(c["name"], str(c["type"]), c["nullable"]) for c in inspector.get_columns(table)]
+        constraints = conn.exec_driver_sql(
+            "SELECT conname, contype, convalidated FROM pg_constraint "
+            "WHERE conrelid = %(t)s::regclass ORDER BY conname",
+            {"t": engine.dialect.identifier_preparer.quote(table).replace("%%", "%")},
+        ).all()
+        indexes = conn.exec_driver_sql(
+            "SELECT i.relname, x.indisvalid, x.indisunique FROM pg_index x "
+            "JOIN pg_class i ON i.oid = x.indexrelid WHERE x.indrelid = %(t)s::regclass "
+            "ORDER BY i.relname",
+            {"t": engine.dialect.identifier_preparer.quote(table).replace("%%", "%")},
+        ).all()
+    return columns, [tuple(r) for r in constraints], [tuple(r) for r in indexes]
+
+
+@pytest.mark.parametrize("table", ["offline_again", "it's 50% again"])
+def test_offline_script_run_whole_a_second_time_does_nothing(pg: Engine, table: str) -> None:
+    # The second run failed with 'relation "uq_<table>_public_id" already exists'.
+    quoted = _make(pg, table, "timestamp", DAYS)
+    try:
+        script = _script(table)
+        first = _psql(pg, script)
+        assert first.returncode == 0, first.stderr
+        done = _pg_schema(pg, table)
+        with pg.connect() as conn:
+            ids = conn.exec_driver_sql(f"SELECT public_id FROM {quoted} ORDER BY id").all()
+        again = _psql(pg, script)
+        assert again.returncode == 0, again.stderr
+        assert _pg_schema(pg, table) == done
+        with pg.connect() as conn:
+            assert conn.exec_driver_sql(f"SELECT public_id FROM {quoted} ORDER BY id").all() == ids
+        names = {c[0] for c in done[1]}
+        assert f"uq_{table}_public_id" in names
+        assert not any(n.startswith("ck_") for n in names)
+    finally:
+        _drop(pg, quoted)
+
+
+def test_offline_script_rerun_drops_an_invalid_index_left_by_a_failed_build(pg: Engine) -> None:
+    quoted = _make(pg, "offline_invalid", "timestamp", DAYS)
+    try:
+        script = _script("offline_invalid")
+        phase4 = script.index("-- Phase 4")
+        head = _psql(pg, script[:phase4])
+        assert head.returncode == 0, head.stderr
+        # A build that failed half-way (here: on a duplicate) leaves the index INVALID.
+        with pg.connect() as conn:
+            conn.execution_options(isolation_level="AUTOCOMMIT")
+            second = conn.exec_driver_sql(
+                "SELECT public_id FROM offline_invalid WHERE id = 2"
+            ).scalar()
+            conn.exec_driver_sql(
+                "UPDATE offline_invalid SET public_id = "
+                "(SELECT public_id FROM offline_invalid WHERE id = 1) WHERE id = 2"
+            )
+            with pytest.raises(sa.exc.IntegrityError):
+                conn.exec_driver_sql(
+                    "CREATE UNIQUE INDEX CONCURRENTLY uq_offline_invalid_public_id "
+                    "ON offline_invalid (public_id)"
+                )
+            conn.exec_driver_sql(
+                "UPDATE offline_invalid SET public_id = %(v)s WHERE id = 2", {"v": second}
+            )
+        assert ("uq_offline_invalid_public_id", False, True) in _pg_schema(pg, "offline_invalid")[2]
+        rest = _psql(pg, script)
+        assert rest.returncode == 0, rest.stderr
+        _, constraints, indexes = _pg_schema(pg, "offline_invalid")
+        assert ("uq_offline_invalid_public_id", "u", True) in constraints
+        assert ("uq_offline_invalid_public_id", True, True) in indexes
+    finally:
+        _drop(pg, quoted)
+
+
 # -- MariaDB --------------------------------------------------------------------
 
 #: The largest Unix millisecond a ULID holds.

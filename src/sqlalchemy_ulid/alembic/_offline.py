@@ -104,10 +104,10 @@ def add_offline(operations: Operations, op: AddULIDColumnOp) -> None:
     column = quote(dialect, op.column_name)
     when = quote(dialect, op.from_column)
     type_sql = ULIDType(op.storage).load_dialect_impl(dialect).compile(dialect=dialect)
-    constraint = quote(
-        dialect, op.constraint_name or safe_name(f"uq_{op.table_name}_{op.column_name}", dialect)
+    constraint_name = op.constraint_name or safe_name(
+        f"uq_{op.table_name}_{op.column_name}", dialect
     )
-    check = quote(dialect, safe_name(f"ck_{op.table_name}_{op.column_name}_not_null", dialect))
+    check_name = safe_name(f"ck_{op.table_name}_{op.column_name}_not_null", dialect)
     with context.autocommit_block():
         out(
             f"-- add_ulid_column({_comment(op.table_name)}.{_comment(op.column_name)}, "
@@ -130,23 +130,90 @@ def add_offline(operations: Operations, op: AddULIDColumnOp) -> None:
                 f"ALTER COLUMN {column} SET DEFAULT {server.default[kind]};"
             )
         out(_backfill_block(op, table, column, when, kind))
-        out(
-            f"-- Phase 3: NOT NULL without a long lock. If VALIDATE fails, rows were "
-            f"written without {_comment(op.column_name)}: run the DO block above again, then "
-            f"VALIDATE\nALTER TABLE {table} ADD CONSTRAINT {check} "
-            f"CHECK ({column} IS NOT NULL) NOT VALID;"
-        )
-        out(f"ALTER TABLE {table} VALIDATE CONSTRAINT {check};")
-        out(f"ALTER TABLE {table} ALTER COLUMN {column} SET NOT NULL;")
-        out(f"ALTER TABLE {table} DROP CONSTRAINT {check};")
+        out(_not_null_steps(op, table, column, (check_name, quote(dialect, check_name))))
         if op.unique:
             out(
-                "-- Phase 4: the unique index, built while writers go on; if this "
-                "fails, DROP INDEX CONCURRENTLY the INVALID index it leaves and run it "
-                f"again\nCREATE UNIQUE INDEX CONCURRENTLY {constraint} ON {table} ({column});"
+                _unique_steps(
+                    table,
+                    column,
+                    constraint_name,
+                    quote(dialect, constraint_name),
+                    quote(dialect, constraint_name, op.schema),
+                )
             )
-            out(f"ALTER TABLE {table} ADD CONSTRAINT {constraint} UNIQUE USING INDEX {constraint};")
         out("RESET lock_timeout;")
+
+
+def _not_null_steps(op: AddULIDColumnOp, table: str, column: str, names: tuple[str, str]) -> str:
+    """Phase 3, each statement guarded by the catalog: a rerun skips what is done."""
+    table_lit, column_lit = _literal(table), _literal(op.column_name)
+    check_lit, check = _literal(names[0]), names[1]
+    nullable = (
+        f"EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = {table_lit}::regclass "
+        f"AND attname = {column_lit} AND attnum > 0 AND NOT attisdropped AND NOT attnotnull)"
+    )
+    has_check = (
+        f"EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = {table_lit}::regclass "
+        f"AND conname = {check_lit} AND contype = 'c')"
+    )
+    body = f"""
+BEGIN
+  IF {nullable} AND NOT {has_check} THEN
+    ALTER TABLE {table} ADD CONSTRAINT {check} CHECK ({column} IS NOT NULL) NOT VALID;
+  END IF;
+END
+"""
+    validate = f"""
+BEGIN
+  IF {nullable} AND {has_check} THEN
+    ALTER TABLE {table} VALIDATE CONSTRAINT {check};
+  END IF;
+END
+"""
+    set_not_null = f"""
+BEGIN
+  IF {nullable} THEN
+    ALTER TABLE {table} ALTER COLUMN {column} SET NOT NULL;
+  END IF;
+END
+"""
+    return (
+        "-- Phase 3: NOT NULL without a long lock. If VALIDATE fails, rows were "
+        f"written without {_comment(op.column_name)}: run the DO block above again, then "
+        "this phase. Each block does nothing once its step is done\n"
+        f"DO {_dollar_quoted('ulid', body)};\n"
+        f"DO {_dollar_quoted('ulid', validate)};\n"
+        f"DO {_dollar_quoted('ulid', set_not_null)};\n"
+        f"ALTER TABLE {table} DROP CONSTRAINT IF EXISTS {check};"
+    )
+
+
+def _unique_steps(table: str, column: str, name: str, constraint: str, qualified: str) -> str:
+    r"""Phase 4: the unique index built concurrently, then the constraint on it.
+
+    psql's ``\gexec`` drops an INVALID leftover of an interrupted build first;
+    the constraint is added unless it exists.
+    """
+    table_lit = _literal(table)
+    name_lit = _literal(name)
+    add = f"""
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = {table_lit}::regclass
+      AND conname = {name_lit}) THEN
+    ALTER TABLE {table} ADD CONSTRAINT {constraint} UNIQUE USING INDEX {constraint};
+  END IF;
+END
+"""
+    return (
+        "-- Phase 4: the unique index, built while writers go on (an INVALID index left by "
+        "an interrupted build is dropped first), then the constraint on it\n"
+        f"SELECT {_literal('DROP INDEX CONCURRENTLY IF EXISTS ' + qualified)} "
+        "FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
+        f"WHERE x.indrelid = {table_lit}::regclass AND i.relname = {name_lit} "
+        "AND NOT x.indisvalid \\gexec\n"
+        f"CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS {constraint} ON {table} ({column});\n"
+        f"DO {_dollar_quoted('ulid', add)};"
+    )
 
 
 def _dollar_quoted(tag: str, body: str) -> str:

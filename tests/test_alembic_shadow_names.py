@@ -73,7 +73,8 @@ def test_a_run_begun_under_the_old_sha1_name_goes_on_under_it() -> None:
     long = "a_referencing_column_whose_name_is_far_too_long_for_a_suffix_"
     new = shadow_name(long, "__ulid", 63)
     old = legacy_shadow_name(long, "__ulid", dialect)
-    assert new != old and old.startswith(long[:40])
+    assert new != old
+    assert old.startswith(long[:40])
     assert resumed_name(new, old, {"id", old}) == old  # only the old one is there
     assert resumed_name(new, old, {"id"}) == new  # a new run
     assert resumed_name(new, old, {"id", old, new}) == new
@@ -101,9 +102,7 @@ def _seed(engine: Engine) -> None:
             f"CREATE TABLE pk_customer_notes (id int PRIMARY KEY, {_LONG} int "
             "REFERENCES pk_customers (id))"
         )
-        conn.exec_driver_sql(
-            "INSERT INTO pk_customers VALUES (1, '2024-01-01'), (2, '2024-01-02')"
-        )
+        conn.exec_driver_sql("INSERT INTO pk_customers VALUES (1, '2024-01-01'), (2, '2024-01-02')")
         conn.exec_driver_sql("INSERT INTO pk_customer_notes VALUES (1, 1), (2, 2), (3, NULL)")
 
 

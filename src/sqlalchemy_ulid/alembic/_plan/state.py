@@ -137,10 +137,21 @@ def read_legacy(connection: Connection, schema: str | None = None) -> list[Legac
             continue
         columns = [c["name"] for c in inspector.get_columns(name, schema=schema)]
         table = sa.table(name, *(sa.column(c) for c in columns), schema=schema)
-        for row in connection.execute(sa.select(table)).mappings():
-            detail = dict(row)
-            found.append(_legacy(name, op, detail))
+        rows = [dict(row) for row in connection.execute(sa.select(table)).mappings()]
+        if name == "ulid_key_conversions_offline":
+            rows = _by_conversion(rows)
+        found.extend(_legacy(name, op, row) for row in rows)
     return found
+
+
+def _by_conversion(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The offline script's steps (a row each) as one row per conversion: its last done."""
+    last: dict[str, dict[str, Any]] = {}
+    for row in sorted(rows, key=lambda r: (str(r.get("name")), int(r.get("seq") or 0))):
+        name = str(row.get("name"))
+        if name not in last or row.get("done"):
+            last[name] = row
+    return list(last.values())
 
 
 def _legacy(source: str, op: str, row: dict[str, Any]) -> LegacyState:

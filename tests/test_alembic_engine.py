@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import io
 import itertools
+import logging
 import re
 import shutil
 import subprocess
@@ -278,3 +279,47 @@ def test_the_script_dates_ids_of_either_kind_and_numbers_ties_in_key_order(
         same_ms = raw_a[:6] == raw_b[:6]
         if same_ms and (key_a - 1) // 9 == (key_b - 1) // 9:
             assert raw_a < raw_b
+
+
+def test_a_step_waits_for_its_lock_only_lock_timeout_long_then_tries_again(
+    server: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A transaction that read the table holds a lock ADD COLUMN must wait for.
+    # The step gives up after lock_timeout (SET LOCAL on PostgreSQL, SET
+    # STATEMENT on MariaDB: a session setting would be the same wait), then
+    # tries again; the reader ends meanwhile and the op finishes.
+    _seed(server)
+    reader = server.connect()
+    reader.exec_driver_sql(f"SELECT * FROM {_q(server)} LIMIT 1").all()
+
+    class Release(logging.Handler):
+        """Ends the reader's transaction once the step has given up a first time."""
+
+        def emit(self, record: logging.LogRecord) -> None:
+            if "lock timeout" in record.getMessage() and not reader.closed:
+                reader.rollback()
+
+    release = Release()
+    migration_log = logging.getLogger("alembic.runtime.migration")
+    migration_log.addHandler(release)
+    try:
+        with (
+            caplog.at_level("WARNING", logger="alembic.runtime.migration"),
+            server.connect() as conn,
+        ):
+            context = MigrationContext.configure(conn)
+            with context.begin_transaction(), context.begin_transaction(_per_migration=True):
+                Operations(context).invoke(_op(lock_timeout=1))
+    finally:
+        migration_log.removeHandler(release)
+        reader.close()
+    assert any("lock timeout (1s)" in r.getMessage() for r in caplog.records)
+    _check_ids(server)
+    with server.connect() as conn:
+        # Nothing left on the session by the steps.
+        setting = (
+            "SELECT current_setting('lock_timeout')"
+            if server.dialect.name == "postgresql"
+            else "SELECT @@SESSION.lock_wait_timeout"
+        )
+        assert str(conn.exec_driver_sql(setting).scalar()) in ("0", "31536000", "86400")

@@ -363,13 +363,17 @@ def retry_batch(low: Any, update: Callable[[], _T]) -> _T:
 
 
 def error_code(error: sa.exc.DBAPIError) -> object:
-    """The SQLSTATE (PostgreSQL) or error number (MariaDB) of a driver error."""
+    """The error number (MariaDB) or SQLSTATE (PostgreSQL) of a driver error.
+
+    The number first: PyMySQL 1.1+ gives its errors the server's SQLSTATE
+    too, a class shared by many errors (``HY000`` for a lock wait timeout),
+    and a check by SQLSTATE missed every MariaDB number it looked for.
+    """
     orig = error.orig
-    code = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
     args: tuple[Any, ...] = tuple(getattr(orig, "args", None) or ())
-    if code is None and args:
-        code = args[0]
-    return code
+    if args and isinstance(args[0], int):
+        return args[0]
+    return getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
 
 
 def _columns(connection: Connection, table: sa.Table) -> list[Any]:

@@ -31,6 +31,8 @@ import pytest
 import sqlalchemy as sa
 from alembic.migration import MigrationContext
 from alembic.operations import Operations
+from hypothesis import given
+from hypothesis import strategies as st
 from sqlalchemy.engine import Engine
 
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
@@ -42,6 +44,7 @@ from sqlalchemy_ulid.alembic._add_plan import add_names
 from sqlalchemy_ulid.alembic._add_uuid7 import AddUUID7ColumnOp
 from sqlalchemy_ulid.alembic._plan.database import database_for
 from sqlalchemy_ulid.alembic._plan.render_mariadb import lock_wrapped
+from sqlalchemy_ulid.alembic._plan.run import _MIN_BATCH, BATCH_SECONDS, _next_size
 from sqlalchemy_ulid.alembic._plan.state import STATE_TABLE, literal
 from sqlalchemy_ulid.alembic._plan.step import Plan, Step
 
@@ -323,3 +326,23 @@ def test_a_step_waits_for_its_lock_only_lock_timeout_long_then_tries_again(
             else "SELECT @@SESSION.lock_wait_timeout"
         )
         assert str(conn.exec_driver_sql(setting).scalar()) in ("0", "31536000", "86400")
+
+
+@given(
+    size=st.integers(min_value=1, max_value=1_000_000),
+    elapsed=st.floats(min_value=0.0, max_value=600.0, allow_nan=False),
+    cap=st.integers(min_value=100, max_value=1_000_000),
+)
+def test_batches_sized_by_time_move_toward_the_target_by_half_or_double_at_most(
+    size: int, elapsed: float, cap: int
+) -> None:
+    # The oracle: 150 ms a batch, a step of at most x2 or /2, within [100, cap].
+    size = min(size, cap)
+    new = _next_size(size, elapsed, cap)
+    assert _MIN_BATCH <= new <= cap
+    assert new <= max(_MIN_BATCH, size * 2)
+    assert new >= min(cap, max(_MIN_BATCH, size // 2))
+    if elapsed > 0:
+        wanted = size * BATCH_SECONDS / elapsed
+        if size / 2 <= wanted <= size * 2 and _MIN_BATCH <= wanted <= cap:
+            assert abs(new - wanted) <= 1

@@ -247,11 +247,14 @@ class _Run:
 
 
 def _next_size(size: int, elapsed: float, cap: int) -> int:
-    """The next batch's rows: toward :data:`BATCH_SECONDS`, at most double or half."""
-    if elapsed <= 0:
-        return min(cap, size * 2)
-    wanted = size * BATCH_SECONDS / elapsed
-    return max(_MIN_BATCH, min(cap, int(min(size * 2, max(size / 2, wanted)))))
+    """The next batch's rows: toward :data:`BATCH_SECONDS`, at most double or half.
+
+    Never fewer than ``_MIN_BATCH`` rows (a batch too small costs its round
+    trips more than its rows), never more than ``cap``.
+    """
+    wanted = size * 2.0 if elapsed <= 0 else size * BATCH_SECONDS / elapsed
+    stepped = min(size * 2.0, max(size / 2.0, wanted))
+    return min(cap, max(_MIN_BATCH, int(stepped)))
 
 
 def _report(names: tuple[str, str], done: int, total: int, elapsed: float) -> BackfillProgress:

@@ -115,10 +115,12 @@ class _Run:
                     continue
                 if isinstance(again, LateRows) and self.late_error is not None:
                     raise self.late_error() from None
-                cause = again.__cause__
-                if isinstance(cause, BaseException):
-                    raise cause from None
-                raise
+                if isinstance(again, LateRows):
+                    raise
+                # A concurrent build timed out on every round.
+                raise LockTimeoutError(
+                    str(again), ROUNDS + 1, self.plan.lock_timeout, []
+                ) from again.__cause__
         forget, empty, drop = self.database.state.finish_sql(
             self.state_table, self.plan.op, self.plan.target
         )

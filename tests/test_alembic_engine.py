@@ -44,7 +44,7 @@ from sqlalchemy_ulid.alembic._add_plan import add_names
 from sqlalchemy_ulid.alembic._add_uuid7 import AddUUID7ColumnOp
 from sqlalchemy_ulid.alembic._plan.database import database_for
 from sqlalchemy_ulid.alembic._plan.render_mariadb import lock_wrapped
-from sqlalchemy_ulid.alembic._plan.run import _MIN_BATCH, BATCH_SECONDS, _next_size
+from sqlalchemy_ulid.alembic._plan.run import _MIN_BATCH, BATCH_SECONDS, _next_size, run_plan
 from sqlalchemy_ulid.alembic._plan.state import STATE_TABLE, literal
 from sqlalchemy_ulid.alembic._plan.step import Plan, Step
 
@@ -347,3 +347,78 @@ def test_batches_sized_by_time_move_toward_the_target_by_half_or_double_at_most(
         wanted = size * BATCH_SECONDS / elapsed
         if size / 2 <= wanted <= size * 2 and _MIN_BATCH <= wanted <= cap:
             assert abs(new - wanted) <= 1
+
+
+def _batch_plan(engine: Engine) -> Plan:
+    """A plan of one check and one batch step: mark every row, 7 at a time."""
+    table = _q(engine)
+    if engine.dialect.name == "postgresql":
+        statement = (
+            f"UPDATE {table} SET marked = 1 WHERE id IN "
+            f"(SELECT id FROM {table} WHERE marked IS NULL ORDER BY id LIMIT {{limit}})"
+        )
+    else:
+        statement = (
+            f"UPDATE {table} SET marked = 1 WHERE marked IS NULL ORDER BY id LIMIT {{limit}}"
+        )
+    return Plan(
+        "mark_rows",
+        TABLE,
+        (
+            Step(
+                "no negative ids",
+                "check",
+                guard=f"EXISTS (SELECT 1 FROM {table} WHERE id < 0)",
+                message="'mark_rows: a negative id'",
+            ),
+            Step(
+                "mark",
+                "batch",
+                (statement,),
+                guard=f"EXISTS (SELECT 1 FROM {table} WHERE marked IS NULL)",
+            ),
+        ),
+        lock_timeout=1.0,
+        batch_size=7,
+    )
+
+
+def test_a_batch_step_runs_online_and_in_the_script_to_the_same_end(server: Engine) -> None:
+    database = database_for(server.dialect)
+    plan = _batch_plan(server)
+    for run in ("online", "script", "script again"):
+        if run != "script again":
+            _seed(server)
+            with server.begin() as conn:
+                conn.exec_driver_sql(f"ALTER TABLE {_q(server)} ADD COLUMN marked int NULL")
+        if run == "online":
+            with recording(server) as seen, server.connect() as conn:
+                conn.execution_options(isolation_level="AUTOCOMMIT")
+                run_plan(conn, plan, database, sized_by_time=False)
+            # Its batches: the plan's statement, 7 rows each, until one changed nothing.
+            template = plan.steps[1].statements[0]
+            sent = [s for s in seen if s == template.replace("{limit}", "7")]
+            assert len(sent) == -(-ROWS // 7) + 1
+        else:
+            _ok(server, database.render(plan))
+        with server.connect() as conn:
+            assert (
+                conn.exec_driver_sql(f"SELECT count(*) FROM {_q(server)} WHERE marked = 1").scalar()
+                == ROWS
+            )
+            assert not sa.inspect(conn).has_table(STATE_TABLE)
+    # A refusal comes before any change, online and in the script.
+    with server.begin() as conn:
+        conn.exec_driver_sql(f"UPDATE {_q(server)} SET marked = NULL, id = -id WHERE id = 1")
+    with server.connect() as conn:
+        conn.execution_options(isolation_level="AUTOCOMMIT")
+        with pytest.raises(ValueError, match="mark_rows: a negative id"):
+            run_plan(conn, plan, database)
+    refused = _client(server, database.render(plan))
+    assert refused.returncode != 0
+    assert "mark_rows: a negative id" in refused.stderr
+    with server.connect() as conn:
+        assert (
+            conn.exec_driver_sql(f"SELECT count(*) FROM {_q(server)} WHERE marked IS NULL").scalar()
+            == 1
+        )

@@ -93,7 +93,7 @@ def render_mariadb(plan: Plan, state: StateSQL, state_table: str) -> str:
     for step in plan.steps:
         if step.kind not in ("check", "discover"):
             # Whole seconds, at least one: no retry follows a lock wait of 0 here.
-            out.append(_step(step, mark(step.label), max(1.0, plan.lock_timeout), plan.pause))
+            out.append(_step(step, mark(step.label), max(1.0, plan.lock_timeout), plan))
     forget, empty, drop = state.finish_sql(state_table, plan.op, plan.target)
     out.append(
         "-- done: the state row forgotten, the table dropped when no other op runs\n"
@@ -103,7 +103,8 @@ def render_mariadb(plan: Plan, state: StateSQL, state_table: str) -> str:
     return "\n\n".join(out) + "\n"
 
 
-def _step(step: Step, mark: str, seconds: float, pause: float) -> str:
+def _step(step: Step, mark: str, seconds: float, plan: Plan) -> str:
+    pause = plan.pause
     title = f"-- {comment(step.label)} ({step.kind})"
     guard = "TRUE" if step.guard is None else f"({step.guard})"
     if step.kind in ("ddl", "concurrent"):
@@ -117,7 +118,7 @@ def _step(step: Step, mark: str, seconds: float, pause: float) -> str:
         inner = (
             "    DECLARE changed BIGINT DEFAULT 1;\n"
             "    REPEAT\n"
-            f"      EXECUTE IMMEDIATE REPLACE({statement}, {lit(LIMIT)}, '5000');\n"
+            f"      EXECUTE IMMEDIATE REPLACE({statement}, {lit(LIMIT)}, '{plan.batch_size}');\n"
             "      SET changed = ROW_COUNT();\n"
             f"      COMMIT;{sleep}\n"
             "    UNTIL changed = 0 END REPEAT;\n"

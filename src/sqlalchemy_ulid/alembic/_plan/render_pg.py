@@ -71,7 +71,7 @@ def render_pg(plan: Plan, state: StateSQL, state_table: str) -> str:
     ]
     for step in plan.steps:
         if step.kind not in ("check", "discover"):
-            out.append(_step(step, mark(step.label), ms, plan.pause))
+            out.append(_step(step, mark(step.label), ms, plan))
     forget, empty, drop = state.finish_sql(state_table, plan.op, plan.target)
     out.append(
         "-- done: the state row forgotten, the table dropped when no other op runs\n"
@@ -80,7 +80,8 @@ def render_pg(plan: Plan, state: StateSQL, state_table: str) -> str:
     return "\n\n".join(out) + "\n"
 
 
-def _step(step: Step, mark: str, ms: int, pause: float) -> str:
+def _step(step: Step, mark: str, ms: int, plan: Plan) -> str:
+    pause = plan.pause
     title = f"-- {comment(step.label)} ({step.kind})"
     guard = "TRUE" if step.guard is None else f"({step.guard})"
     if step.kind == "ddl":
@@ -102,7 +103,8 @@ def _step(step: Step, mark: str, ms: int, pause: float) -> str:
             f"      COMMIT;{sleep}\n"
             "    END LOOP;\n"
         )
-        declare = "  changed bigint;\n  size bigint := 5000;\n"
+        # Offline the batches are the plan's size (online they follow the clock).
+        declare = f"  changed bigint;\n  size bigint := {plan.batch_size};\n"
     else:
         assert step.fill is not None
         body, declare = step.fill.script + "\n", step.fill.declare

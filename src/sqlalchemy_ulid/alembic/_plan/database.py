@@ -100,9 +100,9 @@ class Database:
         raise NotImplementedError
 
     def watching(
-        self, connection: Connection, pid: int, seconds: float, found: dict[int, Blocker]
+        self, connection: Connection, pid: list[int], seconds: float, found: dict[int, Blocker]
     ) -> contextlib.AbstractContextManager[None]:
-        """Note, from a second connection, who blocks session ``pid`` meanwhile."""
+        """Note, from a second connection, who blocks session ``pid[0]`` meanwhile."""
         return _watching(connection, self.locks, pid, seconds, found)
 
     def read_blockers(self, connection: Connection, pid: int, found: dict[int, Blocker]) -> None:

@@ -148,7 +148,7 @@ class _Run:
         seconds = self.plan.lock_timeout
         frame = self.database.ddl_frame(seconds)
         locks = self.database.locks
-        pid = int(self.sql(locks.session_id).scalar_one())
+        pid = [0]
         blockers: dict[int, Blocker] = {}
         for attempt in range(1, ATTEMPTS + 1):
             opened = False
@@ -156,6 +156,8 @@ class _Run:
                 for statement in frame.begin:
                     self.sql(statement)
                     opened = True
+                # Read inside the step's transaction: behind a pooler, its session.
+                pid[0] = int(self.sql(locks.session_id).scalar_one())
                 with self.database.watching(self.connection, pid, seconds, blockers):
                     for statement in step.statements:
                         self.sql(frame.wrap(statement))
@@ -174,7 +176,7 @@ class _Run:
                     raise LateRows(step.label) from exc
                 if code not in locks.timeout_codes:
                     raise
-                self.database.read_blockers(self.connection, pid, blockers)
+                self.database.read_blockers(self.connection, pid[0], blockers)
                 if attempt == ATTEMPTS:
                     raise LockTimeoutError(
                         step.statements[0], attempt, seconds, list(blockers.values())

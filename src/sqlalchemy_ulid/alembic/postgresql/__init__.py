@@ -6,6 +6,7 @@ finds it with :func:`~.._plan.database.database_for`.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from sqlalchemy.engine import Connection
@@ -14,10 +15,13 @@ from .._inspect import run
 from .._plan.database import Database, DDLFrame
 from .._plan.render_pg import render_pg
 from .._plan.step import Plan
+from .._proxy import behind_a_proxy
 from .add_column import plan_add_column
 from .catalog import LOCKS, STATE
 
 __all__ = ["PostgreSQL"]
+
+logger = logging.getLogger("alembic.runtime.migration")
 
 #: A concurrent build waits for every older transaction, but writers never
 #: wait for it: each try may wait this long.
@@ -58,8 +62,20 @@ class PostgreSQL(Database):
 
     def run_concurrent(self, connection: Connection, statement: str, seconds: float) -> None:
         """See :meth:`Database.run_concurrent`."""
-        # Outside a transaction SET LOCAL does nothing: the session's own
-        # setting is set for the one statement and put back after it.
+        # Outside a transaction SET LOCAL does nothing: on a direct connection
+        # the session's own setting is set for the one statement and put back
+        # after it; through a pooler the two could land on two server
+        # sessions, so it runs under the server's own (writers never wait
+        # for a concurrent build).
+        if behind_a_proxy(connection):
+            logger.warning(
+                "%s: the connection goes through a proxy or pooler; it runs under the "
+                "server's own lock_timeout. Run migrations on a direct connection for a "
+                "bounded wait",
+                " ".join(statement.split())[:80],
+            )
+            run(connection, statement)
+            return
         saved = str(run(connection, "SELECT current_setting('lock_timeout')").scalar())
         run(connection, f"SET lock_timeout = {_ms(max(seconds, CONCURRENT_WAIT))}")
         try:

@@ -71,6 +71,7 @@ from .._types import ULIDType
 from ._add import AddULIDColumnOp
 from ._add_uuid7 import AddUUID7ColumnOp
 from ._backfill import BackfillProgress
+from ._compare import compare_server_default
 from ._drop import DropULIDColumnOp
 from ._function import (
     CreateULIDFunctionOp,
@@ -101,6 +102,7 @@ __all__ = [
     "DropUUID7FunctionOp",
     "LockTimeoutError",
     "RestoreLegacyPrimaryKeyOp",
+    "compare_server_default",
     "render_item",
 ]
 

@@ -385,6 +385,30 @@ class TimeSQL:
     native_uuid: Callable[[Dialect], bool] = lambda dialect: False
     #: the native uuid type sorts valid UUIDv7 values in time (byte) order
     native_uuid_time_ordered: Callable[[Dialect], bool] = lambda dialect: True
+    #: kind -> the timestamp of a column that holds UUIDs (UUIDv7), never
+    #: ULIDs, where the server reads it faster than ``direct`` does
+    uuid7_direct: dict[str, _Sql] = field(default_factory=dict)
+    #: (server version, the SQL from that version on): a newer server's
+    #: functions, chosen by :meth:`for_server`
+    newer: tuple[tuple[int, ...], TimeSQL] | None = None
+
+    def for_server(self, dialect: Dialect) -> TimeSQL:
+        """The SQL for the server the dialect is connected to (this row before a connection).
+
+        Example:
+            >>> from sqlalchemy.dialects import postgresql
+            >>> dialect = postgresql.dialect()
+            >>> _PG_TIME.for_server(dialect) is _PG_TIME
+            True
+            >>> dialect.server_version_info = (18, 1)
+            >>> _PG_TIME.for_server(dialect).uuid7_direct["uuid"]("id")
+            'uuid_extract_timestamp(id)'
+        """
+        version = getattr(dialect, "server_version_info", None) or ()
+        row = self
+        while row.newer is not None and tuple(version) >= row.newer[0]:
+            row = row.newer[1]
+        return row
 
 
 def _digit_sum(
@@ -438,6 +462,19 @@ def _pg_bytes_timestamp(data: str) -> str:
     )
 
 
+def _pg18_bytes_timestamp(data: str) -> str:
+    """PostgreSQL 18+: :func:`_pg_bytes_timestamp` with 18's bytea->integer casts.
+
+    The same two exact products, each 24-bit half read by one cast of three
+    bytes instead of three ``get_byte`` calls.
+    """
+    return (
+        f"timezone(INTERVAL '0', {_PG_EPOCH}"
+        f" + substring({data} FROM 1 FOR 3)::integer * INTERVAL '16777.216 seconds'"
+        f" + substring({data} FROM 4 FOR 3)::integer * INTERVAL '1 millisecond')"
+    )
+
+
 _PG_TIME = TimeSQL(
     millis={
         "uuid": lambda col: _PG_HEX12.format(
@@ -466,6 +503,23 @@ _PG_TIME = TimeSQL(
     },
     zoned=True,
     native_uuid=lambda dialect: True,
+)
+# PostgreSQL 18: uuid_extract_timestamp() reads a UUIDv7's millisecond in C
+# (IMMUTABLE too). Only for columns of UUIDs: on a ULID it is NULL, or a wrong
+# time, unless the ULID's bits happen to read as version 7 and the RFC variant.
+_PG_TIME = replace(
+    _PG_TIME,
+    newer=(
+        (18,),
+        replace(
+            _PG_TIME,
+            direct={
+                "uuid": lambda col: _pg18_bytes_timestamp(f"uuid_send({col})"),
+                "binary": _pg18_bytes_timestamp,
+            },
+            uuid7_direct={"uuid": lambda col: f"uuid_extract_timestamp({col})"},
+        ),
+    ),
 )
 
 # MariaDB's UUID type stored every UUID with its groups swapped (UUIDv1

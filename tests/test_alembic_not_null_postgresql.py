@@ -7,7 +7,8 @@ not on the converted column and on its neighbour, with or without a CHECK
 on the column) runs each conversion, online and as an offline script: a
 NOT NULL column stays NOT NULL (on 18, with exactly one NOT NULL row, on
 the column), a nullable one stays nullable, and a CHECK is still refused
-with nothing changed.
+with nothing changed. The key conversion and its reverse, online and
+offline, keep a referencing column's NOT NULL (or its absence) the same way.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import os
 import random
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -31,6 +32,7 @@ from conftest import Backend, private_engine
 from sqlalchemy_ulid import new_ulid, new_uuid7
 
 TABLE = "nn_items"
+PARENT = "nn_parents"
 
 #: (op, from storage, to storage, the column's type as created, a value)
 OPS: list[tuple[str, str, str, str]] = [
@@ -48,7 +50,7 @@ def engine(backends: dict[str, Backend]) -> Iterator[Engine]:
 
 def _drop(engine: Engine) -> None:
     with engine.begin() as conn:
-        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {TABLE} CASCADE")
+        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {TABLE}, {PARENT} CASCADE")
         conn.exec_driver_sql(
             "DO $$ BEGIN IF to_regclass('ulid_storage_conversions') IS NOT NULL THEN "
             f"DELETE FROM ulid_storage_conversions WHERE table_name = '{TABLE}'; "
@@ -80,18 +82,18 @@ def _create(
             )
 
 
-def _not_null(engine: Engine) -> dict[str, tuple[bool, list[int]]]:
+def _not_null(engine: Engine, table: str = TABLE) -> dict[str, tuple[bool, list[int]]]:
     """Each column: NOT NULL or not, and the columns of the NOT NULL rows naming it (18)."""
     with engine.connect() as conn:
         rows = conn.exec_driver_sql(
             "SELECT a.attname, a.attnotnull, ARRAY(SELECT c.conkey[1] FROM pg_constraint c "
             "WHERE c.conrelid = a.attrelid AND c.contype = 'n' AND a.attnum = ANY (c.conkey)) "
-            f"FROM pg_attribute a WHERE a.attrelid = '{TABLE}'::regclass AND a.attnum > 0 "
+            f"FROM pg_attribute a WHERE a.attrelid = '{table}'::regclass AND a.attnum > 0 "
             "AND NOT a.attisdropped"
         ).all()
         counts = conn.exec_driver_sql(
             "SELECT count(*) FROM pg_constraint WHERE contype = 'n' "
-            f"AND conrelid = '{TABLE}'::regclass"
+            f"AND conrelid = '{table}'::regclass"
         ).scalar()
     assert counts == sum(len(r[2]) for r in rows)  # no NOT NULL row left on a dropped column
     return {name: (notnull, list(keys)) for name, notnull, keys in rows}
@@ -107,14 +109,23 @@ def _online(engine: Engine, op: str, from_: str, to: str) -> None:
 
 
 def _offline(engine: Engine, op: str, from_: str, to: str) -> None:
+    _script(
+        engine,
+        lambda ops: getattr(ops, op)(
+            TABLE, "ref", from_storage=from_, to_storage=to, online=True, batch_size=15
+        ),
+    )
+
+
+def _script(engine: Engine, call: Callable[[Operations], Any]) -> None:
+    """Run what ``call`` writes as an offline script, with psql."""
     buffer = io.StringIO()
     context = MigrationContext.configure(
         dialect_name="postgresql",
         opts={"as_sql": True, "output_buffer": buffer, "transactional_ddl": True},
     )
-    getattr(Operations(context), op)(
-        TABLE, "ref", from_storage=from_, to_storage=to, online=True, batch_size=15
-    )
+    with context.begin_transaction():  # as alembic upgrade --sql writes it
+        call(Operations(context))
     psql = shutil.which("psql")
     assert psql is not None, "psql is needed to run an offline script"
     url = engine.url
@@ -176,3 +187,57 @@ def test_not_null_is_kept_and_is_not_a_dependant(
             conn.exec_driver_sql(
                 f"INSERT INTO {TABLE} (id, ref, other) VALUES (0, NULL, %s)", (_value(op, type_),)
             )
+
+
+@pytest.mark.parametrize("how", ["online", "offline"])
+@pytest.mark.parametrize("child_null", [False, True])
+def test_key_conversion_and_its_reverse_keep_not_null(
+    engine: Engine, how: str, child_null: bool
+) -> None:
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {TABLE}, {PARENT} CASCADE")
+        conn.exec_driver_sql(
+            f"CREATE TABLE {PARENT} (id bigint PRIMARY KEY, created_at timestamptz NOT NULL, "
+            "name text NOT NULL)"
+        )
+        conn.exec_driver_sql(
+            f"CREATE TABLE {TABLE} (id int PRIMARY KEY, parent_id bigint"
+            f"{'' if child_null else ' NOT NULL'} REFERENCES {PARENT}, note text)"
+        )
+        conn.exec_driver_sql(
+            f"INSERT INTO {PARENT} SELECT g, timestamptz '2024-01-01 00:00+00' + g * "
+            "interval '1 s', 'p' || g FROM generate_series(1, 30) g"
+        )
+        conn.exec_driver_sql(
+            f"INSERT INTO {TABLE} SELECT g, 1 + mod(g, 30), NULL FROM generate_series(1, 60) g"
+        )
+    before = {t: _not_null(engine, t) for t in (PARENT, TABLE)}
+    version = engine.dialect.server_version_info or (0,)
+
+    def run(name: str, **options: Any) -> None:
+        def call(ops: Operations) -> None:
+            getattr(ops, name)(PARENT, **options)
+
+        if how == "offline":
+            _script(engine, call)
+            return
+        with engine.connect() as conn:
+            context = MigrationContext.configure(conn)
+            with context.begin_transaction():
+                call(Operations(context))
+
+    def flags(table: str) -> dict[str, bool]:
+        return {k: v[0] for k, v in _not_null(engine, table).items()}
+
+    run("convert_primary_key_to_ulid", from_time="created_at", batch_size=7)
+    after = {t: _not_null(engine, t) for t in (PARENT, TABLE)}
+    assert after[TABLE]["parent_id"][0] == (not child_null)
+    assert after[PARENT]["id"][0]
+    assert after[PARENT]["legacy_id"][0]  # the old key, kept NOT NULL beside the new one
+    if version >= (18,):
+        assert len(after[TABLE]["parent_id"][1]) == (0 if child_null else 1)
+        assert len(after[PARENT]["id"][1]) == 1
+    run("restore_legacy_primary_key")
+    assert {t: flags(t) for t in (PARENT, TABLE)} == {
+        t: {k: v[0] for k, v in before[t].items()} for t in (PARENT, TABLE)
+    }

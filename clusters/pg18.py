@@ -142,11 +142,12 @@ class Pg18:
         """
         for name in databases:
             _checked(name)
+        running = self.pid() is not None
+        if not running and port_in_use(PORT):
+            raise ClusterError(f"port {PORT} is taken by another program; free it first")
         programs = bin_dir()
         started = False
-        if self.pid() is None:
-            if port_in_use(PORT):
-                raise ClusterError(f"port {PORT} is taken by another program; free it first")
+        if not running:
             self._init(programs)
             self._pg_ctl_start(programs, timeout)
             started = True

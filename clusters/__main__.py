@@ -1,4 +1,7 @@
-"""``python -m clusters start galera|pg-standby | stop [KIND|all] | status | demo | pg18 ...``."""
+"""``python -m clusters start KIND | stop [KIND|all] | status | demo | pg18 ...``.
+
+KIND: galera, pg-standby or pgbouncer.
+"""
 
 from __future__ import annotations
 

@@ -38,6 +38,10 @@ class LockSQL:
     blockers: str
     #: a failed statement aborts the transaction, so retry inside a savepoint
     transactional: bool
+    #: one row: the client port the server sees (NULL over a Unix socket), and
+    #: the server's socket directories and port; tells a proxy in between
+    #: (see ``alembic/_proxy.py``). None: not checked.
+    peer: str | None = None
 
 
 def _pg_lock_set(seconds: float, in_transaction: bool) -> tuple[str, ...]:
@@ -80,6 +84,10 @@ PG_LOCKS = LockSQL(
         "FROM pg_stat_activity a WHERE a.pid = ANY(pg_blocking_pids({pid})) ORDER BY a.pid"
     ),
     transactional=True,
+    peer=(
+        "SELECT inet_client_port(), current_setting('unix_socket_directories'), "
+        "current_setting('port')"
+    ),
 )
 # MariaDB has no pg_blocking_pids(): a metadata lock is held by a session
 # with an open transaction on the table, and INNODB_TRX lists those (a

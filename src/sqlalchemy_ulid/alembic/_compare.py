@@ -20,8 +20,7 @@ from typing import Any
 from sqlalchemy.engine import Dialect
 from sqlalchemy.schema import DefaultClause
 
-from .._defaults import _ULIDServerDefault
-from .._uuid7_defaults import _UUID7ServerDefault
+from .._server_defaults import _KeyServerDefault
 
 __all__ = ["compare_server_default"]
 
@@ -41,7 +40,7 @@ def _spelling(sql: str) -> str:
 
 def _ours(default: Any) -> bool:
     arg = default.arg if isinstance(default, DefaultClause) else None
-    return isinstance(arg, (_ULIDServerDefault, _UUID7ServerDefault))
+    return isinstance(arg, _KeyServerDefault)
 
 
 def _reflected_text(default: Any) -> str | None:

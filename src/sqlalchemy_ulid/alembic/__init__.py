@@ -75,6 +75,7 @@ from . import mysql, postgresql, sqlite  # noqa: F401
 from ._add import AddULIDColumnOp
 from ._add_uuid7 import AddUUID7ColumnOp
 from ._backfill import BackfillProgress
+from ._compare import compare_server_default
 from ._drop import DropULIDColumnOp
 from ._function import (
     CreateULIDFunctionOp,
@@ -105,6 +106,7 @@ __all__ = [
     "DropUUID7FunctionOp",
     "LockTimeoutError",
     "RestoreLegacyPrimaryKeyOp",
+    "compare_server_default",
     "render_item",
 ]
 

@@ -302,6 +302,16 @@ def _group(rng: random.Random, db: Schema) -> tuple[str, sa.Select[Any], list[Ke
         .join(o, o.c.customer_id == c.c.id)
         .group_by(c.c.id, c.c.name)
     )
+    if rng.random() < 0.3:  # grouped by the paging column: unique in the result
+        stmt = sa.select(o.c.customer_id.label("pid"), spent, count).group_by(o.c.customer_id)
+        keys = [Key(rng.choice([spent, count]), descending=rng.random() < 0.5)]
+        return (
+            "group-aggregate",
+            stmt,
+            [*keys, _id_key(rng, o.c.customer_id)],
+            o.c.customer_id,
+            False,
+        )
     pool = [(spent, False), (count, False), (top, True), (c.c.name, False)]
     chosen = rng.sample(pool, k=rng.randint(1, 2))
     keys = [Key(expr, descending=rng.random() < 0.5) for expr, _ in chosen]

@@ -34,7 +34,6 @@ from .._checks import check_limit
 from .._codec import InvalidULID
 from .._dialects import PagingSQL, dialect_row
 from .._keys import Keys, KeyValue, column_expression, keys_of
-from .._keys import table_column as _table_column
 from .._settle import (
     DEFAULT_MARGIN,
     Horizon,
@@ -51,7 +50,10 @@ from ._sort import (
     ULIDColumn,
     _reader,
     check_unique,
+    may_be_null,
+    paged_statement,
     read_sort,
+    sort_exprs,
 )
 
 if TYPE_CHECKING:
@@ -117,6 +119,8 @@ def _plan(
     cursor = after_cursor if before_cursor is None else before_cursor
     expr = column_expression(column)
     keys = keys_of(expr)
+    origin = stmt, expr  # the caller's: its uniqueness is checked on it
+    stmt, expr = paged_statement(stmt, expr, descending, orm)
     orm_descending, sort = read_sort(stmt, expr, descending, orm, _known(dialect))
     if sort is not None:
         if settle is not None:
@@ -125,7 +129,9 @@ def _plan(
                 "column alone (or not at all)"
             )
         backward = before_cursor is not None
-        return _sorted_plan(stmt, sort, expr, keys, cursor, backward, limit, orm, total, paging)
+        return _sorted_plan(
+            stmt, sort, expr, keys, cursor, backward, limit, orm, total, paging, origin
+        )
     descending = orm_descending
     value = None if cursor is None else _parse_id(keys, cursor)
     if settle is not None:
@@ -136,15 +142,14 @@ def _plan(
                 "(no before=, no descending=True)"
             )
     ulid_of, scalar = _reader(stmt, expr, orm)
-    check_unique(stmt, expr, ())
-    table_column = _table_column(expr)
+    check_unique(*origin, ())
     horizon = None
     if settle is not None:
         assert dialect is not None
         horizon = plan_horizon(settle, margin, dialect(), expr)
 
     count = count_step(stmt, total, paging)
-    if table_column is None or table_column.nullable:
+    if may_be_null(expr, stmt):
         # NULL has no place in id order: such rows are never paged.
         stmt = stmt.where(expr.is_not(None))
     backward = before_cursor is not None
@@ -204,15 +209,15 @@ def _sorted_plan(
     orm: bool,
     total: Total,
     paging: Callable[[], PagingSQL],
+    origin: tuple[sa.Select[Any], ColumnElement[Any]],
 ) -> _Plan:
     """The plan of a page sorted by several keys: the same shape, keyset cursors."""
     values = None if cursor is None else sort.parse(cursor, keys)  # InvalidCursor, no SQL
     ulid_of, scalar = _reader(stmt, expr, orm)
-    check_unique(stmt, expr, [key.expr for key in sort.keyset.keys[:-1]])
+    check_unique(*origin, sort_exprs(origin[0])[:-1])
     count = count_step(stmt, total, paging)
-    table_column = _table_column(expr)
     base, paged = stmt, sort.statement
-    if table_column is None or table_column.nullable:
+    if may_be_null(expr, stmt):
         base, paged = stmt.where(expr.is_not(None)), paged.where(expr.is_not(None))
     paged = paged.order_by(None).order_by(*sort.keyset.order_by(reverse=backward))
     probe, fetch, text, cursor_id = None, limit + 1, None, None
@@ -435,6 +440,9 @@ def paginate(
     a leading range), and its cursors are opaque strings that carry the
     key values exactly, refused with :class:`InvalidCursor` under another
     sort. The comparison runs in SQL, under the database's collation.
+    A key can be NULL where the statement can return it NULL (outer joins
+    at any depth, unions, aggregates). GROUP BY with an aggregate key,
+    window functions and DISTINCT ON are paged as a subquery.
 
     The column holds ULIDs (``ULIDType``) or UUIDv7s (``sa.Uuid``,
     ``postgresql.UUID``, or a type over them such as advanced-alchemy's
@@ -519,7 +527,11 @@ def paginate(
             not end with ``column`` or disagrees with ``descending``, a sort
             key the row cannot show, does not select ``column``, or
             ``column`` is not unique (declared so, or found repeated in the
-            result) (a :class:`ValueError`).
+            result), a sort key whose value a cursor cannot carry exactly
+            (a ``Numeric(asdecimal=False)`` of more than 15 digits, an
+            interval), or a sort that must be paged as a subquery (GROUP BY
+            with an aggregate key, a window function, DISTINCT ON) in a
+            statement that selects entities (a :class:`ValueError`).
         SettleError: ``settle="auto"`` cannot be sound here (SQLite, a view,
             a hot standby, a Galera node, missing privilege, on MariaDB/MySQL
             a paging column outside the primary key), or the session's

@@ -42,9 +42,12 @@ from .._dialects import PagingSQL, dialect_row
 from .._keys import Keys, KeyValue, column_expression, keys_of
 from .._keys import table_column as _table_column
 from ._cursor import Cursor, InvalidCursor, decode, encode, fingerprint
+from ._exact import check_key_type, raw_type
 from ._keyset import Keyset, SortKey
+from ._nulls import may_be_null
+from ._wrap import paged_form
 
-__all__ = ["PaginationError", "ULIDColumn", "after", "before"]
+__all__ = ["PaginationError", "ULIDColumn", "after", "before", "may_be_null"]
 
 #: A ULID or UUID column: a Core column (or other column expression) or an ORM attribute.
 # (Union, not "|": these aliases are evaluated at run time on Python 3.10.)
@@ -217,7 +220,7 @@ class Sort:
         """One bound parameter per key, of the key's own type (None for NULL)."""
         *head, last = self.keyset.keys
         binds: list[ColumnElement[Any] | None] = [
-            None if value is None else sa.bindparam(None, value, type_=key.expr.type, unique=True)
+            None if value is None else sa.bindparam(None, value, type_=key.type, unique=True)
             for key, value in zip(head, values, strict=False)
         ]
         return [*binds, keys.bind(last.expr, values[-1])]
@@ -232,7 +235,7 @@ def _typed(key: SortKey, value: Any, facts: PagingSQL) -> Any:
     """
     if value is None:
         return None
-    type_ = key.expr.type
+    type_ = key.type
     if isinstance(type_, sa.Enum) and type_.enum_class is not None:
         if not isinstance(value, str) or value not in type_.enum_class.__members__:
             raise InvalidCursor("the cursor is malformed (truncated or altered)")
@@ -242,6 +245,10 @@ def _typed(key: SortKey, value: Any, facts: PagingSQL) -> Any:
     except NotImplementedError:
         return value
     numbers = (int, float, Decimal)
+    if expected is int and isinstance(value, Decimal) and value.is_finite() and value == int(value):
+        # An integer key whose database returns a DECIMAL (MariaDB's SUM() of
+        # an INT, a window's SUM()): the same number, bound as an int.
+        value = int(value)
     if (
         expected in _CHECKED
         and not isinstance(value, expected)
@@ -284,6 +291,30 @@ def _int_range(type_: Any, column_width: bool) -> tuple[int, int]:
     return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
 
 
+def sort_exprs(stmt: sa.Select[Any]) -> list[ColumnElement[Any]]:
+    """The expressions of the statement's ORDER BY, in order."""
+    return [key.expr for key in _order_keys(stmt)]
+
+
+def paged_statement(
+    stmt: sa.Select[Any], column: ColumnElement[Any], descending: bool | None, orm: bool
+) -> tuple[sa.Select[Any], ColumnElement[Any]]:
+    """The statement a page runs, and its paging column: ``stmt``, or its subquery.
+
+    A statement whose sort cannot go in a WHERE (GROUP BY with an aggregate
+    key, window functions, DISTINCT ON) is paged as a subquery (see
+    :mod:`._wrap`), or refused before any SQL.
+    """
+    order = _order_keys(stmt)
+    if order and not order[-1].expr.compare(column):
+        return stmt, column  # read_sort refuses it, naming the paging column
+    spec = [(key.expr, key.descending, key.nulls) for key in order]
+    paged, paged_column = paged_form(
+        stmt, spec or [(column, bool(descending), None)], orm, PaginationError
+    )
+    return (stmt, column) if paged is stmt else (paged, paged_column)
+
+
 def read_sort(
     stmt: sa.Select[Any],
     column: ColumnElement[Any],
@@ -319,31 +350,10 @@ def read_sort(
     if len(order) == 1:
         return last.descending, None
     facts = dialect_row(dialect()).paging
-    outer = _outer_joined(stmt)
     keys = []
     for item in order:
-        type_ = item.expr.type
-        if facts.enum_compares_as_text and isinstance(type_, sa.Enum) and type_.native_enum:
-            raise PaginationError(
-                f"the sort key {item.expr} is a native ENUM, which this database sorts in "
-                "declaration order but compares as text, so pages would skip rows: sort "
-                "by a text enum (sa.Enum(..., native_enum=False)) or another column"
-            )
-        if (
-            facts.single_float is not None
-            and isinstance(type_, sa.Float)
-            and facts.single_float(type_.compile(dialect=dialect()))
-        ):
-            raise PaginationError(
-                f"the sort key {item.expr} is a single-precision float "
-                f"({type_.compile(dialect=dialect())}), which this database returns "
-                "rounded, so a cursor could not find its row again: sort by a double "
-                "(sa.Double) or a Numeric column"
-            )
-        table_column = _table_column(item.expr)
-        nullable = item is not last and (
-            outer or table_column is None or bool(table_column.nullable)
-        )
+        check_key_type(item.expr, facts, dialect, PaginationError)
+        nullable = item is not last and may_be_null(item.expr, stmt)
         if item.nulls is not None:
             nulls_after = item.nulls == "last"
         elif not nullable:
@@ -355,34 +365,17 @@ def read_sort(
             )
         else:
             nulls_after = facts.nulls_largest != item.descending
+        raw = None if item is last else raw_type(item.expr.type, dialect)
         keys.append(
-            SortKey(item.expr, item.order, item.descending, item.nulls, nullable, nulls_after)
+            SortKey(item.expr, item.order, item.descending, item.nulls, nullable, nulls_after, raw)
         )
-    statement, readers = _key_readers(stmt, [k.expr for k in keys[:-1]], orm)
+    statement, readers = _key_readers(stmt, keys[:-1], orm)
     parts = [key.describe() for key in keys]
     return last.descending, Sort(Keyset(tuple(keys), facts), statement, readers, fingerprint(parts))
 
 
-def _outer_joined(stmt: sa.Select[Any]) -> bool:
-    """Whether ``stmt`` outer-joins anything (NOT NULL columns can then be NULL)."""
-    # Private attributes, read instead of get_final_froms(), which compiles
-    # (pinned in tests/test_private_api.py): the joins of .join()/.outerjoin(),
-    # and the FROMs of .select_from().
-    for *_, flags in stmt._setup_joins:
-        if flags.get("isouter") or flags.get("full"):
-            return True
-    stack: list[Any] = list(stmt._from_obj)
-    while stack:
-        item = stack.pop()
-        if isinstance(item, sa.Join):
-            if item.isouter or item.full:
-                return True
-            stack += [item.left, item.right]
-    return False
-
-
 def _key_readers(
-    stmt: sa.Select[Any], exprs: Sequence[ColumnElement[Any]], orm: bool
+    stmt: sa.Select[Any], keys: Sequence[SortKey], orm: bool
 ) -> tuple[sa.Select[Any], tuple[_Reader, ...]]:
     """How each sort key is read from a row, adding it to the row where it is hidden.
 
@@ -390,15 +383,30 @@ def _key_readers(
     extra labelled columns, read from the row, and never shown: the value
     the database sorted by, not an attribute that a loaded object may hold.
     Otherwise each key must be selected, or mapped by a selected entity
-    (whose objects the page then refreshes: ``populate_existing``).
+    (whose objects the page then refreshes: ``populate_existing``). A key
+    read as its database type (``raw_type``) is added as an extra column
+    only: a row shows it as its TypeDecorator returns it.
     """
     width = len(stmt.column_descriptions) if orm else len(stmt.selected_columns)
     if width == 1:
-        extra = [expr.label(f"sqlalchemy_ulid_key_{n}") for n, expr in enumerate(exprs)]
+        extra = [
+            (key.expr if key.raw is None else sa.type_coerce(key.expr, key.raw)).label(
+                f"sqlalchemy_ulid_key_{n}"
+            )
+            for n, key in enumerate(keys)
+        ]
         readers = tuple(_column(width + n) for n in range(len(extra)))
         return stmt.add_columns(*extra), readers
     found = []
-    for expr in exprs:
+    for key in keys:
+        expr = key.expr
+        if key.raw is not None:
+            raise PaginationError(
+                f"the sort key {expr} is of type {key.expr.type!r}, which processes the "
+                "values it returns, so a cursor of the value a row shows might not find "
+                "its row again: select one entity or column (the key is then read as the "
+                f"database holds it), or sort by sa.type_coerce({expr}, <its database type>)"
+            )
         reader = _find(stmt, expr, orm)
         if reader is None:
             raise PaginationError(
@@ -437,8 +445,15 @@ def check_unique(
 
     Unique on its own, or within a composite key (primary key, unique
     constraint or index) whose other columns the WHERE fixes by equality, or
-    that precede it, NOT NULL, in the ORDER BY.
+    that precede it, NOT NULL, in the ORDER BY; or grouped by (GROUP BY) with
+    only columns that precede it in the ORDER BY.
     """
+    # Private attribute: Select has no public accessor for its GROUP BY.
+    grouped = list(stmt._group_by_clauses)
+    if any(group.compare(column) for group in grouped) and all(
+        group.compare(column) or any(group.compare(expr) for expr in preceding) for group in grouped
+    ):
+        return
     table_column = _table_column(column)
     if table_column is None or _is_unique(table_column):
         return
@@ -520,7 +535,9 @@ class _Attribute:
         self.index, self.key = index, key
 
     def __call__(self, row: Row[Any]) -> Any:
-        return getattr(row[self.index], self.key)
+        entity = row[self.index]
+        # None: an outer join found no row, so each of its columns is NULL.
+        return None if entity is None else getattr(entity, self.key)
 
 
 def _attribute(index: int, key: str) -> _Reader:

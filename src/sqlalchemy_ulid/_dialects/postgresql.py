@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -72,6 +73,19 @@ def _pg_bytes_timestamp(data: str) -> str:
     )
 
 
+def _pg18_bytes_timestamp(data: str) -> str:
+    """PostgreSQL 18+: :func:`_pg_bytes_timestamp` with 18's bytea->integer casts.
+
+    The same two exact products, each 24-bit half read by one cast of three
+    bytes instead of three ``get_byte`` calls.
+    """
+    return (
+        f"timezone(INTERVAL '0', {_PG_EPOCH}"
+        f" + substring({data} FROM 1 FOR 3)::integer * INTERVAL '16777.216 seconds'"
+        f" + substring({data} FROM 4 FOR 3)::integer * INTERVAL '1 millisecond')"
+    )
+
+
 _PG_TIME = TimeSQL(
     millis={
         "uuid": lambda col: _PG_HEX12.format(
@@ -100,6 +114,23 @@ _PG_TIME = TimeSQL(
     },
     zoned=True,
     native_uuid=lambda dialect: True,
+)
+# PostgreSQL 18: uuid_extract_timestamp() reads a UUIDv7's millisecond in C
+# (IMMUTABLE too). Only for columns of UUIDs: on a ULID it is NULL, or a wrong
+# time, unless the ULID's bits happen to read as version 7 and the RFC variant.
+_PG_TIME = replace(
+    _PG_TIME,
+    newer=(
+        (18,),
+        replace(
+            _PG_TIME,
+            direct={
+                "uuid": lambda col: _pg18_bytes_timestamp(f"uuid_send({col})"),
+                "binary": _pg18_bytes_timestamp,
+            },
+            uuid7_direct={"uuid": lambda col: f"uuid_extract_timestamp({col})"},
+        ),
+    ),
 )
 
 

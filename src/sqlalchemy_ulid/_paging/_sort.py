@@ -494,11 +494,13 @@ def _entity_key(entity: Any, column: ColumnElement[Any]) -> str | None:
     mapper: Mapper[Any] | None = getattr(info, "mapper", None)
     if mapper is None:
         return None
-    for prop in mapper.column_attrs:
-        if any(_matches(c, column) for c in prop.columns):
-            return prop.key
-    # An aliased entity's attribute compares equal to the alias's column,
-    # not to the table's, so try the entity's own attributes too.
+    # An aliased entity (aliased(Model), a self-join's other side) maps the
+    # alias's columns, not the table's: matched by its own attributes only,
+    # or select(parent, Node) would read Node's keys from parent.
+    if not getattr(info, "is_aliased_class", False):
+        for prop in mapper.column_attrs:
+            if any(_matches(c, column) for c in prop.columns):
+                return prop.key
     for prop in mapper.column_attrs:
         if _matches(getattr(entity, prop.key), column):
             return prop.key

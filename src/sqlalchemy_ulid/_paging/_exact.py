@@ -35,7 +35,7 @@ from .._dialects import PagingSQL
 from .._types import ULIDType
 from .._ulid import ULID
 
-__all__ = ["check_key_type", "raw_type"]
+__all__ = ["bind_type", "check_key_type", "raw_type"]
 
 #: the Python values a cursor carries exactly (see _cursor._typed)
 _CARRIED = (bool, int, float, Decimal, str, bytes, datetime, date, time, uuid.UUID, ULID)
@@ -112,3 +112,26 @@ def raw_type(type_: TypeEngine[Any], dialect: Callable[[], Dialect]) -> TypeEngi
         return None
     impl = type_.load_dialect_impl(dialect())
     return None if isinstance(impl, TypeDecorator) else impl
+
+
+def bind_type(type_: TypeEngine[Any]) -> TypeEngine[Any]:
+    """The type a key's cursor value is bound as: the key's own, never narrower.
+
+    PostgreSQL's drivers cast each parameter to its type (``::INTEGER``;
+    asyncpg ``::NUMERIC(10, 2)``), but a key computed from a column holds
+    values its column's type cannot: ``sum()`` of an INTEGER is a BIGINT
+    (the cast failed past 2**31, after SQL), ``price / 3`` has more decimals
+    (the cast rounded them, and pages repeated rows). Such a key is bound as
+    a BIGINT, or a NUMERIC of no stated precision; the comparison is the same.
+    """
+    if isinstance(type_, TypeDecorator):
+        return type_
+    if isinstance(type_, sa.Integer) and not isinstance(type_, sa.BigInteger):
+        return sa.BigInteger()
+    if (
+        isinstance(type_, sa.Numeric)
+        and not isinstance(type_, sa.Float)
+        and (type_.precision is not None or type_.scale is not None)
+    ):
+        return sa.Numeric() if type_.asdecimal else sa.Numeric(asdecimal=False)
+    return type_

@@ -42,7 +42,7 @@ from .._dialects import PagingSQL, dialect_row
 from .._keys import Keys, KeyValue, column_expression, keys_of
 from .._keys import table_column as _table_column
 from ._cursor import Cursor, InvalidCursor, decode, encode, fingerprint
-from ._exact import check_key_type, raw_type
+from ._exact import bind_type, check_key_type, raw_type
 from ._keyset import Keyset, SortKey
 from ._nulls import may_be_null
 from ._wrap import paged_form
@@ -220,7 +220,9 @@ class Sort:
         """One bound parameter per key, of the key's own type (None for NULL)."""
         *head, last = self.keyset.keys
         binds: list[ColumnElement[Any] | None] = [
-            None if value is None else sa.bindparam(None, value, type_=key.type, unique=True)
+            None
+            if value is None
+            else sa.bindparam(None, value, type_=bind_type(key.type), unique=True)
             for key, value in zip(head, values, strict=False)
         ]
         return [*binds, keys.bind(last.expr, values[-1])]

@@ -336,3 +336,62 @@ def test_key_with_more_decimals_than_its_numeric_type_async(
     stmt = sa.select(table.c.id, key).order_by(key, table.c.id)
     for url in backend.async_urls:
         asyncio.run(_awalk(url, table, stmt))
+
+
+# -- keys whose values come back changed -------------------------------------------
+
+
+@pytest.mark.parametrize("width", [1, 2])
+def test_double_read_as_decimal_key(engine: Engine, meta: sa.MetaData, width: int) -> None:
+    """Double(asdecimal=True) rounds each value to ten places as it is read.
+
+    The cursor held 1.0000000000 for 1.00000000001 and 1.00000000002: pages
+    repeated rows. The key is read as the double beside the row (one column
+    selected), or refused before SQL (the row shows the rounded value).
+    """
+    table = _table(meta, engine, sa.Column("v", sa.Double(asdecimal=True), nullable=False))
+    values = [1.00000000001, 1.00000000002, 1.00000000003, 0.5, 1.00000000001, 2.0]
+    _fill(engine, table, [{"v": v} for v in values])
+    selected = [table.c.id] if width == 1 else [table.c.id, table.c.v]
+    stmt = sa.select(*selected).order_by(table.c.v, table.c.id)
+    with engine.connect() as conn:
+        outcome = walk_or_refused(engine, conn, stmt, table.c.id)
+    assert outcome == ("walked" if width == 1 else "refused")
+
+
+class Mood(enum.Enum):
+    happy = "happy"
+    sad = "sad"
+    angry = "angry"
+
+
+class MoodType(sa.types.TypeDecorator[Mood]):
+    """An Enum behind a TypeDecorator (as an application wraps one to add behaviour)."""
+
+    impl = sa.Enum(Mood, name="adv2_mood")
+    cache_ok = True
+
+
+def test_native_enum_behind_a_type_decorator(engine: Engine) -> None:
+    """MariaDB sorts a native ENUM in declaration order but compares it as text.
+
+    A bare native Enum key was refused there; behind a TypeDecorator it was
+    not, and a walk returned 1 row of 7.
+    """
+    meta = sa.MetaData()
+    table = sa.Table(
+        f"adv2_mood_{_token()}",
+        meta,
+        sa.Column("id", ULIDType(), primary_key=True),
+        sa.Column("m", MoodType(), nullable=False),
+    )
+    try:
+        meta.create_all(engine)
+        moods = [Mood.angry, Mood.happy, Mood.sad, Mood.happy, Mood.angry, Mood.sad, Mood.sad]
+        _fill(engine, table, [{"m": m} for m in moods])
+        stmt = sa.select(table.c.id, table.c.m).order_by(table.c.m, table.c.id)
+        with engine.connect() as conn:
+            outcome = walk_or_refused(engine, conn, stmt, table.c.id)
+        assert outcome == ("refused" if engine.dialect.name == "mysql" else "walked")
+    finally:
+        meta.drop_all(engine)  # the PostgreSQL enum type too

@@ -13,8 +13,9 @@ into a bound parameter unchanged. Refused, before any SQL, naming the fix:
   JSON, arrays, ...).
 
 A ``TypeDecorator`` whose results are processed (``process_result_value``)
-may return something other than what the database holds; its key is read and
-bound as the decorated type's own database type (:func:`raw_type`).
+may return something other than what the database holds, and a float read as
+``Decimal`` is rounded to ten places; such a key is read and bound as the
+database's own type (:func:`raw_type`).
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ def check_key_type(
 ) -> None:
     """Raise ``error`` (before any SQL) for a sort key a cursor cannot carry exactly."""
     type_ = expr.type
-    if facts.enum_compares_as_text and isinstance(type_, sa.Enum) and type_.native_enum:
+    stored = _unwrapped(type_, dialect)
+    if facts.enum_compares_as_text and isinstance(stored, sa.Enum) and stored.native_enum:
         raise error(
             f"the sort key {expr} is a native ENUM, which this database sorts in "
             "declaration order but compares as text, so pages would skip rows: sort "
@@ -91,6 +93,15 @@ def check_key_type(
         )
 
 
+def _unwrapped(type_: TypeEngine[Any], dialect: Callable[[], Dialect]) -> TypeEngine[Any]:
+    """The type the database stores behind any ``TypeDecorator`` (an Enum behind one too)."""
+    for _ in range(8):
+        if not isinstance(type_, TypeDecorator):
+            break
+        type_ = type_.load_dialect_impl(dialect())
+    return type_
+
+
 def raw_python_type(type_: TypeEngine[Any], dialect: Callable[[], Dialect]) -> type:
     raw = raw_type(type_, dialect)
     return (raw or type_).python_type
@@ -101,7 +112,11 @@ def raw_type(type_: TypeEngine[Any], dialect: Callable[[], Dialect]) -> TypeEngi
 
     None for every other type (its values come back as the database holds
     them), and for the library's own types, whose round trip is exact.
+    A float read as ``Decimal`` (``Double(asdecimal=True)``) is rounded to
+    ten decimal places as it is read: its key is read as the double.
     """
+    if isinstance(type_, sa.Float) and type_.asdecimal and not isinstance(type_, TypeDecorator):
+        return sa.Double()
     if not isinstance(type_, TypeDecorator) or isinstance(type_, (ULIDType, sa.Interval)):
         return None
     kind = type(type_)

@@ -395,3 +395,76 @@ def test_native_enum_behind_a_type_decorator(engine: Engine) -> None:
         assert outcome == ("refused" if engine.dialect.name == "mysql" else "walked")
     finally:
         meta.drop_all(engine)  # the PostgreSQL enum type too
+
+
+# -- forged cursors ----------------------------------------------------------------
+
+
+def forge(cursor: str, values: list[Any]) -> str:
+    """A cursor of the same sort holding ``values`` (typed JSON pairs), its check recomputed.
+
+    Cursors are not signed: anyone can write one, as the docs say.
+    """
+    raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+    head = raw[:7]
+    body = json.dumps(values, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(head + _check(head, body) + body).rstrip(b"=").decode()
+
+
+FORGED: list[tuple[str, list[Any]]] = [
+    ("s", ["s", "a\\u0000b"]),
+    ("s", ["s", "\\ud800"]),
+    ("d", ["d", "1E+999999"]),
+    ("d", ["d", "-1E-999999"]),
+    ("d", ["d", "sNaN"]),
+    ("d", ["i", "1" + "0" * 40]),
+    ("u", ["s", "not a ulid"]),
+    ("u", ["U", "7ZZZZZZZZZZZZZZZZZZZZZZZZZ"]),
+    ("at", ["t", "2024-01-01T00:00:00"]),
+    ("at", ["t", "0001-01-01T00:00:00-23:59"]),
+    ("at", ["t", "9999-12-31T23:59:59.999999+00:00"]),
+    ("day", ["D", "0001-01-01"]),
+    ("clock", ["h", "12:00:00+05:00"]),
+    ("y", ["y", "____"]),
+]
+
+
+@pytest.mark.parametrize(("column", "value"), FORGED, ids=[f"{c}-{v[1][:12]}" for c, v in FORGED])
+def test_forged_cursor_is_a_page_or_refused_before_sql(
+    engine: Engine, meta: sa.MetaData, column: str, value: list[Any]
+) -> None:
+    """A forged cursor gives some page, or a ValueError before SQL: never a database error."""
+    from datetime import date, datetime, time, timezone
+
+    table = _table(
+        meta,
+        engine,
+        sa.Column("s", sa.String(20), nullable=False),
+        sa.Column("d", sa.Numeric(12, 4), nullable=False),
+        sa.Column("u", ULIDType(), nullable=False),
+        sa.Column("at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("day", sa.Date, nullable=False),
+        sa.Column("clock", sa.Time, nullable=False),
+        sa.Column("y", sa.LargeBinary(16), nullable=False),
+    )
+    row = {
+        "s": "m",
+        "d": Decimal("1.5"),
+        "u": ULID.from_parts(MS, 7),
+        "at": datetime(2024, 5, 1, tzinfo=timezone.utc),
+        "day": date(2024, 5, 1),
+        "clock": time(12, 0),
+        "y": b"\x01\x02",
+    }
+    _fill(engine, table, [row, row])
+    key = table.c[column]
+    stmt = sa.select(table.c.id, key).order_by(key, table.c.id)
+    with engine.connect() as conn:
+        real = paginate(conn, stmt, table.c.id, limit=1).next_cursor
+        assert real is not None
+        forged = forge(real, [value, ["s", str(_ids(1)[0])]])
+        with recording(engine) as seen:
+            try:
+                paginate(conn, stmt, table.c.id, after=forged, limit=1)
+            except ValueError:
+                assert seen == [], "refused after SQL ran"

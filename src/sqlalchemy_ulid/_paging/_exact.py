@@ -36,12 +36,15 @@ from .._dialects import PagingSQL
 from .._types import ULIDType
 from .._ulid import ULID
 
-__all__ = ["bind_type", "check_key_type", "raw_type"]
+__all__ = ["bind_type", "check_key_type", "holdable", "raw_type"]
 
 #: the Python values a cursor carries exactly (see _cursor._typed)
 _CARRIED = (bool, int, float, Decimal, str, bytes, datetime, date, time, uuid.UUID, ULID)
 #: significant digits a double carries through decimal text and back
 _DOUBLE_DIGITS = 15
+#: the widest NUMERIC of the supported databases (PostgreSQL's): digits
+#: before the decimal point, and after it
+_NUMERIC_WHOLE, _NUMERIC_SCALE = 131072, 16383
 
 
 def check_key_type(
@@ -150,3 +153,25 @@ def bind_type(type_: TypeEngine[Any]) -> TypeEngine[Any]:
     ):
         return sa.Numeric() if type_.asdecimal else sa.Numeric(asdecimal=False)
     return type_
+
+
+def holdable(value: Any, expected: type) -> bool:
+    """Whether a row could hold ``value``, a cursor's value of a key of Python type ``expected``.
+
+    Cursors are not signed, so one can carry values no database returns, and
+    binding them fails after SQL (PostgreSQL: "value overflows numeric
+    format") or as the statement is built (a text that is not a ULID, a
+    signaling NaN): such a cursor is refused before any SQL.
+    """
+    if expected is ULID and not isinstance(value, (ULID, uuid.UUID)):
+        return False
+    if expected is uuid.UUID and not isinstance(value, uuid.UUID):
+        return False
+    if isinstance(value, Decimal):
+        if value.is_snan():
+            return False
+        if value.is_finite() and value:
+            exponent = value.as_tuple().exponent
+            assert isinstance(exponent, int)  # finite
+            return exponent >= -_NUMERIC_SCALE and value.adjusted() < _NUMERIC_WHOLE
+    return True

@@ -226,6 +226,8 @@ class PagingSQL:
     int_width_enforced: bool = False
     #: no NaN or infinity can be stored (nor bound: the driver refuses them)
     finite_numbers_only: bool = False
+    #: text can hold NUL characters (PostgreSQL's cannot, nor bind one)
+    text_holds_nul: bool = True
 
 
 _FLOAT_BITS = re.compile(r"FLOAT\s*\(\s*(\d+)")
@@ -613,6 +615,7 @@ _POSTGRESQL = DialectRow(
         estimate=_pg_estimate,
         single_float=_pg_single_float,
         int_width_enforced=True,
+        text_holds_nul=False,
     ),
     # Drivers build a uuid.UUID per value (psycopg in C, asyncpg a subclass);
     # bytes cost them next to nothing, and a ULID is made from bytes directly.

@@ -155,14 +155,22 @@ def bind_type(type_: TypeEngine[Any]) -> TypeEngine[Any]:
     return type_
 
 
-def holdable(value: Any, expected: type) -> bool:
+def holdable(value: Any, expected: type, facts: PagingSQL) -> bool:
     """Whether a row could hold ``value``, a cursor's value of a key of Python type ``expected``.
 
     Cursors are not signed, so one can carry values no database returns, and
     binding them fails after SQL (PostgreSQL: "value overflows numeric
-    format") or as the statement is built (a text that is not a ULID, a
+    format", a NUL in text; any driver: a lone surrogate, which UTF-8 cannot
+    encode) or as the statement is built (a text that is not a ULID, a
     signaling NaN): such a cursor is refused before any SQL.
     """
+    if isinstance(value, str):
+        if not facts.text_holds_nul and "\x00" in value:
+            return False
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return False
     if expected is ULID and not isinstance(value, (ULID, uuid.UUID)):
         return False
     if expected is uuid.UUID and not isinstance(value, uuid.UUID):

@@ -246,7 +246,7 @@ def _typed(key: SortKey, value: Any, facts: PagingSQL) -> Any:
         expected = type_.python_type
     except NotImplementedError:
         expected = object  # a type that does not say (literal_column)
-    if not holdable(value, expected):
+    if not holdable(value, expected, facts):
         raise InvalidCursor("the cursor is malformed (truncated or altered)")
     numbers = (int, float, Decimal)
     if expected is int and isinstance(value, Decimal) and value.is_finite() and value == int(value):

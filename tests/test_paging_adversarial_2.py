@@ -16,6 +16,7 @@ import enum
 import json
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from decimal import Decimal
 from typing import Any, ClassVar
 
@@ -610,3 +611,69 @@ def test_literal_column_over_a_native_enum(request: pytest.FixtureRequest, engin
             assert walk_or_refused(engine, conn, stmt, table.c.id) == "walked"
     finally:
         meta.drop_all(engine)
+
+
+# -- rows that change, and what MariaDB stores ---------------------------------------
+
+
+def test_cursor_row_deleted_and_a_key_moved_between_pages(
+    engine: Engine, meta: sa.MetaData
+) -> None:
+    """Between two pages the cursor's row is deleted and another row's key moves behind it.
+
+    The rows that did not change are each returned exactly once, in order.
+    """
+    table = _table(meta, engine, sa.Column("k", sa.Integer, nullable=True))
+    values = [3, None, 1, 2, 3, None, 2, 1, 3, 2]
+    _fill(engine, table, [{"k": v} for v in values])
+    ids = _ids(len(values))
+    stmt = sa.select(table.c.id, table.c.k).order_by(table.c.k.desc(), table.c.id)
+    with engine.connect() as conn:
+        want = [row.id for row in conn.execute(stmt)]
+        first = paginate(conn, stmt, table.c.id, limit=4)
+        cursor_id, moved = first.items[-1].id, want[6]
+        with engine.begin() as other:
+            other.execute(table.delete().where(table.c.id == cursor_id))
+            other.execute(table.update().where(table.c.id == moved).values(k=99))
+        conn.rollback()  # a new transaction sees them (REPEATABLE READ on MariaDB)
+        got = [row.id for row in first.items]
+        cursor = first.next_cursor
+        while cursor is not None:
+            page = paginate(conn, stmt, table.c.id, after=str(cursor), limit=4)
+            got += [row.id for row in page.items]
+            cursor = page.next_cursor
+    stable = [i for i in want if i not in (cursor_id, moved)]
+    assert [i for i in got if i in stable] == stable
+    assert len(got) == len(set(got))
+    assert set(ids) >= set(got)
+
+
+ZERO_DATES = ["2024-01-02", "0000-00-00", "2024-01-01", "0000-00-00", "2024-01-02", "2024-00-00"]
+
+
+@pytest.mark.parametrize("kind", [sa.Date, sa.DateTime])
+def test_mariadb_zero_dates(engine: Engine, meta: sa.MetaData, kind: type) -> None:
+    """MariaDB's default sql_mode stores '0000-00-00', which the driver returns as text.
+
+    The cursor of such a row was refused as malformed by the next call, after
+    the first page's SQL: the walk stopped. (Elsewhere the same dates page.)
+    """
+    table = _table(meta, engine, sa.Column("day", kind(), nullable=False))
+    mariadb = engine.dialect.name == "mysql"
+    if mariadb:
+        ids = _ids(len(ZERO_DATES))
+        with engine.begin() as conn:
+            for ident, day in zip(ids, ZERO_DATES, strict=True):
+                conn.execute(
+                    sa.text(f"INSERT INTO {table.name} (id, day) VALUES (:id, :day)"),
+                    {"id": ident.bytes, "day": day if kind is sa.Date else f"{day} 00:00:00"},
+                )
+    else:
+        days = [datetime(2024, 1, 1 + n % 3) for n in range(6)]
+        _fill(engine, table, [{"day": d.date() if kind is sa.Date else d} for d in days])
+    stmt = sa.select(table.c.id, table.c.day).order_by(table.c.day.desc(), table.c.id)
+    with engine.connect() as conn:
+        if mariadb:
+            assert any(isinstance(row.day, str) for row in conn.execute(stmt))
+        assert walk_or_refused(engine, conn, stmt, table.c.id) == "walked"
+

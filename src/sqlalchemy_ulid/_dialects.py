@@ -228,6 +228,9 @@ class PagingSQL:
     finite_numbers_only: bool = False
     #: text can hold NUL characters (PostgreSQL's cannot, nor bind one)
     text_holds_nul: bool = True
+    #: dates such as '0000-00-00' can be stored (MariaDB/MySQL without
+    #: NO_ZERO_DATE, their default); the driver returns them as text
+    zero_dates: bool = False
 
 
 _FLOAT_BITS = re.compile(r"FLOAT\s*\(\s*(\d+)")
@@ -657,6 +660,7 @@ _MYSQL = DialectRow(
         single_float=_mysql_single_float,
         int_width_enforced=True,
         finite_numbers_only=True,
+        zero_dates=True,
         explain="EXPLAIN FORMAT=JSON ",
         estimate=_mysql_estimate,
     ),

@@ -21,6 +21,7 @@ database's own type (:func:`raw_type`).
 from __future__ import annotations
 
 import enum
+import re
 import uuid
 from collections.abc import Callable
 from datetime import date, datetime, time
@@ -36,12 +37,15 @@ from .._dialects import PagingSQL
 from .._types import ULIDType
 from .._ulid import ULID
 
-__all__ = ["bind_type", "check_key_type", "holdable", "raw_type"]
+__all__ = ["bind_type", "check_key_type", "holdable", "raw_type", "zero_date"]
 
 #: the Python values a cursor carries exactly (see _cursor._typed)
 _CARRIED = (bool, int, float, Decimal, str, bytes, datetime, date, time, uuid.UUID, ULID)
 #: significant digits a double carries through decimal text and back
 _DOUBLE_DIGITS = 15
+#: a date or datetime as MariaDB/MySQL's drivers return one they cannot
+#: make a date of ('0000-00-00', '2024-00-00 00:00:00')
+_ZERO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}( [0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?)?")
 #: the widest NUMERIC of the supported databases (PostgreSQL's): digits
 #: before the decimal point, and after it
 _NUMERIC_WHOLE, _NUMERIC_SCALE = 131072, 16383
@@ -183,3 +187,18 @@ def holdable(value: Any, expected: type, facts: PagingSQL) -> bool:
             assert isinstance(exponent, int)  # finite
             return exponent >= -_NUMERIC_SCALE and value.adjusted() < _NUMERIC_WHOLE
     return True
+
+
+def zero_date(value: Any, expected: type, facts: PagingSQL) -> bool:
+    """Whether ``value`` is a date key's value that the driver returned as text.
+
+    MariaDB/MySQL store '0000-00-00' (and dates with a zero month or day)
+    under their default sql_mode, sort them first, and their drivers return
+    them as text; the cursor carries that text, bound as it came.
+    """
+    return (
+        facts.zero_dates
+        and expected in (date, datetime)
+        and isinstance(value, str)
+        and _ZERO_DATE.fullmatch(value) is not None
+    )

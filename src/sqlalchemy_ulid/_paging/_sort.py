@@ -42,7 +42,7 @@ from .._dialects import PagingSQL, dialect_row
 from .._keys import Keys, KeyValue, column_expression, keys_of
 from .._keys import table_column as _table_column
 from ._cursor import Cursor, InvalidCursor, decode, encode, fingerprint
-from ._exact import bind_type, check_key_type, holdable, raw_type
+from ._exact import bind_type, check_key_type, holdable, raw_type, zero_date
 from ._keyset import Keyset, SortKey
 from ._nulls import may_be_null
 from ._wrap import paged_form
@@ -248,6 +248,8 @@ def _typed(key: SortKey, value: Any, facts: PagingSQL) -> Any:
         expected = object  # a type that does not say (literal_column)
     if not holdable(value, expected, facts):
         raise InvalidCursor("the cursor is malformed (truncated or altered)")
+    if zero_date(value, expected, facts):
+        return value
     numbers = (int, float, Decimal)
     if expected is int and isinstance(value, Decimal) and value.is_finite() and value == int(value):
         # An integer key whose database returns a DECIMAL (MariaDB's SUM() of

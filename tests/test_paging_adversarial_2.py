@@ -706,3 +706,66 @@ def test_server_default_timestamps(
     stmt = sa.select(table.c.id, table.c.created).order_by(table.c.created, table.c.id.desc())
     with engine.connect() as conn:
         assert walk_or_refused(engine, conn, stmt, table.c.id) == "walked"
+
+
+def test_mariadb_zero_dates_async(backend: Backend, engine: Engine, meta: sa.MetaData) -> None:
+    """Zero dates through apaginate (asyncmy on MariaDB, whatever each driver returns)."""
+    table = _table(meta, engine, sa.Column("day", sa.Date, nullable=False))
+    if engine.dialect.name == "mysql":
+        ids = _ids(len(ZERO_DATES))
+        with engine.begin() as conn:
+            for ident, day in zip(ids, ZERO_DATES, strict=True):
+                conn.execute(
+                    sa.text(f"INSERT INTO {table.name} (id, day) VALUES (:id, :day)"),
+                    {"id": ident.bytes, "day": day},
+                )
+    else:
+        _fill(engine, table, [{"day": datetime(2024, 1, 1 + n % 3).date()} for n in range(6)])
+    stmt = sa.select(table.c.id, table.c.day).order_by(table.c.day.desc(), table.c.id)
+    for url in backend.async_urls:
+        asyncio.run(_awalk(url, table, stmt))
+
+
+# -- statements paged as a subquery ------------------------------------------------
+
+
+def test_wrapped_window_statement_keeps_for_update(engine: Engine, meta: sa.MetaData) -> None:
+    """A window key with FOR UPDATE: paged as a subquery, the rows are still locked, or refused."""
+    if engine.dialect.name == "postgresql":
+        pytest.skip("PostgreSQL refuses FOR UPDATE with window functions in the unpaged query")
+    table = _table(meta, engine, sa.Column("k", sa.Integer, nullable=False))
+    _fill(engine, table, [{"k": n % 3} for n in range(7)])
+    rank = sa.func.rank().over(order_by=table.c.k).label("r")
+    stmt = sa.select(table.c.id, rank).order_by(rank.desc(), table.c.id).with_for_update()
+    with engine.connect() as conn:
+        with recording(engine) as seen:
+            try:
+                paginate(conn, stmt, table.c.id, limit=2)
+            except ValueError:
+                assert seen == []
+                return
+        if engine.dialect.name == "mysql":
+            assert any("FOR UPDATE" in sql for sql in seen), seen
+        walk(conn, stmt, table.c.id)
+
+
+def test_distinct_with_hidden_keys(engine: Engine, meta: sa.MetaData) -> None:
+    """DISTINCT over one column, sorted by another: the hidden key joins the row."""
+    if engine.dialect.name == "postgresql":
+        pytest.skip("PostgreSQL refuses ORDER BY expressions missing from a DISTINCT's row")
+    table = _table(meta, engine, sa.Column("k", sa.Integer, nullable=True))
+    _fill(engine, table, [{"k": [1, None, 2][n % 3]} for n in range(7)])
+    stmt = sa.select(table.c.id).distinct().order_by(table.c.k.desc(), table.c.id)
+    with engine.connect() as conn:
+        assert walk_or_refused(engine, conn, stmt, table.c.id) == "walked"
+
+
+def test_scoped_session_and_orm_rows(engine: Engine, orm: None) -> None:
+    from sqlalchemy.orm import scoped_session, sessionmaker
+
+    scoped = scoped_session(sessionmaker(engine))
+    try:
+        stmt = sa.select(Node.id, Node.name).order_by(Node.name.desc(), Node.id)
+        assert walk_or_refused(engine, scoped, stmt, Node.id) == "walked"
+    finally:
+        scoped.remove()

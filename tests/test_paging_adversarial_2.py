@@ -34,7 +34,7 @@ from sqlalchemy.orm import (
 )
 
 from conftest import Backend, recording
-from sqlalchemy_ulid import ULID, InvalidCursor, ULIDType, apaginate, paginate
+from sqlalchemy_ulid import ULID, InvalidCursor, PaginationError, ULIDType, apaginate, paginate
 from sqlalchemy_ulid._paging._cursor import _check
 
 MS = 1_712_345_678_901
@@ -769,3 +769,58 @@ def test_scoped_session_and_orm_rows(engine: Engine, orm: None) -> None:
         assert walk_or_refused(engine, scoped, stmt, Node.id) == "walked"
     finally:
         scoped.remove()
+
+
+# -- keys that change between calls ------------------------------------------------
+
+
+def _age(engine: Engine, table: sa.Table) -> sa.ColumnElement[Any]:
+    """Seconds since ``created``, as each database writes it: a key that grows every second."""
+    if engine.dialect.name == "postgresql":
+        return sa.extract("epoch", sa.func.now() - table.c.created)
+    if engine.dialect.name == "mysql":
+        return sa.func.timestampdiff(sa.literal_column("SECOND"), table.c.created, sa.func.now())
+    now = sa.func.current_timestamp()
+    return sa.func.strftime("%s", now) - sa.func.strftime("%s", table.c.created)
+
+
+@pytest.mark.parametrize("key", ["age", "random"])
+def test_key_computed_from_the_clock_or_random_is_refused_before_sql(
+    engine: Engine, meta: sa.MetaData, key: str
+) -> None:
+    """A key computed from now() or random() changes between two calls: a cursor drifts.
+
+    Sorting by age moves every row's key by the time that passes between two
+    pages, so a cursor no longer marks its row's place; random() orders
+    differently on every call, so no walk can match any other. Refused before
+    any SQL, naming the stored column to sort by.
+    """
+    table = _table(meta, engine, sa.Column("created", sa.DateTime, nullable=False))
+    _fill(engine, table, [{"created": datetime(2024, 1, 1 + n % 3)} for n in range(5)])
+    if key == "age":
+        expr = _age(engine, table)
+    else:
+        expr = sa.func.rand() if engine.dialect.name == "mysql" else sa.func.random()
+    stmt = sa.select(table.c.id).order_by(expr, table.c.id)
+    with (
+        engine.connect() as conn,
+        recording(engine) as seen,
+        pytest.raises(PaginationError, match="changes from one call to the next"),
+    ):
+        paginate(conn, stmt, table.c.id, limit=2)
+    assert seen == []
+
+
+def test_keys_of_stable_functions_still_page(engine: Engine, meta: sa.MetaData) -> None:
+    """A function of a stored column (strftime / date_format / to_char of ``created``) pages."""
+    table = _table(meta, engine, sa.Column("created", sa.DateTime, nullable=False))
+    _fill(engine, table, [{"created": datetime(2024, 1 + n % 3, 1)} for n in range(5)])
+    if engine.dialect.name == "postgresql":
+        expr = sa.func.to_char(table.c.created, "YYYY-MM")
+    elif engine.dialect.name == "mysql":
+        expr = sa.func.date_format(table.c.created, "%Y-%m")
+    else:
+        expr = sa.func.strftime("%Y-%m", table.c.created)
+    stmt = sa.select(table.c.id).order_by(expr.desc(), table.c.id)
+    with engine.connect() as conn:
+        assert walk_or_refused(engine, conn, stmt, table.c.id) == "walked"

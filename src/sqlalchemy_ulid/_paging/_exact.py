@@ -30,7 +30,9 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
+from sqlalchemy.sql import visitors
 from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.functions import FunctionElement
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from .._dialects import PagingSQL
@@ -46,6 +48,15 @@ _DOUBLE_DIGITS = 15
 #: a date or datetime as MariaDB/MySQL's drivers return one they cannot
 #: make a date of ('0000-00-00', '2024-00-00 00:00:00')
 _ZERO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}( [0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?)?")
+#: functions whose value changes from one call (or row) to the next: the
+#: clock, random numbers, new ids
+_VOLATILE = {
+    "now", "current_timestamp", "current_date", "current_time", "localtimestamp",
+    "localtime", "clock_timestamp", "statement_timestamp", "transaction_timestamp",
+    "timeofday", "sysdate", "curdate", "curtime", "utc_timestamp", "utc_date",
+    "utc_time", "random", "rand", "uuid", "gen_random_uuid", "uuid_generate_v4",
+    "randomblob",
+}  # fmt: skip
 #: the widest NUMERIC of the supported databases (PostgreSQL's): digits
 #: before the decimal point, and after it
 _NUMERIC_WHOLE, _NUMERIC_SCALE = 131072, 16383
@@ -58,6 +69,16 @@ def check_key_type(
     error: type[ValueError],
 ) -> None:
     """Raise ``error`` (before any SQL) for a sort key a cursor cannot carry exactly."""
+    for node in visitors.iterate(expr):
+        if not isinstance(node, FunctionElement):
+            continue
+        name = str(getattr(node, "name", "")).lower()
+        if name in _VOLATILE or (name == "unix_timestamp" and not list(node.clauses)):
+            raise error(
+                f"the sort key {expr} calls {name}(), whose value changes from one call to "
+                "the next, so a cursor made on one page would not find its row on the next: "
+                "sort by a stored column (such as the timestamp the key is computed from)"
+            )
     type_ = expr.type
     stored = _unwrapped(type_, dialect)
     if facts.enum_compares_as_text and isinstance(stored, sa.Enum) and stored.native_enum:

@@ -29,7 +29,11 @@ from sqlalchemy.orm import (
     Mapped,
     Session,
     aliased,
+    contains_eager,
+    joinedload,
     mapped_column,
+    relationship,
+    selectinload,
     with_polymorphic,
 )
 
@@ -64,7 +68,8 @@ def _id(item: Any) -> Any:
 def _unpaged(session: Any, stmt: sa.Select[Any], ident: Callable[[Any], Any]) -> list[Any]:
     result = session.execute(stmt)
     width = len(stmt.column_descriptions) if isinstance(session, Session) else 2
-    rows = result.scalars().all() if width == 1 else result.all()
+    # unique(): joined eager loads of a collection repeat each entity (SQLAlchemy asks for it)
+    rows = result.scalars().unique().all() if width == 1 else result.all()
     return [ident(row) for row in rows]
 
 
@@ -139,9 +144,13 @@ class Base(DeclarativeBase):
 class Node(Base):
     __tablename__ = f"adv2_node_{_TOKEN}"
     id: Mapped[ULID] = mapped_column(ULIDType(), primary_key=True)
-    parent_id: Mapped[ULID | None] = mapped_column(ULIDType())
+    parent_id: Mapped[ULID | None] = mapped_column(
+        ULIDType(), sa.ForeignKey(f"adv2_node_{_TOKEN}.id")
+    )
     name: Mapped[str] = mapped_column(sa.String(20))
     score: Mapped[int] = mapped_column()
+    parent: Mapped[Node | None] = relationship(remote_side=[id], back_populates="children")
+    children: Mapped[list[Node]] = relationship(back_populates="parent", order_by="Node.id")
 
     @hybrid_property
     def twice(self) -> int:
@@ -824,3 +833,37 @@ def test_keys_of_stable_functions_still_page(engine: Engine, meta: sa.MetaData) 
     stmt = sa.select(table.c.id).order_by(expr.desc(), table.c.id)
     with engine.connect() as conn:
         assert walk_or_refused(engine, conn, stmt, table.c.id) == "walked"
+
+
+# -- eager loads -------------------------------------------------------------------
+
+
+def test_contains_eager_outer_joined_parent_key(engine: Engine, orm: None) -> None:
+    """Sorted by the outer-joined parent's name (NULL for roots), loaded from the join."""
+    parent = aliased(Node)
+    stmt = (
+        sa.select(Node)
+        .outerjoin(Node.parent.of_type(parent))
+        .options(contains_eager(Node.parent.of_type(parent)))
+        .order_by(parent.name.desc(), Node.id)
+    )
+    with Session(engine) as session:
+        assert walk_or_refused(engine, session, stmt, Node.id) == "walked"
+        page = paginate(session, stmt, Node.id, limit=12)
+        assert {n.parent.name if n.parent else None for n in page.items} >= {None, "r0", "r1"}
+
+
+@pytest.mark.parametrize("load", [joinedload, selectinload])
+def test_eager_loaded_children_with_a_computed_key(engine: Engine, orm: None, load: Any) -> None:
+    """A collection loaded eagerly (joined: the LIMIT counts parents) under a computed key."""
+    stmt = (
+        sa.select(Node)
+        .options(load(Node.children))
+        .order_by(sa.func.lower(Node.name), Node.score.desc(), Node.id)
+    )
+    with Session(engine) as session:
+        assert walk_or_refused(engine, session, stmt, Node.id) == "walked"
+        pages = paginate(session, stmt, Node.id, limit=3)
+        for node in pages.items:
+            kids = session.scalars(sa.select(Node.id).where(Node.parent_id == node.id)).all()
+            assert [c.id for c in node.children] == sorted(kids)

@@ -867,3 +867,35 @@ def test_eager_loaded_children_with_a_computed_key(engine: Engine, orm: None, lo
         for node in pages.items:
             kids = session.scalars(sa.select(Node.id).where(Node.parent_id == node.id)).all()
             assert [c.id for c in node.children] == sorted(kids)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=sa.exc.InvalidRequestError,
+    reason=(
+        "with several items selected, a key mapped by an entity is read as the loaded "
+        "object's attribute (_sort._Attribute); deferred with raiseload=True, reading it "
+        "raises InvalidRequestError after the page's SQL (and a plain defer() costs one "
+        "lazy SELECT per row). Adding undefer() conflicts with the caller's defer() "
+        "(InvalidRequestError at compile). Needs the key added as a hidden column, or a "
+        "refusal before SQL when the statement's options defer a key attribute"
+    ),
+)
+def test_key_of_an_entity_whose_column_is_deferred_with_raiseload(
+    engine: Engine, orm: None
+) -> None:
+    """select(Node, parent) sorted by Node.name, deferred with raiseload: read or refused."""
+    from sqlalchemy.orm import defer
+
+    parent = aliased(Node)
+    stmt = (
+        sa.select(Node, parent)
+        .join(parent, Node.parent_id == parent.id)
+        .options(defer(Node.name, raiseload=True))
+        .order_by(Node.name, Node.id)
+    )
+    with Session(engine) as session:
+        assert walk_or_refused(engine, session, stmt, Node.id, ident=lambda r: r[0].id) in (
+            "walked",
+            "refused",
+        )

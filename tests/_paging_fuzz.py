@@ -458,7 +458,9 @@ def _compare(got: list[Any], want: list[Any], direction: str) -> Outcome | None:
 def _call(counter: _Counter, first: bool, direction: str, fetch: Callable[[], Any]) -> Any:
     before = counter.statements
     try:
-        return fetch()
+        page = fetch()
+        _ = page.cursors  # made lazily: a failure there is the call's too
+        return page
     except ValueError as exc:
         if first and counter.statements == before:
             raise

@@ -108,6 +108,7 @@ def test_select_group_by_having_and_distinct_on_clauses() -> None:
     assert grouped.having(sa.func.count() > 1)._having_criteria
     assert sa.select(_table)._having_criteria == ()
     assert sa.select(_table)._distinct_on == ()
+    assert sa.select(_table, _table.c.n)._raw_columns == [_table, _table.c.n]
     assert getattr(sa.select(_table), "_pre_columns_clause", None) is None
     try:  # SQLAlchemy 2.1: a syntax extension, placed before the columns
         from sqlalchemy.dialects.postgresql import distinct_on

@@ -21,6 +21,7 @@ database's own type (:func:`raw_type`).
 from __future__ import annotations
 
 import enum
+import math
 import re
 import uuid
 from collections.abc import Callable
@@ -35,11 +36,14 @@ from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.functions import FunctionElement
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
+from .._codec import InvalidCursor
 from .._dialects import PagingSQL
+from .._keys import table_column as _table_column
 from .._types import ULIDType
 from .._ulid import ULID
+from ._keyset import SortKey
 
-__all__ = ["bind_type", "check_key_type", "holdable", "raw_type", "zero_date"]
+__all__ = ["bind_type", "check_key_type", "checked_value", "raw_type"]
 
 #: the Python values a cursor carries exactly (see _cursor._typed)
 _CARRIED = (bool, int, float, Decimal, str, bytes, datetime, date, time, uuid.UUID, ULID)
@@ -180,7 +184,7 @@ def bind_type(type_: TypeEngine[Any]) -> TypeEngine[Any]:
     return type_
 
 
-def holdable(value: Any, expected: type, facts: PagingSQL) -> bool:
+def _holdable(value: Any, expected: type, facts: PagingSQL) -> bool:
     """Whether a row could hold ``value``, a cursor's value of a key of Python type ``expected``.
 
     Cursors are not signed, so one can carry values no database returns, and
@@ -210,7 +214,7 @@ def holdable(value: Any, expected: type, facts: PagingSQL) -> bool:
     return True
 
 
-def zero_date(value: Any, expected: type, facts: PagingSQL) -> bool:
+def _zero_date(value: Any, expected: type, facts: PagingSQL) -> bool:
     """Whether ``value`` is a date key's value that the driver returned as text.
 
     MariaDB/MySQL store '0000-00-00' (and dates with a zero month or day)
@@ -223,3 +227,76 @@ def zero_date(value: Any, expected: type, facts: PagingSQL) -> bool:
         and isinstance(value, str)
         and _ZERO_DATE.fullmatch(value) is not None
     )
+
+
+# Key values checked against the type of their key when a cursor is read.
+_CHECKED = (bool, int, float, Decimal, str, bytes, datetime, date, time)
+
+
+def checked_value(key: SortKey, value: Any, facts: PagingSQL) -> Any:
+    """Check a decoded key value against its key's type (enums by name).
+
+    A value no row of this database can hold is a forged cursor: refused
+    here, since binding it fails after SQL (an integer past the column's
+    width on PostgreSQL, a NaN on MariaDB/MySQL).
+    """
+    if value is None:
+        return None
+    type_ = key.type
+    if isinstance(type_, sa.Enum) and type_.enum_class is not None:
+        if not isinstance(value, str) or value not in type_.enum_class.__members__:
+            raise InvalidCursor("the cursor is malformed (truncated or altered)")
+        return type_.enum_class[value]
+    try:
+        expected = type_.python_type
+    except NotImplementedError:
+        expected = object  # a type that does not say (literal_column)
+    if not _holdable(value, expected, facts):
+        raise InvalidCursor("the cursor is malformed (truncated or altered)")
+    if _zero_date(value, expected, facts):
+        return value
+    numbers = (int, float, Decimal)
+    if expected is int and isinstance(value, Decimal) and value.is_finite() and value == int(value):
+        # An integer key whose database returns a DECIMAL (MariaDB's SUM() of
+        # an INT, a window's SUM()): the same number, bound as an int.
+        value = int(value)
+    if (
+        expected in _CHECKED
+        and not isinstance(value, expected)
+        and not (expected in (float, Decimal) and isinstance(value, numbers))
+    ):
+        raise InvalidCursor("the cursor is malformed (truncated or altered)")
+    if isinstance(value, bool) and expected is not bool and expected in _CHECKED:
+        raise InvalidCursor("the cursor is malformed (truncated or altered)")
+    if expected is int and isinstance(value, int):
+        on_column = facts.int_width_enforced and _table_column(key.expr) is not None
+        low, high = _int_range(type_, on_column)
+        if not low <= value <= high:
+            raise InvalidCursor("the cursor is malformed (truncated or altered)")
+    if (
+        facts.finite_numbers_only
+        and isinstance(value, (float, Decimal))
+        and not math.isfinite(value)
+    ):
+        raise InvalidCursor("the cursor is malformed (truncated or altered)")
+    return value
+
+
+#: integer widths in bits by type name, where narrower than 64 (MySQL's names too)
+_INT_BITS = {"TINYINT": 8, "SMALLINT": 16, "MEDIUMINT": 24, "INTEGER": 32, "INT": 32}
+
+
+def _int_range(type_: Any, column_width: bool) -> tuple[int, int]:
+    """The values an integer key can hold.
+
+    The column type's width where the database enforces it on a table
+    column, else 64 bits; signed, or unsigned on MySQL (whose BIGINT
+    UNSIGNED goes past 2**63).
+    """
+    bits = 64
+    if column_width and not isinstance(type_, sa.BigInteger):
+        name = type(type_).__name__.upper()
+        bits = _INT_BITS.get(name, 16 if isinstance(type_, sa.SmallInteger) else 32)
+    if getattr(type_, "unsigned", False):
+        return 0, 2**bits - 1
+    return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1

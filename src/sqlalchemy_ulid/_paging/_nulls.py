@@ -38,6 +38,7 @@ from sqlalchemy.sql.elements import (
     Case,
     Cast,
     ColumnClause,
+    ColumnElement,
     Grouping,
     Label,
     Null,
@@ -81,17 +82,20 @@ def outer_joined(stmt: Any) -> bool:
     return False
 
 
-def may_be_null(expr: Any, stmt: Any) -> bool:
-    """Whether ``expr``, a column expression that ``stmt`` selects or sorts by, can be NULL."""
-    return _nullable(expr, outer_joined(stmt), _DEPTH)
+def may_be_null(expr: Any, stmt: Any, outer: bool | None = None) -> bool:
+    """Whether ``expr``, a column expression that ``stmt`` selects or sorts by, can be NULL.
+
+    ``outer``: whether ``stmt`` outer-joins (:func:`outer_joined`), if known.
+    """
+    return _nullable(expr, outer_joined(stmt) if outer is None else outer, _DEPTH)
 
 
 def _nullable(expr: Any, outer: bool, depth: int) -> bool:
     if depth <= 0:
         return True
     depth -= 1
-    if hasattr(expr, "__clause_element__"):
-        expr = expr.__clause_element__()
+    if not isinstance(expr, ColumnElement) and hasattr(expr, "__clause_element__"):
+        expr = expr.__clause_element__()  # an ORM attribute
     if isinstance(expr, (Label, Grouping)):
         return _nullable(expr.element, outer, depth)
     if isinstance(expr, (Cast, TypeCoerce)):

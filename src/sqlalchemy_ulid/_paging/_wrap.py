@@ -26,15 +26,36 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.sql import visitors
-from sqlalchemy.sql.elements import ColumnElement, Over
+from sqlalchemy.sql.elements import ColumnClause, ColumnElement, Over, UnaryExpression
 
-__all__ = ["paged_form"]
+__all__ = ["may_need_subquery", "paged_form"]
 
 _SUBQUERY = "sqlalchemy_ulid_paged"
 
 
 def _distinct_on(stmt: sa.Select[Any]) -> bool:
     return bool(stmt._distinct_on) or getattr(stmt, "_pre_columns_clause", None) is not None
+
+
+def may_need_subquery(stmt: sa.Select[Any]) -> bool:
+    """A cheap first test: False for a statement that surely pages as it is."""
+    if _distinct_on(stmt) or stmt._group_by_clauses or stmt._having_criteria:
+        return True
+    # Private attribute: the items as passed to select() (entities and tables
+    # unexpanded), read instead of selected_columns, which builds a collection.
+    return _windowed([*stmt._raw_columns, *stmt._order_by_clauses])
+
+
+def _windowed(exprs: Sequence[Any]) -> bool:
+    """Whether a window function is in any of ``exprs``."""
+    for expr in exprs:
+        while isinstance(expr, UnaryExpression):  # ASC, DESC, NULLS FIRST/LAST
+            expr = expr.element
+        if isinstance(expr, (ColumnClause, sa.FromClause)):
+            continue  # a column, a table or an entity: no window in it
+        if any(isinstance(node, Over) for node in visitors.iterate(expr)):
+            return True
+    return False
 
 
 def _reason(stmt: sa.Select[Any], keys: list[ColumnElement[Any]]) -> str | None:
@@ -45,7 +66,7 @@ def _reason(stmt: sa.Select[Any], keys: list[ColumnElement[Any]]) -> str | None:
     if _distinct_on(stmt):
         return "uses DISTINCT ON, whose ORDER BY picks the row kept of each group"
     for expr in [*stmt.selected_columns, *keys]:
-        if any(isinstance(node, Over) for node in visitors.iterate(expr)):
+        if _windowed([expr]):
             return f"computes a window function ({expr})"
     grouped = list(stmt._group_by_clauses)
     if grouped or stmt._having_criteria:

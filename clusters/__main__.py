@@ -1,4 +1,4 @@
-"""``python -m clusters start galera|pg-standby | stop [KIND|all] | status | demo``."""
+"""``python -m clusters start galera|pg-standby|pgbouncer | stop [KIND|all] | status | demo``."""
 
 from __future__ import annotations
 

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     )
     from ._feed import afollow, follow
     from ._guard import StaleULIDError, guard_ulid_age
+    from ._guard_ddl import guard_ulid_age_ddl
     from ._mixins import (
         ULIDAuditBase,
         ULIDBase,
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
     from ._settle import SettleError
     from ._sqltime import ulid_timestamp
     from ._timerange import created_before, created_between, created_since
+    from ._typeid import InvalidTypeID, TypeID, new_typeid
     from ._types import ULIDType
     from ._utctime import UTCDateTime
     from ._uuid7_defaults import (
@@ -73,6 +75,7 @@ __all__ = [
     "ClockSkewError",
     "CursorSealer",
     "InvalidCursor",
+    "InvalidTypeID",
     "InvalidULID",
     "MonotonicGenerator",
     "Page",
@@ -81,6 +84,7 @@ __all__ = [
     "Retry",
     "SettleError",
     "StaleULIDError",
+    "TypeID",
     "ULIDAuditBase",
     "ULIDBase",
     "ULIDPrimaryKey",
@@ -105,8 +109,10 @@ __all__ = [
     "drop_uuid7_function_ddl",
     "follow",
     "guard_ulid_age",
+    "guard_ulid_age_ddl",
     "install_ulid_function",
     "install_uuid7_function",
+    "new_typeid",
     "new_ulid",
     "new_uuid7",
     "paginate",
@@ -127,6 +133,11 @@ __version__ = "0.1.0"
 # Public name -> the private module that defines it, for the names whose
 # modules import SQLAlchemy.
 _LAZY = {
+    # Typed ids need no SQLAlchemy; lazy so that the few milliseconds of
+    # their encoding table are paid only by the apps that use them.
+    "InvalidTypeID": "_typeid",
+    "TypeID": "_typeid",
+    "new_typeid": "_typeid",
     "ULIDType": "_types",
     "Page": "_paging",
     "PaginationError": "_paging",
@@ -152,6 +163,7 @@ _LAZY = {
     "check_clock_skew": "_clock",
     "StaleULIDError": "_guard",
     "guard_ulid_age": "_guard",
+    "guard_ulid_age_ddl": "_guard_ddl",
     "create_partitions": "_partitions",
     "partition_ddl": "_partitions",
     "created_before": "_timerange",

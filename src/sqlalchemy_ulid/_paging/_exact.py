@@ -13,14 +13,16 @@ into a bound parameter unchanged. Refused, before any SQL, naming the fix:
   JSON, arrays, ...).
 
 A ``TypeDecorator`` whose results are processed (``process_result_value``)
-may return something other than what the database holds; its key is read and
-bound as the decorated type's own database type (:func:`raw_type`).
+may return something other than what the database holds, and a float read as
+``Decimal`` is rounded to ten places; such a key is read and bound as the
+database's own type (:func:`raw_type`).
 """
 
 from __future__ import annotations
 
 import enum
 import math
+import re
 import uuid
 from collections.abc import Callable
 from datetime import date, datetime, time
@@ -29,7 +31,9 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
+from sqlalchemy.sql import visitors
 from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.functions import FunctionElement
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from .._codec import InvalidCursor
@@ -39,12 +43,27 @@ from .._types import ULIDType
 from .._ulid import ULID
 from ._keyset import SortKey
 
-__all__ = ["check_key_type", "checked_value", "raw_type"]
+__all__ = ["bind_type", "check_key_type", "checked_value", "raw_type"]
 
 #: the Python values a cursor carries exactly (see _cursor._typed)
 _CARRIED = (bool, int, float, Decimal, str, bytes, datetime, date, time, uuid.UUID, ULID)
 #: significant digits a double carries through decimal text and back
 _DOUBLE_DIGITS = 15
+#: a date or datetime as MariaDB/MySQL's drivers return one they cannot
+#: make a date of ('0000-00-00', '2024-00-00 00:00:00')
+_ZERO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}( [0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?)?")
+#: functions whose value changes from one call (or row) to the next: the
+#: clock, random numbers, new ids
+_VOLATILE = {
+    "now", "current_timestamp", "current_date", "current_time", "localtimestamp",
+    "localtime", "clock_timestamp", "statement_timestamp", "transaction_timestamp",
+    "timeofday", "sysdate", "curdate", "curtime", "utc_timestamp", "utc_date",
+    "utc_time", "random", "rand", "uuid", "gen_random_uuid", "uuid_generate_v4",
+    "randomblob",
+}  # fmt: skip
+#: the widest NUMERIC of the supported databases (PostgreSQL's): digits
+#: before the decimal point, and after it
+_NUMERIC_WHOLE, _NUMERIC_SCALE = 131072, 16383
 
 
 def check_key_type(
@@ -54,8 +73,19 @@ def check_key_type(
     error: type[ValueError],
 ) -> None:
     """Raise ``error`` (before any SQL) for a sort key a cursor cannot carry exactly."""
+    for node in visitors.iterate(expr):
+        if not isinstance(node, FunctionElement):
+            continue
+        name = str(getattr(node, "name", "")).lower()
+        if name in _VOLATILE or (name == "unix_timestamp" and not list(node.clauses)):
+            raise error(
+                f"the sort key {expr} calls {name}(), whose value changes from one call to "
+                "the next, so a cursor made on one page would not find its row on the next: "
+                "sort by a stored column (such as the timestamp the key is computed from)"
+            )
     type_ = expr.type
-    if facts.enum_compares_as_text and isinstance(type_, sa.Enum) and type_.native_enum:
+    stored = _unwrapped(type_, dialect)
+    if facts.enum_compares_as_text and isinstance(stored, sa.Enum) and stored.native_enum:
         raise error(
             f"the sort key {expr} is a native ENUM, which this database sorts in "
             "declaration order but compares as text, so pages would skip rows: sort "
@@ -95,6 +125,15 @@ def check_key_type(
         )
 
 
+def _unwrapped(type_: TypeEngine[Any], dialect: Callable[[], Dialect]) -> TypeEngine[Any]:
+    """The type the database stores behind any ``TypeDecorator`` (an Enum behind one too)."""
+    for _ in range(8):
+        if not isinstance(type_, TypeDecorator):
+            break
+        type_ = type_.load_dialect_impl(dialect())
+    return type_
+
+
 def raw_python_type(type_: TypeEngine[Any], dialect: Callable[[], Dialect]) -> type:
     raw = raw_type(type_, dialect)
     return (raw or type_).python_type
@@ -105,7 +144,11 @@ def raw_type(type_: TypeEngine[Any], dialect: Callable[[], Dialect]) -> TypeEngi
 
     None for every other type (its values come back as the database holds
     them), and for the library's own types, whose round trip is exact.
+    A float read as ``Decimal`` (``Double(asdecimal=True)``) is rounded to
+    ten decimal places as it is read: its key is read as the double.
     """
+    if isinstance(type_, sa.Float) and type_.asdecimal and not isinstance(type_, TypeDecorator):
+        return sa.Double()
     if not isinstance(type_, TypeDecorator) or isinstance(type_, (ULIDType, sa.Interval)):
         return None
     kind = type(type_)
@@ -116,6 +159,74 @@ def raw_type(type_: TypeEngine[Any], dialect: Callable[[], Dialect]) -> TypeEngi
         return None
     impl = type_.load_dialect_impl(dialect())
     return None if isinstance(impl, TypeDecorator) else impl
+
+
+def bind_type(type_: TypeEngine[Any]) -> TypeEngine[Any]:
+    """The type a key's cursor value is bound as: the key's own, never narrower.
+
+    PostgreSQL's drivers cast each parameter to its type (``::INTEGER``;
+    asyncpg ``::NUMERIC(10, 2)``), but a key computed from a column holds
+    values its column's type cannot: ``sum()`` of an INTEGER is a BIGINT
+    (the cast failed past 2**31, after SQL), ``price / 3`` has more decimals
+    (the cast rounded them, and pages repeated rows). Such a key is bound as
+    a BIGINT, or a NUMERIC of no stated precision; the comparison is the same.
+    """
+    if isinstance(type_, TypeDecorator):
+        return type_
+    if isinstance(type_, sa.Integer) and not isinstance(type_, sa.BigInteger):
+        return sa.BigInteger()
+    if (
+        isinstance(type_, sa.Numeric)
+        and not isinstance(type_, sa.Float)
+        and (type_.precision is not None or type_.scale is not None)
+    ):
+        return sa.Numeric() if type_.asdecimal else sa.Numeric(asdecimal=False)
+    return type_
+
+
+def _holdable(value: Any, expected: type, facts: PagingSQL) -> bool:
+    """Whether a row could hold ``value``, a cursor's value of a key of Python type ``expected``.
+
+    Cursors are not signed, so one can carry values no database returns, and
+    binding them fails after SQL (PostgreSQL: "value overflows numeric
+    format", a NUL in text; any driver: a lone surrogate, which UTF-8 cannot
+    encode) or as the statement is built (a text that is not a ULID, a
+    signaling NaN): such a cursor is refused before any SQL.
+    """
+    if isinstance(value, str):
+        if not facts.text_holds_nul and "\x00" in value:
+            return False
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return False
+    if expected is ULID and not isinstance(value, (ULID, uuid.UUID)):
+        return False
+    if expected is uuid.UUID and not isinstance(value, uuid.UUID):
+        return False
+    if isinstance(value, Decimal):
+        if value.is_snan():
+            return False
+        if value.is_finite() and value:
+            exponent = value.as_tuple().exponent
+            assert isinstance(exponent, int)  # finite
+            return exponent >= -_NUMERIC_SCALE and value.adjusted() < _NUMERIC_WHOLE
+    return True
+
+
+def _zero_date(value: Any, expected: type, facts: PagingSQL) -> bool:
+    """Whether ``value`` is a date key's value that the driver returned as text.
+
+    MariaDB/MySQL store '0000-00-00' (and dates with a zero month or day)
+    under their default sql_mode, sort them first, and their drivers return
+    them as text; the cursor carries that text, bound as it came.
+    """
+    return (
+        facts.zero_dates
+        and expected in (date, datetime)
+        and isinstance(value, str)
+        and _ZERO_DATE.fullmatch(value) is not None
+    )
 
 
 # Key values checked against the type of their key when a cursor is read.
@@ -139,6 +250,10 @@ def checked_value(key: SortKey, value: Any, facts: PagingSQL) -> Any:
     try:
         expected = type_.python_type
     except NotImplementedError:
+        expected = object  # a type that does not say (literal_column)
+    if not _holdable(value, expected, facts):
+        raise InvalidCursor("the cursor is malformed (truncated or altered)")
+    if _zero_date(value, expected, facts):
         return value
     numbers = (int, float, Decimal)
     if expected is int and isinstance(value, Decimal) and value.is_finite() and value == int(value):

@@ -69,6 +69,10 @@ def outer_joined(stmt: Any) -> bool:
         if flags.get("isouter") or flags.get("full"):
             return True
     stack: list[Any] = list(getattr(stmt, "_from_obj", ()))
+    # An entity selected from a join, such as with_polymorphic(), which
+    # outer-joins the subclass tables: their NOT NULL columns are NULL on the
+    # rows of other classes.
+    stack += list(getattr(stmt, "columns_clause_froms", ()))
     while stack:
         item = stack.pop()
         if isinstance(item, sa.Join):

@@ -39,7 +39,7 @@ from .._errors import InvalidInput
 from .._keys import Keys
 from ._clauses import ULIDColumn, after, before
 from ._cursor import InvalidCursor, decode, encode, fingerprint
-from ._exact import check_key_type, checked_value, raw_type
+from ._exact import bind_type, check_key_type, checked_value, raw_type
 from ._keyset import Keyset, SortKey
 from ._nulls import may_be_null, outer_joined
 from ._wrap import may_need_subquery, paged_form
@@ -147,7 +147,9 @@ class Sort:
         """One bound parameter per key, of the key's own type (None for NULL)."""
         *head, last = self.keyset.keys
         binds: list[ColumnElement[Any] | None] = [
-            None if value is None else sa.bindparam(None, value, type_=key.type, unique=True)
+            None
+            if value is None
+            else sa.bindparam(None, value, type_=bind_type(key.type), unique=True)
             for key, value in zip(head, values, strict=False)
         ]
         return [*binds, keys.bind(last.expr, values[-1])]
@@ -302,11 +304,13 @@ def _entity_key(entity: Any, column: ColumnElement[Any]) -> str | None:
     mapper: Mapper[Any] | None = getattr(info, "mapper", None)
     if mapper is None:
         return None
-    for prop in mapper.column_attrs:
-        if any(_matches(c, column) for c in prop.columns):
-            return prop.key
-    # An aliased entity's attribute compares equal to the alias's column,
-    # not to the table's, so try the entity's own attributes too.
+    # An aliased entity (aliased(Model), a self-join's other side) maps the
+    # alias's columns, not the table's: matched by its own attributes only,
+    # or select(parent, Node) would read Node's keys from parent.
+    if not getattr(info, "is_aliased_class", False):
+        for prop in mapper.column_attrs:
+            if any(_matches(c, column) for c in prop.columns):
+                return prop.key
     for prop in mapper.column_attrs:
         if _matches(getattr(entity, prop.key), column):
             return prop.key

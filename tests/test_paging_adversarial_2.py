@@ -901,17 +901,6 @@ def test_key_of_an_entity_whose_column_is_deferred_with_raiseload(
         )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "with several items selected and a key mapped by an entity, the page runs with "
-        "populate_existing=True (_sort._key_readers) so the cursor holds the value the "
-        "database sorted by; in a session with autoflush=False (FastAPI's tutorial "
-        "sessionmaker) that refresh overwrites every unflushed change of each object the "
-        "page meets, silently. Needs the keys read from hidden columns of the row (and "
-        "the Row items rebuilt without them) instead of refreshing the objects"
-    ),
-)
 def test_pending_change_survives_a_page_that_refreshes_entities(engine: Engine, orm: None) -> None:
     """A page whose keys are read from entities refreshes them (populate_existing).
 
@@ -928,6 +917,30 @@ def test_pending_change_survives_a_page_that_refreshes_entities(engine: Engine, 
         node = session.scalars(sa.select(Node).where(Node.parent_id.is_not(None))).first()
         assert node is not None
         node.name = "renamed"
+        # Refused before any SQL: the reload would have discarded the change.
+        with recording(engine) as seen, pytest.raises(PaginationError, match="flush"):
+            paginate(session, stmt, Node.id, limit=20)
+        assert seen == []
+        assert node.name == "renamed"
+        assert node in session.dirty
+        # Flushed, the page runs and the change is what it reads back.
+        session.flush()
+        page = paginate(session, stmt, Node.id, limit=20)
+        assert node.name == "renamed"
+        assert node.id in [row[0].id for row in page.items]
+        session.rollback()
+    with Session(engine) as session:  # autoflush on: the query flushes first
+        node = session.scalars(sa.select(Node).where(Node.parent_id.is_not(None))).first()
+        assert node is not None
+        node.name = "renamed"
         paginate(session, stmt, Node.id, limit=20)
+        assert node.name == "renamed"
+        session.rollback()
+    with Session(engine, autoflush=False) as session:  # keys selected as columns: no reload
+        node = session.scalars(sa.select(Node).where(Node.parent_id.is_not(None))).first()
+        assert node is not None
+        node.name = "renamed"
+        columns = sa.select(Node, Node.score).order_by(Node.score, Node.id)
+        paginate(session, columns, Node.id, limit=20)
         assert node.name == "renamed"
         assert node in session.dirty

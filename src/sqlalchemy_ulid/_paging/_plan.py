@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect, Row
+from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from .._checks import check_limit
@@ -33,6 +34,7 @@ from .._settle import (
 from ._cursor import Cursor, looks_keyset
 from ._page import Total, check_total, count_step
 from ._sort import (
+    PaginationError,
     Sort,
     ULIDColumn,
     _reader,
@@ -48,7 +50,7 @@ if TYPE_CHECKING:
     # installs: the sync path must import without it.
     pass
 
-__all__ = ["Plan", "known", "paging_of", "plan_page"]
+__all__ = ["Plan", "known", "paging_of", "plan_page", "refuse_unflushed"]
 
 
 @dataclass(frozen=True)
@@ -270,3 +272,25 @@ def paging_of(dialect: Callable[[], Dialect] | None) -> Callable[[], PagingSQL]:
     """The dialect's paging facts, looked up only when a plan needs them."""
     lookup = known(dialect)
     return lambda: dialect_row(lookup()).paging
+
+
+def refuse_unflushed(session: Any, plan: Plan) -> None:
+    """Refuse a page that would reload objects holding changes not flushed yet.
+
+    A page that reads its sort keys from the selected objects reloads them
+    (``populate_existing``); in a session that does not autoflush, that
+    reload would discard the caller's pending changes to them, silently.
+    """
+    if not plan.statement.get_execution_options().get("populate_existing"):
+        return
+    target = session
+    if not isinstance(target, Session) and hasattr(target, "registry"):
+        target = target()  # scoped_session, async_scoped_session
+    target = getattr(target, "sync_session", target)  # AsyncSession
+    if isinstance(target, Session) and not target.autoflush and target.dirty:
+        raise PaginationError(
+            "this page reads its sort keys from the selected objects and reloads them, "
+            "and the session holds changes not flushed yet (autoflush is off) that the "
+            "reload would discard: call session.flush() first, or select the sort keys "
+            "as columns"
+        )

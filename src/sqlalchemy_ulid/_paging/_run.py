@@ -36,7 +36,7 @@ from .._settle import (
 from .._settle import Step as _Step
 from ._cursor import Cursor
 from ._page import Page, Total
-from ._plan import Plan, plan_page
+from ._plan import Plan, plan_page, refuse_unflushed
 from ._sort import (
     PaginationError,
     ULIDColumn,
@@ -336,6 +336,7 @@ def paginate(
         dialect=_dialect_of(session, stmt),
         total=total,
     )
+    refuse_unflushed(session, plan)
     binding = _orm_binding(stmt) if orm else {}
     if plan.horizon is not None:
         # Connect now (all checks have passed): the horizon's SQL depends on
@@ -415,6 +416,7 @@ async def apaginate(
         dialect=_dialect_of(session, stmt),
         total=total,
     )
+    refuse_unflushed(session, plan)
     binding = _orm_binding(stmt) if orm else {}
     if plan.horizon is not None:
         connection = (

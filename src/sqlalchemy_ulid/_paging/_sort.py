@@ -325,14 +325,19 @@ def _find(stmt: sa.Select[Any], column: ColumnElement[Any], orm: bool) -> _Reade
             if _matches(selected, column):
                 return _column(index)
         return None
-    for index, description in enumerate(stmt.column_descriptions):
+    descriptions = list(enumerate(stmt.column_descriptions))
+    # A key selected as a column is read from it first: the value the
+    # database sorted by, with no reload of the objects the page meets.
+    for index, description in descriptions:
+        expr, entity = description["expr"], description.get("entity")
+        if not (entity is not None and expr is entity) and _matches(expr, column):
+            return _column(index)
+    for index, description in descriptions:
         expr, entity = description["expr"], description.get("entity")
         if entity is not None and expr is entity:
             key = _entity_key(entity, column)
             if key is not None:
                 return _attribute(index, key)
-        elif _matches(expr, column):
-            return _column(index)
     return None
 
 

@@ -37,7 +37,15 @@ from .._errors import CursorSortMismatch
 from .._kinds import UUID_TEXT as _UUID_TEXT
 from .._ulid import ULID
 
-__all__ = ["Cursor", "InvalidCursor", "decode", "encode", "fingerprint", "looks_keyset"]
+__all__ = [
+    "MAX_TEXT",
+    "Cursor",
+    "InvalidCursor",
+    "decode",
+    "encode",
+    "fingerprint",
+    "looks_keyset",
+]
 
 #: A cursor: a ULID, a uuid.UUID, or the column's text form of either, or
 #: the opaque text of a multi-key cursor.
@@ -47,13 +55,15 @@ Cursor = Union[ULID, uuid.UUID, str]  # noqa: UP007
 VERSION = 1
 _FINGERPRINT = 6
 _CHECK = 4
-_MAX_TEXT = 4096  # characters: a cursor is a position, not a document
+#: The longest cursor text accepted, in characters: room for a long text key
+#: (a cursor carries its keys' values whole), and a bound against abuse.
+MAX_TEXT = 65536
 _TEXT = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def looks_keyset(text: str) -> bool:
     """Whether ``text`` has the form of a multi-key cursor (not whether it is valid)."""
-    if len(text) > _MAX_TEXT or not _TEXT.fullmatch(text):
+    if len(text) > MAX_TEXT or not _TEXT.fullmatch(text):
         return False
     try:
         raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
@@ -176,7 +186,7 @@ def decode(text: object, sort: bytes, count: int) -> list[Any]:
     if not isinstance(text, str):
         raise TypeError(f"a cursor is text, not {type(text).__name__}")
     malformed = InvalidCursor("the cursor is malformed (truncated or altered)")
-    if not text or len(text) > _MAX_TEXT or not _TEXT.fullmatch(text):
+    if not text or len(text) > MAX_TEXT or not _TEXT.fullmatch(text):
         raise malformed
     try:
         raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))

@@ -38,7 +38,7 @@ from .._dialects import dialect_row
 from .._errors import InvalidInput
 from .._keys import Keys
 from ._clauses import ULIDColumn, after, before
-from ._cursor import InvalidCursor, decode, encode, fingerprint
+from ._cursor import MAX_TEXT, InvalidCursor, decode, encode, fingerprint
 from ._exact import bind_type, check_key_type, checked_value, raw_type
 from ._keyset import Keyset, SortKey
 from ._nulls import may_be_null, outer_joined
@@ -126,9 +126,17 @@ class Sort:
     def cursor(self, row: Row[Any], id_text: str) -> str:
         """The cursor of a row: its key values, the paging column's as text."""
         try:
-            return encode(self.fingerprint, [read(row) for read in self.readers] + [id_text])
+            text = encode(self.fingerprint, [read(row) for read in self.readers] + [id_text])
         except TypeError as exc:
             raise PaginationError(f"{exc}: sort by another expression") from None
+        if len(text) > MAX_TEXT:
+            # Refused here, loudly, rather than by the next call's decode().
+            raise PaginationError(
+                f"the sort keys of a row make a cursor of {len(text)} characters, more "
+                f"than the {MAX_TEXT} a cursor may have: sort by a shorter expression "
+                "(such as a prefix of the long key)"
+            )
+        return text
 
     def parse(self, cursor: object, keys: Keys) -> list[Any]:
         """The key values of a cursor of this sort, typed for binding (no SQL)."""

@@ -148,6 +148,10 @@ def test_offline_script_refuses_a_time_column_that_cannot_date_ids(
 
 #: The largest Unix millisecond a ULID holds.
 MAX_MS = 2**48 - 1
+#: Names of these tests' own: a database may hold an ``alembic_version`` or an
+#: ``offline_live`` of another tool's.
+VERSION_TABLE = "alembic_version_online_offline"
+LIVE = f"offline_live_{os.getpid()}"
 
 
 @pytest.fixture
@@ -155,7 +159,7 @@ def maria(backends: dict[str, Backend]) -> Iterator[Engine]:
     with private_engine(backends["mysql"]) as engine:
         yield engine
         with engine.begin() as conn:
-            conn.exec_driver_sql("DROP TABLE IF EXISTS alembic_version")
+            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {VERSION_TABLE}, {LIVE}")
 
 
 def _alembic_sql(engine: Engine, tmp_path: Path, call: str) -> str:
@@ -168,7 +172,10 @@ def _alembic_sql(engine: Engine, tmp_path: Path, call: str) -> str:
 
             import sqlalchemy_ulid.alembic  # noqa: F401
 
-            context.configure(url=context.config.get_main_option("sqlalchemy.url"))
+            context.configure(
+                url=context.config.get_main_option("sqlalchemy.url"),
+                version_table="alembic_version_online_offline",
+            )
             with context.begin_transaction():
                 context.run_migrations()
             """
@@ -222,7 +229,7 @@ def _writer(engine: Engine, stop: threading.Event, written: list[int]) -> None:
     with engine.connect() as conn:
         conn.exec_driver_sql("SET SESSION innodb_lock_wait_timeout = 10, lock_wait_timeout = 10")
         while not stop.is_set() and time.monotonic() < deadline:
-            conn.exec_driver_sql("INSERT INTO offline_live (created_at) VALUES (UTC_TIMESTAMP(3))")
+            conn.exec_driver_sql(f"INSERT INTO {LIVE} (created_at) VALUES (UTC_TIMESTAMP(3))")
             conn.commit()
             written.append(1)
             time.sleep(0.002)
@@ -237,16 +244,16 @@ def test_mariadb_offline_script_fills_while_a_writer_inserts(maria: Engine, tmp_
     )
     _maria_make(
         maria,
-        "offline_live",
+        LIVE,
         "id bigint AUTO_INCREMENT PRIMARY KEY, created_at datetime(3) NOT NULL",
     )
     with maria.begin() as conn:
         conn.exec_driver_sql("SET time_zone = '+00:00'")
-        conn.exec_driver_sql(f"INSERT INTO offline_live VALUES {values}")
+        conn.exec_driver_sql(f"INSERT INTO {LIVE} VALUES {values}")
     script = _alembic_sql(
         maria,
         tmp_path,
-        "add_ulid_column('offline_live', 'public_id', 'created_at', online=True, "
+        f"add_ulid_column('{LIVE}', 'public_id', 'created_at', online=True, "
         "server_default=True, batch_size=200, pause=0.02)",
     )
     assert "BEGIN NOT ATOMIC" in script
@@ -265,7 +272,7 @@ def test_mariadb_offline_script_fills_while_a_writer_inserts(maria: Engine, tmp_
     assert done.returncode == 0, done.stderr
     # The rows, and the writer's rows inserted before the DEFAULT was set.
     filled = re.findall(
-        r"add_ulid_column: (\d+) rows of offline_live.public_id filled", done.stdout
+        rf"add_ulid_column: (\d+) rows of {LIVE}.public_id filled", done.stdout
     )
     assert int(filled[-1]) >= rows
     assert written, "the writer inserted no row"
@@ -273,9 +280,9 @@ def test_mariadb_offline_script_fills_while_a_writer_inserts(maria: Engine, tmp_
         conn.exec_driver_sql("SET time_zone = '+00:00'")
         table = conn.exec_driver_sql(
             "SELECT id, FLOOR(UNIX_TIMESTAMP(created_at) * 1000), public_id "
-            "FROM offline_live ORDER BY id"
+            f"FROM {LIVE} ORDER BY id"
         ).all()
-        unique = sa.inspect(conn).get_unique_constraints("offline_live")
+        unique = sa.inspect(conn).get_unique_constraints(LIVE)
     assert len(table) > rows
     ties: dict[tuple[int, int], int] = {}
     for key, ms, raw in table[:rows]:
@@ -288,7 +295,7 @@ def test_mariadb_offline_script_fills_while_a_writer_inserts(maria: Engine, tmp_
     for _key, ms, raw in table[rows:]:
         # The writer's rows: filled by the backfill, or by the DEFAULT (the time of insert).
         assert abs(ULID.from_bytes(raw).timestamp_ms - int(ms)) < 5000
-    assert _columns(maria, "offline_live")["public_id"] == ("BINARY(16)", False)
+    assert _columns(maria, LIVE)["public_id"] == ("BINARY(16)", False)
     assert [u["column_names"] for u in unique] == [["public_id"]]
     # The backfill block again: nothing to do, nothing changed.
     block = script[script.index("-- Phase 2") : script.index("-- Phase 3")]
@@ -296,9 +303,9 @@ def test_mariadb_offline_script_fills_while_a_writer_inserts(maria: Engine, tmp_
     assert again.returncode == 0, again.stderr
     assert "filled" not in again.stdout
     with maria.connect() as conn:
-        after = conn.exec_driver_sql("SELECT id, public_id FROM offline_live ORDER BY id").all()
+        after = conn.exec_driver_sql(f"SELECT id, public_id FROM {LIVE} ORDER BY id").all()
     assert [(r[0], r[2]) for r in table] == [tuple(r) for r in after[: len(table)]]
-    _drop(maria, "offline_live")
+    _drop(maria, LIVE)
 
 
 def test_mariadb_offline_script_runs_for_odd_names(maria: Engine, tmp_path: Path) -> None:

@@ -308,6 +308,7 @@ def _waiting(engine: Engine, wait: float = 20) -> None:
         while time.monotonic() < deadline:
             found = conn.exec_driver_sql(
                 "SELECT 1 FROM pg_stat_activity WHERE application_name = %(app)s "
+                "AND datname = current_database() "
                 "AND wait_event_type = 'Lock'",
                 {"app": APP},
             ).first()

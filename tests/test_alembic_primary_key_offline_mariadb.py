@@ -772,7 +772,7 @@ def test_client_killed_inside_the_fill_then_rerun(maria: Engine, tmp_path: Path)
                 return bool(
                     conn.exec_driver_sql(
                         "SELECT COUNT(*) FROM information_schema.PROCESSLIST "
-                        "WHERE INFO LIKE 'DO GET_LOCK(%%'"
+                        "WHERE INFO LIKE 'DO GET_LOCK(%%' AND DB = DATABASE()"
                     ).scalar()
                 )
 

@@ -610,6 +610,7 @@ def _blocked(pg: Engine, hold: str, wait: float = 20) -> int:
         while time.monotonic() < deadline:
             pid = conn.exec_driver_sql(
                 "SELECT pid FROM pg_stat_activity WHERE application_name = %(app)s "
+                "AND datname = current_database() "
                 "AND wait_event_type = 'Lock'",
                 {"app": APP},
             ).scalar()

@@ -31,7 +31,7 @@ from sqlalchemy.engine import Connection, Engine
 
 import _writers
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
-from _offline_scripts import alembic_sql
+from _offline_scripts import VERSION_TABLE, alembic_sql
 from conftest import Backend, private_engine
 from sqlalchemy_ulid import ULID, ULIDType, new_ulid, new_uuid7
 
@@ -55,7 +55,7 @@ def engine(backends: dict[str, Backend]) -> Iterator[Engine]:
 
 def _drop(engine: Engine) -> None:
     with engine.begin() as conn:
-        for name in (TABLE, TWIN, "alembic_version"):
+        for name in (TABLE, TWIN, VERSION_TABLE):
             conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name} CASCADE")
         for name in (TABLE, TWIN):
             conn.exec_driver_sql(f"DROP FUNCTION IF EXISTS {name}_ref__ulid_sync()")
@@ -367,7 +367,7 @@ def _terminate_when(engine: Engine, app: str, sql: str) -> threading.Thread:
                 if ready:
                     conn.exec_driver_sql(
                         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                        f"WHERE application_name = '{app}'"
+                        f"WHERE application_name = '{app}' AND datname = current_database()"
                     )
                     return
                 conn.rollback()

@@ -196,8 +196,9 @@ _BAD_HEX = [
 ]
 _BAD_BINARY = [
     V4.bytes,  # version 4
-    new_uuid7().bytes[:15],  # 15 bytes
-    new_uuid7().bytes + b"\x00",  # 17 bytes
+    # A fixed UUIDv7, not a new one: pytest-xdist workers must collect the same ids.
+    uuid.UUID("0190a0b1-c2d3-7e4f-8012-3456789abcde").bytes[:15],  # 15 bytes
+    uuid.UUID("0190a0b1-c2d3-7e4f-8012-3456789abcde").bytes + b"\x00",  # 17 bytes
 ]
 
 

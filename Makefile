@@ -12,7 +12,7 @@ EXTRAS := tests,tests-integrations,docs,bench
 $(STAMP): pyproject.toml
 	if command -v uv >/dev/null 2>&1; then \
 		[ -x $(BIN)/python ] || uv venv --quiet -p $(PYTHON) $(VENV); \
-		uv pip install --quiet -p $(BIN)/python -e '.[$(EXTRAS)]'; \
+		uv pip install --quiet --compile-bytecode -p $(BIN)/python -e '.[$(EXTRAS)]'; \
 	else \
 		$(PYTHON) -m venv $(VENV) && \
 		$(BIN)/python -m pip install --quiet --upgrade pip && \
@@ -26,11 +26,13 @@ demo: $(STAMP)
 # The whole suite on TEST_WORKERS pytest-xdist workers, each in databases of its
 # own (tests/conftest.py); TEST_WORKERS=0 runs it in one process. Measured on
 # the 2-core machine: the tests wait on locks, sleeps and subprocesses more
-# than they compute, so more workers than cores is faster.
+# than they compute, so more workers than cores is faster. Bytecode is written
+# even where PYTHONDONTWRITEBYTECODE is set: without it every worker compiles
+# every module it imports, and pytest rewrites every test module, each run.
 TEST_WORKERS ?= 4
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests examples benchmarks migrations_example .ci clusters conftest.py

@@ -11,7 +11,6 @@ from __future__ import annotations
 import io
 import os
 import re
-import shutil
 import subprocess
 import textwrap
 import threading
@@ -29,6 +28,7 @@ from alembic.operations import Operations
 from alembic.util import CommandError
 from sqlalchemy.engine import Engine
 
+import _clients
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from conftest import Backend, private_engine
 from sqlalchemy_ulid import ULID
@@ -57,17 +57,7 @@ def _script(table: str) -> str:
 
 def _psql(engine: Engine, script: str, stop: bool = True) -> subprocess.CompletedProcess[str]:
     """Run the script with the real psql (``stop``: as the docs say, ON_ERROR_STOP=1)."""
-    psql = shutil.which("psql")
-    assert psql is not None, "psql is needed to run an offline script"
-    url = engine.url
-    return subprocess.run(
-        [psql, "-X", "-q", *(["-v", "ON_ERROR_STOP=1"] if stop else []),
-         "-h", url.host or "127.0.0.1",
-         "-p", str(url.port or 5432), "-U", url.username or "postgres",
-         "-d", url.database or "", "-f", "-"],
-        input=script, text=True, capture_output=True, timeout=60, check=False,
-        env={**os.environ, "PGPASSWORD": url.password or ""},
-    )  # fmt: skip
+    return _clients.psql(engine, script, stop=stop, timeout=60)
 
 
 def _make(engine: Engine, table: str, time_type: str, values: list[str]) -> str:
@@ -197,13 +187,7 @@ def _alembic_sql(engine: Engine, tmp_path: Path, call: str) -> str:
 
 def _mariadb(engine: Engine, script: str, *options: str) -> subprocess.CompletedProcess[str]:
     """Run a script with the real mariadb client (it stops at the first error)."""
-    url = engine.url
-    return subprocess.run(
-        ["mariadb", "--batch", *options, "-h", url.host or "127.0.0.1", "-P", str(url.port or 3306),
-         "-u", url.username or "root", *([f"-p{url.password}"] if url.password else []),
-         url.database or ""],
-        input=script, capture_output=True, text=True, check=False, timeout=120,
-    )  # fmt: skip
+    return _clients.mariadb(engine, script, *options)
 
 
 def _maria_make(engine: Engine, quoted: str, columns: str, rows: str = "") -> None:

@@ -12,8 +12,6 @@ second rerun does nothing. Writers go on while the script runs.
 from __future__ import annotations
 
 import io
-import os
-import shutil
 import subprocess
 import textwrap
 import threading
@@ -29,6 +27,7 @@ from alembic.migration import MigrationContext
 from alembic.operations import Operations
 from sqlalchemy.engine import Connection, Engine
 
+import _clients
 import _writers
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from _offline_scripts import VERSION_TABLE, alembic_sql
@@ -163,16 +162,7 @@ def _op_sql(op: str, from_: str, to: str, **options: Any) -> str:
 
 
 def _psql(engine: Engine, script: str, app: str = "sf-offline") -> subprocess.CompletedProcess[str]:
-    psql = shutil.which("psql")
-    assert psql is not None, "psql is needed to run an offline script"
-    url = engine.url
-    return subprocess.run(
-        [psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", url.host or "127.0.0.1",
-         "-p", str(url.port or 5432), "-U", url.username or "postgres",
-         "-d", url.database or "", "-f", "-"],
-        input=script, text=True, capture_output=True, timeout=90, check=False,
-        env={**os.environ, "PGPASSWORD": url.password or "", "PGAPPNAME": app},
-    )  # fmt: skip
+    return _clients.psql(engine, script, app=app)
 
 
 def _call(op: str, from_: str, to: str, **options: Any) -> str:

@@ -11,8 +11,6 @@ the same refusals where it shares the cause.
 from __future__ import annotations
 
 import io
-import os
-import shutil
 import subprocess
 import threading
 import time
@@ -27,6 +25,7 @@ from alembic.migration import MigrationContext
 from alembic.operations import Operations
 from sqlalchemy.engine import Engine
 
+import _clients
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from _offline_scripts import VERSION_TABLE, alembic_sql
 from conftest import Backend, private_engine
@@ -127,16 +126,7 @@ def _psql(
     engine: Engine, script: str, *options: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """The real psql on ``script`` (stdin), with ``options`` and nothing else."""
-    psql = shutil.which("psql")
-    assert psql is not None, "psql is needed to run an offline script"
-    url = engine.url
-    return subprocess.run(
-        [psql, "-X", "-q", *options, "-h", url.host or "127.0.0.1",
-         "-p", str(url.port or 5432), "-U", url.username or "postgres",
-         "-d", url.database or "", "-f", "-"],
-        input=script, text=True, capture_output=True, timeout=90, check=False,
-        env={**os.environ, "PGPASSWORD": url.password or "", **(env or {})},
-    )  # fmt: skip
+    return _clients.psql(engine, script, *options, stop=False, env=env)
 
 
 def _alembic_upgrade_sql(engine: Engine, tmp_path: Path) -> str:

@@ -27,6 +27,7 @@ from alembic.migration import MigrationContext
 from alembic.operations import Operations
 from sqlalchemy.engine import Connection, Engine
 
+import _clients
 import _sessions
 import _writers
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
@@ -150,13 +151,7 @@ def _op_sql(op: str, column: str, from_: str, to: str, **options: Any) -> str:
 
 def _mariadb(engine: Engine, script: str) -> subprocess.CompletedProcess[str]:
     """Run a script with the real mariadb client (it stops at the first error)."""
-    url = engine.url
-    return subprocess.run(
-        ["mariadb", "--batch", "-h", url.host or "127.0.0.1", "-P", str(url.port or 3306),
-         "-u", url.username or "root", *([f"-p{url.password}"] if url.password else []),
-         url.database or ""],
-        input=script, capture_output=True, text=True, check=False, timeout=90,
-    )  # fmt: skip
+    return _clients.mariadb(engine, script, timeout=90)
 
 
 def _online(engine: Engine, op: str, column: str, from_: str, to: str) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import os
 import shutil
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from alembic.config import Config
 from alembic.util import CommandError
 from sqlalchemy.engine import Engine
 
+import _clients
 import _databases
 from conftest import Backend
 from sqlalchemy_ulid import ULID, ULIDType, drop_ulid_function
@@ -226,13 +226,7 @@ def _mariadb(
     engine: Engine, script: str, *, check: bool = True
 ) -> subprocess.CompletedProcess[str]:
     """Run a script with the real mariadb client, stopping at the first error."""
-    url = engine.url
-    result = subprocess.run(
-        ["mariadb", "--batch", "-h", url.host or "127.0.0.1", "-P", str(url.port or 3306),
-         "-u", url.username or "root", *([f"-p{url.password}"] if url.password else []),
-         url.database or ""],
-        input=script, capture_output=True, text=True, check=False, timeout=120,
-    )  # fmt: skip
+    result = _clients.mariadb(engine, script)
     if check:
         assert result.returncode == 0, result.stderr
     return result
@@ -240,14 +234,7 @@ def _mariadb(
 
 def _psql(engine: Engine, script: str) -> None:
     """Run a script with the real psql, stopping at the first error."""
-    url = engine.url
-    env = {**os.environ, "PGPASSWORD": url.password or ""}
-    result = subprocess.run(
-        ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", url.host or "127.0.0.1",
-         "-p", str(url.port or 5432), "-U", url.username or "postgres", "-d", url.database or "",
-         "-f", "-"],
-        input=script, capture_output=True, text=True, env=env, check=False, timeout=120,
-    )  # fmt: skip
+    result = _clients.psql(engine, script, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "rows of orders.public_id filled" in result.stderr
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 _CONTRIB = Path(__file__).parent / "src" / "sqlalchemy_ulid" / "contrib"
 # contrib module -> the package it adapts (when the names differ)
-_PACKAGE = {"python_ulid": "ulid"}
+_PACKAGE = {"python_ulid": "ulid", "typeid_python": "typeid"}
 
 collect_ignore = [
     str(path)

@@ -84,3 +84,48 @@ def v7(ms: int, random_bits: int) -> uuid.UUID:
     """The UUIDv7 of ``ms`` with ``random_bits`` spread over its 74 random bits."""
     rand_a, rand_b = random_bits >> 62, random_bits & ((1 << 62) - 1)
     return uuid.UUID(int=uuid7_min_at(ms).int | rand_a << 64 | rand_b)
+
+
+# -- typed ids (TypeID) -----------------------------------------------------------
+
+#: Valid TypeID prefixes: empty, or lowercase letters and underscores, at most
+#: 63, starting and ending with a letter.
+typeid_prefixes = st.one_of(
+    st.just(""),
+    st.from_regex(r"[a-z]([a-z_]{0,61}[a-z])?", fullmatch=True),
+)
+
+
+@st.composite
+def typeid_parts(draw: st.DrawFn) -> tuple[str, uuid.UUID]:
+    """A valid prefix and any UUID (every 128-bit value is a valid suffix)."""
+    return draw(typeid_prefixes), uuid.UUID(int=draw(ulid_ints))
+
+
+# Near-misses: uppercase, digits, separators, the letters Crockford leaves out,
+# lookalikes that case-fold to ASCII, non-ASCII letters.
+_TYPEID_MIX = (
+    "0123456789abcdefghjkmnpqrstvwxyz"
+    "_ABZilou8 -.\u00e9\u212a\u0131\u0660"
+)
+
+
+@st.composite
+def maybe_typeid_texts(draw: st.DrawFn) -> str:
+    """Strings near the shape of a TypeID: some valid, most subtly not."""
+    prefix, value = draw(typeid_parts())
+    from sqlalchemy_ulid import TypeID
+
+    text = str(TypeID.from_uuid(prefix, value))
+    mode = draw(st.sampled_from(["valid", "replace", "insert", "delete", "random"]))
+    if mode == "valid" or not text:
+        return text
+    if mode == "random":
+        return draw(st.text(alphabet=_TYPEID_MIX, max_size=40))
+    position = draw(st.integers(min_value=0, max_value=len(text) - 1))
+    char = draw(st.sampled_from(_TYPEID_MIX))
+    if mode == "replace":
+        return text[:position] + char + text[position + 1 :]
+    if mode == "insert":
+        return text[:position] + char + text[position:]
+    return text[:position] + text[position + 1 :]

@@ -173,7 +173,7 @@ BAD_ARGS: list[tuple[list[str], str]] = [
     (["new", "--at", "1969-12-31T23:59:59Z"], "59Z: datetime 1969-12-31T23:59:59+00:00 is before"),
     (["new", "--at", str(1 << 48)], "outside 0 .. 2**48 - 1"),  # past 48 bits
     (["new", "--format", "base64"], "invalid choice: 'base64'"),  # unknown format
-    (["inspect"], "the following arguments are required: ULID"),  # nothing to inspect
+    (["inspect"], "the following arguments are required: ID"),  # nothing to inspect
     (["new", "--bogus"], "unrecognized arguments: --bogus"),  # unknown option
     (["frobnicate"], "invalid choice: 'frobnicate'"),  # unknown command
 ]

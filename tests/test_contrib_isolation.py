@@ -20,6 +20,7 @@ THIRD_PARTY = (
     "advanced_alchemy",
     "strawberry",
     "graphql",
+    "typeid",
 )
 
 
@@ -44,6 +45,7 @@ def test_core_and_its_lazy_names_import_no_integration() -> None:
         ("sqladmin", "markupsafe", "sqladmin"),  # its dependency, missing first
         ("sqlakeyset", "sqlakeyset", "sqlakeyset"),
         ("python_ulid", "ulid", "python-ulid"),
+        ("typeid_python", "typeid", "typeid-python"),
         ("strawberry", "strawberry", "strawberry"),
         ("strawberry", "graphql", "strawberry"),  # its dependency
         ("advanced_alchemy", "advanced_alchemy", "advanced-alchemy"),

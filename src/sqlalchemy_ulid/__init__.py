@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from ._settle import SettleError
     from ._sqltime import ulid_timestamp
     from ._timerange import created_before, created_between, created_since
+    from ._typeid import InvalidTypeID, TypeID, new_typeid
     from ._types import ULIDType
     from ._utctime import UTCDateTime
     from ._uuid7_defaults import (
@@ -73,6 +74,7 @@ __all__ = [
     "ClockSkewError",
     "CursorSealer",
     "InvalidCursor",
+    "InvalidTypeID",
     "InvalidULID",
     "MonotonicGenerator",
     "Page",
@@ -81,6 +83,7 @@ __all__ = [
     "Retry",
     "SettleError",
     "StaleULIDError",
+    "TypeID",
     "ULIDAuditBase",
     "ULIDBase",
     "ULIDPrimaryKey",
@@ -107,6 +110,7 @@ __all__ = [
     "guard_ulid_age",
     "install_ulid_function",
     "install_uuid7_function",
+    "new_typeid",
     "new_ulid",
     "new_uuid7",
     "paginate",
@@ -127,6 +131,11 @@ __version__ = "0.1.0"
 # Public name -> the private module that defines it, for the names whose
 # modules import SQLAlchemy.
 _LAZY = {
+    # Typed ids need no SQLAlchemy; lazy so that the few milliseconds of
+    # their encoding table are paid only by the apps that use them.
+    "InvalidTypeID": "_typeid",
+    "TypeID": "_typeid",
+    "new_typeid": "_typeid",
     "ULIDType": "_types",
     "Page": "_paging",
     "PaginationError": "_paging",

@@ -11,15 +11,20 @@ import json
 import os
 import re
 import sys
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from . import __version__
 from ._codec import InvalidULID
 from ._generator import MonotonicGenerator
 from ._time import to_ms
 from ._ulid import ULID
+
+if TYPE_CHECKING:
+    from ._typeid import TypeID
 
 __all__ = ["Result", "main", "run"]
 
@@ -93,12 +98,13 @@ def _parser() -> _Parser:
         help="canonical: 26 characters of Crockford base32 (the default); "
         "uuid: the same 128 bits as a UUID; hex: 32 lower-case hex digits",
     )
-    inspect = commands.add_parser("inspect", help="decode ULIDs")
+    inspect = commands.add_parser("inspect", help="decode ULIDs and typed ids (TypeIDs)")
     inspect.add_argument(
         "ulids",
         nargs="+",
-        metavar="ULID",
-        help="ULIDs in any case; each bad one is reported, the good ones are still shown",
+        metavar="ID",
+        help="ULIDs in any case, or typed ids such as user_01h455vb4pex5vsknk084sn02q; "
+        "each bad one is reported, the good ones are still shown",
     )
     inspect.add_argument("--json", action="store_true", help="one JSON object per line")
     return parser
@@ -175,22 +181,53 @@ def describe(ulid: ULID) -> dict[str, object]:
     }
 
 
+def describe_typeid(typeid: TypeID) -> dict[str, object]:
+    """Return the fields ``inspect`` shows for one typed id."""
+    value = typeid.uuid
+    when: str | None = None
+    if value.version == 7 and value.variant == uuid.RFC_4122:
+        # Only a UUIDv7 says its time; other versions' first bits are not one.
+        try:
+            when = typeid.datetime.isoformat().replace("+00:00", "Z")
+        except OverflowError:
+            when = None
+    return {
+        "typeid": str(typeid),
+        "prefix": typeid.prefix,
+        "suffix": typeid.suffix,
+        "uuid": str(value),
+        "version": value.version if value.variant == uuid.RFC_4122 else None,
+        "timestamp_ms": typeid.int >> 80 if when is not None else None,
+        "datetime": when,
+        "hex": value.hex,
+    }
+
+
+def _describe(text: str) -> dict[str, object]:
+    # An underscore names a typed id (a ULID has none); a prefix-less typed
+    # id is 26 lowercase characters, which read as the same 128 bits as a ULID.
+    if "_" in text:
+        from ._typeid import TypeID
+
+        return describe_typeid(TypeID.parse(text))
+    return describe(ULID(text))
+
+
 def _shown(text: str) -> str:
     # Long garbage stays readable in the error line.
     return repr(text) if len(text) <= 40 else repr(text[:37] + "...")
 
 
 def _inspect(texts: Sequence[str], as_json: bool) -> Result:
-    """Show every good ULID; name each bad one on stderr, and exit 2 if any was bad."""
+    """Show every good ULID or typed id; name each bad one on stderr, and exit 2 if any was bad."""
     shown: list[str] = []
     errors: list[str] = []
     for position, text in enumerate(texts, start=1):
         try:
-            ulid = ULID(text)
-        except InvalidULID as exc:
+            fields = _describe(text)
+        except InvalidULID as exc:  # InvalidTypeID too
             errors.append(f"sqlalchemy-ulid: error: argument {position} {_shown(text)}: {exc}\n")
             continue
-        fields = describe(ulid)
         if as_json:
             shown.append(json.dumps(fields) + "\n")
             continue

@@ -1,0 +1,152 @@
+"""The row types: what the column and query layers know about one database.
+
+One :class:`DialectRow` per database lives in that database's module of this
+package (``postgresql``, ``mysql``, ...); :func:`~sqlalchemy_ulid._dialects.dialect_row`
+finds it. The fields say what differs; nothing outside this package asks
+which database it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Literal
+
+from sqlalchemy.engine import Dialect
+from sqlalchemy.types import TypeEngine
+
+from .._convert_sql import ConvertSQL
+from .._generator_sql import UUID7SQL
+from ._migration import LockSQL
+
+__all__ = ["FUNCTION_NAME", "DialectRow", "PagingSQL", "ServerSQL", "TimeSQL"]
+
+#: The name of the server-side function on every database.
+FUNCTION_NAME = "gen_ulid"
+
+
+@dataclass(frozen=True)
+class ServerSQL:
+    """One dialect's server-side generator: DDL and DEFAULT expressions."""
+
+    create: tuple[str, ...]
+    drop: tuple[str, ...]
+    #: storage kind ("uuid", "binary") -> the SQL of a DEFAULT expression
+    default: dict[str, str]
+
+
+@dataclass(frozen=True)
+class DialectRow:
+    """Everything about one database that ULID support needs to know."""
+
+    #: the storage kind of ``"auto"``/``"native"``
+    native: Literal["uuid", "binary"]
+    #: the 16-byte binary column type
+    binary: Callable[[], TypeEngine[Any]]
+    #: renders 16 bytes as a SQL literal of that type
+    binary_literal: Callable[[bytes], str]
+    #: the ``CHAR(26)`` column type, with a byte-order collation
+    text: Callable[[], TypeEngine[Any]]
+    #: The drivers take plain ``bytes`` for binary parameters, so the DBAPI
+    #: ``Binary()`` wrapper (a copy per value) can be skipped.
+    plain_bytes: bool = False
+    #: the server-side ``gen_ulid()`` (None: the database has none)
+    server: ServerSQL | None = None
+    #: text <-> binary conversion SQL (None: not implemented here)
+    convert: ConvertSQL | None = None
+    #: UUIDv7 text/hex/uuid/binary conversion SQL (None: not implemented here)
+    convert_uuid7: ConvertSQL | None = None
+    #: ``CREATE TABLE ... PARTITION OF ... FOR VALUES FROM ... TO ...`` exists
+    range_partitions: bool = False
+    #: the creation time of a stored key in SQL (None: not implemented here)
+    time: TimeSQL | None = None
+    #: The driver can run other statements while a streaming (server-side
+    #: cursor) read is open on the same connection (PyMySQL cannot).
+    write_while_streaming: bool = True
+    #: Uniqueness is added as a unique index: adding a unique constraint
+    #: would recreate the table (SQLite), and dropping it offline could not.
+    unique_by_index: bool = False
+    #: drops a temporary table (``{}``: its quoted name) without committing
+    drop_temporary: str = "DROP TABLE IF EXISTS {}"
+    #: how keyset pages sort and compare several keys
+    paging: PagingSQL = field(default_factory=lambda: PagingSQL())
+    #: Reads a native uuid column (``{}``: its SQL) as its 16 bytes in a
+    #: SELECT list or RETURNING, so the driver returns ``bytes``, not a
+    #: ``uuid.UUID`` to convert again (None: read the uuid as it is).
+    uuid_as_bytes: str | None = None
+    #: the server-side ``gen_uuid7()`` and UUIDv7 DEFAULTs (None: none here)
+    uuid7: UUID7SQL | None = None
+    #: lock timeouts for DDL (None: the database has no lock waits to bound)
+    locks: LockSQL | None = None
+    #: ``UPDATE ... FROM unnest(CAST(:a AS t[]), ...)`` takes a batch of values
+    #: as two array parameters (else they go through a temporary table)
+    unnest_arrays: bool = False
+    #: ``settle="auto"``'s margin when ``margin=`` is left at its default:
+    #: what must cover the time from making an id to its row being where the
+    #: horizon looks (measured in benchmarks/bench_mint_gap.py and
+    #: bench_follow_soak.py).
+    settle_margin: timedelta = timedelta(seconds=1)
+
+    def kind(self, storage: str) -> str:
+        """Return the storage kind ("uuid", "binary", "text") of a storage option."""
+        return self.native if storage in ("auto", "native") else storage
+
+
+@dataclass(frozen=True)
+class PagingSQL:
+    """One dialect's facts for keyset pages sorted by several keys."""
+
+    #: NULL sorts after every value in ascending order (None: not known here)
+    nulls_largest: bool | None = None
+    #: ``ORDER BY ... NULLS FIRST/LAST`` is understood (else emulated)
+    nulls_order: bool = True
+    #: a row-value comparison ``(a, b) > (:a, :b)`` is an index range scan
+    #: (else the planner gets an expanded OR with a leading range conjunct)
+    row_values: bool = False
+    #: the EXPLAIN prefix whose first row :attr:`estimate` reads (None: none)
+    explain: str | None = None
+    #: the row estimate from that first row
+    estimate: Callable[[Any], int] | None = None
+    #: a native ENUM sorts in declaration order but compares as text
+    enum_compares_as_text: bool = False
+    #: whether a float type, as this dialect renders it in DDL, is single
+    #: precision: it comes back rounded, so a cursor could not find its row
+    #: again (None: every float this dialect stores is a double)
+    single_float: Callable[[str], bool] | None = None
+    #: an integer column only holds values of its type's width (SQLite's
+    #: INTEGER holds any 64-bit value whatever the declared type)
+    int_width_enforced: bool = False
+    #: no NaN or infinity can be stored (nor bound: the driver refuses them)
+    finite_numbers_only: bool = False
+
+
+_Sql = Callable[[str], str]
+
+
+@dataclass(frozen=True)
+class TimeSQL:
+    """One dialect's SQL for the creation time of a stored ULID or UUIDv7.
+
+    ``millis[kind]`` turns a column stored as ``kind`` into its leading 48-bit
+    Unix millisecond, an integer; ``timestamp`` turns that integer into the
+    dialect's timestamp, in UTC. The kinds: ``"uuid"`` (a native uuid type),
+    ``"binary"`` (16 bytes), ``"hex"`` (a UUID's hex text, dashes or not) and
+    ``"text"`` (a ULID's 26 characters).
+    """
+
+    millis: dict[str, _Sql]
+    timestamp: _Sql
+    #: kind -> the timestamp straight from the column, where that beats
+    #: ``timestamp(millis(col))`` (which reads the millisecond twice)
+    direct: dict[str, _Sql] = field(default_factory=dict)
+    #: the timestamp type keeps the zone (timestamptz): bind aware datetimes
+    #: (else bind the naive UTC wall time)
+    zoned: bool = False
+    #: the column type of the result, where SQLAlchemy's DateTime would cut
+    #: the milliseconds (None: ``sa.DateTime(timezone=True)``)
+    datetime_type: Callable[[], TypeEngine[Any]] | None = None
+    #: ``sa.Uuid()`` is the database's own uuid type here (else ``CHAR(32)`` hex)
+    native_uuid: Callable[[Dialect], bool] = lambda dialect: False
+    #: the native uuid type sorts valid UUIDv7 values in time (byte) order
+    native_uuid_time_ordered: Callable[[Dialect], bool] = lambda dialect: True

@@ -1,0 +1,175 @@
+"""MariaDB and MySQL: ``BINARY(16)`` storage, the ULID DEFAULT inlined (no stored function)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from sqlalchemy.types import TypeEngine
+
+from .._convert_sql import MYSQL_CONVERT
+from .._convert_uuid_sql import MYSQL_UUID_CONVERT
+from .._generator_sql import MYSQL_UUID7
+from ._migration import MYSQL_LOCKS
+from ._row import FUNCTION_NAME, DialectRow, PagingSQL, ServerSQL, TimeSQL
+from ._sql import base32_millis, binary16, float_bits_at_most_24, x_literal
+
+__all__ = ["ROW", "mysql_ulid_sql"]
+
+
+def _mysql_single_float(ddl: str) -> bool:
+    """MariaDB/MySQL: ``FLOAT``, ``FLOAT(M,D)`` or ``FLOAT(p <= 24)``; REAL is a DOUBLE."""
+    ddl = ddl.strip().upper()
+    if not ddl.startswith("FLOAT"):
+        return False
+    if re.match(r"FLOAT\s*\(\s*\d+\s*,", ddl):
+        return True  # FLOAT(M, D): single precision with a display width
+    bits = float_bits_at_most_24(ddl)
+    return True if bits is None else bits
+
+
+def _mysql_estimate(row: Any) -> int:
+    """Multiply rows x filtered of every table of a ``FORMAT=JSON`` plan."""
+    factors: list[float] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            table = node.get("table")
+            if isinstance(table, dict) and "rows" in table:
+                factors.append(float(table["rows"]) * float(table.get("filtered", 100)) / 100)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(json.loads(row[0]))
+    estimate = 1.0
+    for factor in factors:
+        estimate *= factor
+    return round(estimate) if factors else 0
+
+
+def _char26_ascii_bin() -> TypeEngine[Any]:
+    from sqlalchemy.dialects.mysql import CHAR
+
+    return CHAR(26, charset="ascii", collation="ascii_bin")
+
+
+def mysql_ulid_sql(millis: str, tail: str = "RANDOM_BYTES(10)") -> str:
+    """MariaDB/MySQL SQL of a 16-byte ULID: the 6 bytes of ``millis``, then ``tail``.
+
+    ``tail`` is SQL of the last 10 bytes (random, or a tie count then random).
+
+    Example:
+        >>> mysql_ulid_sql("t.ms")
+        "CONCAT(UNHEX(LPAD(HEX(t.ms), 12, '0')), RANDOM_BYTES(10))"
+    """
+    return f"CONCAT(UNHEX(LPAD(HEX({millis}), 12, '0')), {tail})"
+
+
+# MySQL 8.0.13+ and MariaDB 10.10+ (RANDOM_BYTES) accept this expression as a
+# column DEFAULT. Stored functions are not allowed there (MariaDB error 1901),
+# so the DEFAULT inlines it and needs no installed function. SYSDATE, not NOW:
+# NOW is fixed at statement start, SYSDATE is read per row.
+_MYSQL_EXPR = mysql_ulid_sql("FLOOR(UNIX_TIMESTAMP(SYSDATE(3)) * 1000)")
+_MYSQL_CREATE = (
+    f"CREATE FUNCTION IF NOT EXISTS {FUNCTION_NAME}() RETURNS BINARY(16) "
+    f"NOT DETERMINISTIC NO SQL RETURN {_MYSQL_EXPR}"
+)
+
+
+# MariaDB's UUID type stored every UUID with its groups swapped (UUIDv1
+# time order) until MDEV-26664/MDEV-31926: from these releases on, versions
+# 6 and up are stored and compared as plain bytes. Series -> first fixed release.
+_MARIADB_UUIDV7_FIXED: dict[tuple[int, ...], tuple[int, ...]] = {
+    (10, 10): (10, 10, 6),
+    (10, 11): (10, 11, 5),
+    (11, 0): (11, 0, 3),
+}
+_MARIADB_UUIDV7_FIXED_SERIES = (11, 1, 2)  # 11.1.2, and every later series
+
+
+def _mariadb_sorts_uuidv7(server_version: tuple[int | str, ...] | None) -> bool:
+    """Whether a MariaDB server's UUID type sorts UUIDv7 values in time order.
+
+    Example:
+        >>> _mariadb_sorts_uuidv7((10, 11, 4)), _mariadb_sorts_uuidv7((10, 11, 5))
+        (False, True)
+        >>> _mariadb_sorts_uuidv7((10, 9, 8)), _mariadb_sorts_uuidv7((11, 4, 2))
+        (False, True)
+    """
+    if server_version is None:
+        return False  # not connected yet: no promise
+    version: tuple[int, ...] = ()
+    for part in server_version:  # leading numbers; a driver may append "MariaDB"
+        if not isinstance(part, int):
+            break
+        version += (part,)
+    fixed = _MARIADB_UUIDV7_FIXED.get(version[:2])
+    if fixed is not None:
+        return version >= fixed
+    return version >= _MARIADB_UUIDV7_FIXED_SERIES
+
+
+def _datetime3() -> TypeEngine[Any]:
+    from sqlalchemy.dialects.mysql import DATETIME
+
+    return DATETIME(fsp=3)
+
+
+# MySQL/MariaDB: a DATETIME in UTC, whatever the session time_zone (no
+# FROM_UNIXTIME, which reads it). Date arithmetic reads sql_mode, so MariaDB
+# allows it in a VIRTUAL generated column but not in a stored or indexed one.
+_MYSQL_HEX12 = "CAST(CONV({hex12}, 16, 10) AS UNSIGNED)"
+_MYSQL_TIME = TimeSQL(
+    millis={
+        # MariaDB's UUID type reads as its canonical text in string functions.
+        "uuid": lambda col: _MYSQL_HEX12.format(hex12=f"LEFT(REPLACE({col}, '-', ''), 12)"),
+        "binary": lambda col: _MYSQL_HEX12.format(hex12=f"HEX(LEFT({col}, 6))"),
+        "hex": lambda col: _MYSQL_HEX12.format(hex12=f"LEFT(REPLACE({col}, '-', ''), 12)"),
+        "text": base32_millis("SUBSTRING", lambda chars, char: f"INSTR({chars}, {char})"),
+    },
+    timestamp=lambda ms: (
+        f"TIMESTAMPADD(MICROSECOND, ({ms}) * 1000, TIMESTAMP'1970-01-01 00:00:00')"
+    ),
+    datetime_type=_datetime3,
+    # SQLAlchemy 2.1 renders Uuid as MariaDB's UUID (10.7+); 2.0 as CHAR(32).
+    native_uuid=lambda dialect: bool(dialect.supports_native_uuid),
+    native_uuid_time_ordered=lambda dialect: _mariadb_sorts_uuidv7(dialect.server_version_info),
+)
+
+
+ROW = DialectRow(
+    # Never MariaDB's UUID type: it rejects a quarter of ULIDs and reorders
+    # the rest (it sorts by the UUIDv1 time fields).
+    native="binary",
+    binary=binary16,
+    binary_literal=x_literal,
+    text=_char26_ascii_bin,
+    plain_bytes=True,  # PyMySQL, mysqlclient, asyncmy
+    server=ServerSQL(
+        create=(_MYSQL_CREATE,),
+        drop=(f"DROP FUNCTION IF EXISTS {FUNCTION_NAME}",),
+        default={"binary": _MYSQL_EXPR},
+    ),
+    convert=MYSQL_CONVERT,
+    convert_uuid7=MYSQL_UUID_CONVERT,
+    time=_MYSQL_TIME,
+    write_while_streaming=False,
+    drop_temporary="DROP TEMPORARY TABLE IF EXISTS {}",
+    # MariaDB 10.11 scans the whole index for a row-value comparison.
+    paging=PagingSQL(
+        nulls_largest=False,
+        nulls_order=False,
+        enum_compares_as_text=True,
+        single_float=_mysql_single_float,
+        int_width_enforced=True,
+        finite_numbers_only=True,
+        explain="EXPLAIN FORMAT=JSON ",
+        estimate=_mysql_estimate,
+    ),
+    uuid7=MYSQL_UUID7,
+    locks=MYSQL_LOCKS,
+)

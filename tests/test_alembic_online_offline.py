@@ -12,7 +12,6 @@ import io
 import os
 import re
 import subprocess
-import textwrap
 import threading
 import time
 from collections.abc import Iterator
@@ -21,8 +20,6 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
 from alembic.migration import MigrationContext
 from alembic.operations import Operations
 from alembic.util import CommandError
@@ -30,6 +27,7 @@ from sqlalchemy.engine import Engine
 
 import _clients
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
+from _offline_scripts import VERSION_TABLE, alembic_sql
 from conftest import Backend, private_engine
 from sqlalchemy_ulid import ULID
 from sqlalchemy_ulid._time import to_ms
@@ -138,9 +136,8 @@ def test_offline_script_refuses_a_time_column_that_cannot_date_ids(
 
 #: The largest Unix millisecond a ULID holds.
 MAX_MS = 2**48 - 1
-#: Names of these tests' own: a database may hold an ``alembic_version`` or an
-#: ``offline_live`` of another tool's.
-VERSION_TABLE = "alembic_version_online_offline"
+#: A name of these tests' own: a database may hold an ``offline_live`` of
+#: another tool's (and alembic_sql's version table is not ``alembic_version``).
 LIVE = f"offline_live_{os.getpid()}"
 
 
@@ -154,35 +151,7 @@ def maria(backends: dict[str, Backend]) -> Iterator[Engine]:
 
 def _alembic_sql(engine: Engine, tmp_path: Path, call: str) -> str:
     """The script a real ``alembic upgrade head --sql`` writes for a revision running ``call``."""
-    (tmp_path / "versions").mkdir()
-    (tmp_path / "env.py").write_text(
-        textwrap.dedent(
-            """\
-            from alembic import context
-
-            import sqlalchemy_ulid.alembic  # noqa: F401
-
-            context.configure(
-                url=context.config.get_main_option("sqlalchemy.url"),
-                version_table="alembic_version_online_offline",
-            )
-            with context.begin_transaction():
-                context.run_migrations()
-            """
-        )
-    )
-    (tmp_path / "versions" / "0001_add.py").write_text(
-        "from alembic import op\n\nrevision = '0001'\ndown_revision = None\n"
-        "branch_labels = None\ndepends_on = None\n\n\n"
-        f"def upgrade() -> None:\n    op.{call}\n"
-    )
-    buffer = io.StringIO()
-    config = Config(output_buffer=buffer)
-    config.set_main_option("script_location", str(tmp_path))
-    config.set_main_option("sqlalchemy.url", engine.url.render_as_string(hide_password=False))
-    config.attributes["configure_logger"] = False
-    command.upgrade(config, "head", sql=True)
-    return buffer.getvalue()
+    return alembic_sql(engine, tmp_path, call)
 
 
 def _mariadb(engine: Engine, script: str, *options: str) -> subprocess.CompletedProcess[str]:

@@ -47,6 +47,7 @@ local test servers).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import multiprocessing
 import random
 import statistics
@@ -179,9 +180,16 @@ def before_the_fix() -> None:
 
     _settle.Horizon.restrict = restrict  # type: ignore[method-assign]
     # A NULL xact_start counted as an ended transaction.
-    _settle._PG_WRITERS = _settle._PG_WRITERS.replace(
-        "ELSE coalesce(a.backend_start, 'epoch') END", "ELSE NULL END"
-    )
+    real = _settle._settle_sql
+
+    def settle_sql(dialect: Any) -> Any:
+        sql = real(dialect)
+        writers = sql.writers.replace(
+            "ELSE coalesce(a.backend_start, 'epoch') END", "ELSE NULL END"
+        )
+        return dataclasses.replace(sql, writers=writers)
+
+    _settle._settle_sql = settle_sql
 
 
 def follow_feed(url: str, settle: Any, kind: str, stop: Any) -> list[tuple[str, float]]:

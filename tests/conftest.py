@@ -100,8 +100,14 @@ SERVER_TIER = frozenset(
 EVERY_JOB = ("test_feed_faults.py::test_follow_survives_three_kills",)
 #: Modules whose tests share one worker under pytest-xdist (``--dist
 #: loadgroup``): a module fixture too costly to build twice (the site test
-#: builds the docs and starts a browser).
-GROUPS = {"test_site": "site"}
+#: builds the docs and starts a browser); the pooler tests' PgBouncer on a
+#: fixed port, started by the session that finds it down and stopped by it.
+GROUPS = {
+    "test_site": "site",
+    "test_pooler_feed": "pgbouncer",
+    "test_pooler_harness": "pgbouncer",
+    "test_pooler_migrations": "pgbouncer",
+}
 
 
 @pytest.hookimpl(tryfirst=True)

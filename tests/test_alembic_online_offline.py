@@ -132,6 +132,83 @@ def test_offline_script_refuses_a_time_column_that_cannot_date_ids(
         _drop(pg, quoted)
 
 
+def _pg_schema(engine: Engine, table: str) -> tuple[object, ...]:
+    """What the op leaves: columns (type, nullability), constraints, indexes."""
+    with engine.connect() as conn:
+        inspector = sa.inspect(conn)
+        columns = [(c["name"], str(c["type"]), c["nullable"]) for c in inspector.get_columns(table)]
+        constraints = conn.exec_driver_sql(
+            "SELECT conname, contype, convalidated FROM pg_constraint "
+            "WHERE conrelid = %(t)s::regclass ORDER BY conname",
+            {"t": engine.dialect.identifier_preparer.quote(table).replace("%%", "%")},
+        ).all()
+        indexes = conn.exec_driver_sql(
+            "SELECT i.relname, x.indisvalid, x.indisunique FROM pg_index x "
+            "JOIN pg_class i ON i.oid = x.indexrelid WHERE x.indrelid = %(t)s::regclass "
+            "ORDER BY i.relname",
+            {"t": engine.dialect.identifier_preparer.quote(table).replace("%%", "%")},
+        ).all()
+    return columns, [tuple(r) for r in constraints], [tuple(r) for r in indexes]
+
+
+@pytest.mark.parametrize("table", ["offline_again", "it's 50% again"])
+def test_offline_script_run_whole_a_second_time_does_nothing(pg: Engine, table: str) -> None:
+    # The second run failed with 'relation "uq_<table>_public_id" already exists'.
+    quoted = _make(pg, table, "timestamp", DAYS)
+    try:
+        script = _script(table)
+        first = _psql(pg, script)
+        assert first.returncode == 0, first.stderr
+        done = _pg_schema(pg, table)
+        with pg.connect() as conn:
+            ids = conn.exec_driver_sql(f"SELECT public_id FROM {quoted} ORDER BY id").all()
+        again = _psql(pg, script)
+        assert again.returncode == 0, again.stderr
+        assert _pg_schema(pg, table) == done
+        with pg.connect() as conn:
+            assert conn.exec_driver_sql(f"SELECT public_id FROM {quoted} ORDER BY id").all() == ids
+        names = {c[0] for c in done[1]}
+        assert f"uq_{table}_public_id" in names
+        assert not any(n.startswith("ck_") for n in names)
+    finally:
+        _drop(pg, quoted)
+
+
+def test_offline_script_rerun_drops_an_invalid_index_left_by_a_failed_build(pg: Engine) -> None:
+    quoted = _make(pg, "offline_invalid", "timestamp", DAYS)
+    try:
+        script = _script("offline_invalid")
+        phase4 = script.index("-- drop invalid unique index")
+        head = _psql(pg, script[:phase4])
+        assert head.returncode == 0, head.stderr
+        # A build that failed half-way (here: on a duplicate) leaves the index INVALID.
+        with pg.connect() as conn:
+            conn.execution_options(isolation_level="AUTOCOMMIT")
+            second = conn.exec_driver_sql(
+                "SELECT public_id FROM offline_invalid WHERE id = 2"
+            ).scalar()
+            conn.exec_driver_sql(
+                "UPDATE offline_invalid SET public_id = "
+                "(SELECT public_id FROM offline_invalid WHERE id = 1) WHERE id = 2"
+            )
+            with pytest.raises(sa.exc.IntegrityError):
+                conn.exec_driver_sql(
+                    "CREATE UNIQUE INDEX CONCURRENTLY uq_offline_invalid_public_id "
+                    "ON offline_invalid (public_id)"
+                )
+            conn.exec_driver_sql(
+                "UPDATE offline_invalid SET public_id = %(v)s WHERE id = 2", {"v": second}
+            )
+        assert ("uq_offline_invalid_public_id", False, True) in _pg_schema(pg, "offline_invalid")[2]
+        rest = _psql(pg, script)
+        assert rest.returncode == 0, rest.stderr
+        _, constraints, indexes = _pg_schema(pg, "offline_invalid")
+        assert ("uq_offline_invalid_public_id", "u", True) in constraints
+        assert ("uq_offline_invalid_public_id", True, True) in indexes
+    finally:
+        _drop(pg, quoted)
+
+
 # -- MariaDB --------------------------------------------------------------------
 
 #: The largest Unix millisecond a ULID holds.
@@ -152,6 +229,13 @@ def maria(backends: dict[str, Backend]) -> Iterator[Engine]:
 def _alembic_sql(engine: Engine, tmp_path: Path, call: str) -> str:
     """The script a real ``alembic upgrade head --sql`` writes for a revision running ``call``."""
     return alembic_sql(engine, tmp_path, call)
+
+
+def _ours(script: str) -> str:
+    """The op's part of an ``alembic --sql`` script (Alembic's own table is made once)."""
+    start = script.index("-- add_ulid_column(")
+    end = script.index("\n", script.index("SET SESSION sql_mode = @sqlalchemy_ulid_sql_mode"))
+    return script[start:end]
 
 
 def _mariadb(engine: Engine, script: str, *options: str) -> subprocess.CompletedProcess[str]:
@@ -211,7 +295,8 @@ def test_mariadb_offline_script_fills_while_a_writer_inserts(maria: Engine, tmp_
     )
     assert "BEGIN NOT ATOMIC" in script
     assert "ALGORITHM=INSTANT" in script
-    assert "SET SESSION lock_wait_timeout = 1;" in script  # lock_timeout's default
+    # lock_timeout's default, the statement's own (nothing left on the session)
+    assert "SET STATEMENT lock_wait_timeout=1, innodb_lock_wait_timeout=1 FOR ALTER" in script
     stop, written = threading.Event(), []
     writer = threading.Thread(target=_writer, args=(maria, stop, written), daemon=True)
     writer.start()
@@ -251,7 +336,7 @@ def test_mariadb_offline_script_fills_while_a_writer_inserts(maria: Engine, tmp_
     assert _columns(maria, LIVE)["public_id"] == ("BINARY(16)", False)
     assert [u["column_names"] for u in unique] == [["public_id"]]
     # The backfill block again: nothing to do, nothing changed.
-    block = script[script.index("-- Phase 2") : script.index("-- Phase 3")]
+    block = script[script.index("-- fill (fill)") : script.index("-- not null (ddl)")]
     again = _mariadb(maria, block)
     assert again.returncode == 0, again.stderr
     assert "filled" not in again.stdout
@@ -336,9 +421,10 @@ def test_mariadb_offline_script_dates_ids_exactly(
     [
         # Two key columns: no order to walk in batches.
         ("(a int, b int, created_at datetime, PRIMARY KEY (a, b))",
-         "needs a single-column primary key; it has 2 columns"),
+         "single-column primary key on offline_bad to walk it in batches; it has 2 columns"),
         # No primary key at all.
-        ("(a int, created_at datetime)", "needs a single-column primary key; it has 0 columns"),
+        ("(a int, created_at datetime)",
+         "single-column primary key on offline_bad to walk it in batches; it has 0 columns"),
         # A day, not a moment (refused online too).
         ("(id int PRIMARY KEY, created_at date)", "offline_bad.created_at is date, not a DATETIME"),
         # Epoch seconds in a float: ids dated 1970.
@@ -426,8 +512,7 @@ def test_mariadb_offline_batch_stops_at_a_time_no_ulid_holds(
                 + ("1700000000002" if "int" in time_type else "'2024-01-03'")
                 + " WHERE id = 2"
             )
-        setup = script[script.index("-- add_ulid_column(") : script.index("-- The table, its")]
-        again = _mariadb(maria, setup + script[script.index("-- Phase 2") :])
+        again = _mariadb(maria, _ours(script))  # the op's whole script, again
         assert again.returncode == 0, again.stderr
         with maria.connect() as conn:
             after = conn.exec_driver_sql(
@@ -467,8 +552,8 @@ def test_offline_script_refusals_write_nothing(
 def test_mariadb_offline_not_null_step_stops_at_a_row_written_without_an_id(
     maria: Engine, tmp_path: Path
 ) -> None:
-    """Without server_default, a row inserted after the backfill stops phase 3; the
-    backfill block run again, then phase 3, finish the job (as the docs say)."""
+    """Without server_default, a row inserted after the backfill stops the NOT NULL
+    step; the script run again fills it first, then finishes (as the docs say)."""
     _maria_make(
         maria,
         "offline_late",
@@ -481,21 +566,21 @@ def test_mariadb_offline_not_null_step_stops_at_a_row_written_without_an_id(
             tmp_path,
             "add_ulid_column('offline_late', 'public_id', 'created_at', online=True)",
         )
-        phase3 = script.index("-- Phase 3")
+        phase3 = script.index("-- not null (ddl)")
         # The session settings the script begins with (after Alembic's own table).
-        setup = script[script.index("-- add_ulid_column(") : script.index("-- The table, its")]
+        setup = script[script.index("-- add_ulid_column(") : script.index("-- add_ulid_column:")]
         head = _mariadb(maria, script[:phase3])
         assert head.returncode == 0, head.stderr
         with maria.begin() as conn:
             conn.exec_driver_sql("INSERT INTO offline_late (id, created_at) VALUES (3, 5)")
-        tail = _mariadb(maria, setup + script[phase3:])
+        tail = _mariadb(maria, setup + script[phase3 : script.index("-- unique key (ddl)")])
         assert tail.returncode != 0
         assert "Data truncated for column 'public_id'" in tail.stderr, tail.stderr
         assert _columns(maria, "offline_late")["public_id"] == ("BINARY(16)", True)
         with maria.connect() as conn:
             late = conn.exec_driver_sql("SELECT public_id FROM offline_late WHERE id = 3").scalar()
         assert late is None  # no empty bytes, no id of another time
-        again = _mariadb(maria, setup + script[script.index("-- Phase 2") :])
+        again = _mariadb(maria, _ours(script))
         assert again.returncode == 0, again.stderr
         with maria.connect() as conn:
             ids = conn.exec_driver_sql("SELECT public_id FROM offline_late ORDER BY id").scalars()

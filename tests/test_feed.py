@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import random
 import subprocess
 import sys
@@ -704,7 +705,14 @@ def test_auto_on_a_server_without_wsrep_on(
     # it fails with error 1193. Such a server is no Galera node, so the
     # horizon is asked again without it, once per engine. Stand-in: a name
     # this server does not know, so it answers the real error.
-    monkeypatch.setattr(_settle, "_WSREP_VARIABLE", "wsrep_on_not_in_this_build")
+    real = _settle._settle_sql
+    monkeypatch.setattr(
+        _settle,
+        "_settle_sql",
+        lambda dialect: dataclasses.replace(
+            real(dialect), cluster_variable="wsrep_on_not_in_this_build"
+        ),
+    )
     old = ULID.from_parts(1_712_345_678_901, 1)
     with engine.begin() as conn:
         conn.execute(feed.insert(), {"id": old, "writer": "W"})

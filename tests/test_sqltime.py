@@ -415,6 +415,8 @@ def test_millisecond_sql_is_exact_over_48_bits(
     kind = storage_kind(column_type, dialect)
     time = dialect_row(dialect).time
     assert time is not None
+    with engine.connect():  # the server's version is known from here on
+        time = time.for_server(dialect)  # PostgreSQL 18: its bytea->integer casts
     literal = column_type.literal_processor(dialect)
     ids = [ULID.from_parts(ms, ms % 997) for ms in [0, MAX_MS, *values]]
     columns = [time.millis[kind](literal(u)) for u in ids]
@@ -426,3 +428,112 @@ def test_millisecond_sql_is_exact_over_48_bits(
     expected = [u.timestamp_ms for u in ids]
     # compared exactly: a microsecond off (a float on the way) fails
     assert [Decimal(v) for v in row] == expected * (len(columns) // len(ids))
+
+
+# -- PostgreSQL 18: uuid_extract_timestamp() on UUIDv7 columns, never on ULIDs ------------
+
+
+def _pg_version(engine: Engine) -> tuple[int, ...]:
+    with engine.connect() as conn:
+        return tuple(conn.dialect.server_version_info or ())
+
+
+@pytest.mark.parametrize("version", [(15, 4), (17, 2), (18, 0), (19, 1)])
+def test_postgresql_18_compiles_uuid7_columns_to_uuid_extract_timestamp(
+    version: tuple[int, ...],
+) -> None:
+    dialect = postgresql.psycopg.dialect()
+    dialect.server_version_info = version
+    t = sa.table(
+        "t",
+        sa.column("v7", sa.Uuid()),
+        sa.column("ulid", ULIDType()),
+        sa.column("raw", ULIDType("binary")),
+    )
+    v7, ulid, raw = (str(sa.select(ulid_timestamp(c)).compile(dialect=dialect)) for c in t.c)
+    # A ULID never goes through it: its bits are not a UUIDv7's.
+    assert "uuid_extract_timestamp" not in ulid + raw
+    if version >= (18,):
+        assert "uuid_extract_timestamp(t.v7)" in v7
+        assert "substring(uuid_send(t.ulid) FROM 1 FOR 3)::integer" in ulid
+        assert "substring(t.raw FROM 4 FOR 3)::integer" in raw
+        assert "get_byte" not in ulid + raw
+    else:
+        assert "uuid_extract_timestamp" not in v7
+        assert all("get_byte" in sql for sql in (v7, ulid, raw))
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(values=st.lists(strategies.timestamps, min_size=1, max_size=40), data=st.data())
+def test_postgresql_uuid7_and_ulid_times_are_exact_over_48_bits(
+    backends: dict[str, Backend], values: list[int], data: st.DataObject
+) -> None:
+    # On every version: ulid_timestamp() of a UUIDv7 and of a ULID of any
+    # millisecond (0 and 2**48 - 1 always among them, the year 10889) is that
+    # millisecond exactly, through extract(epoch ...) (numeric: exact).
+    engine = backends["postgresql"].engine
+    if engine is None:
+        pytest.fail(f"required backend missing: {backends['postgresql'].reason}", pytrace=False)
+    rng = random.Random(data.draw(st.integers(0, 2**32)))
+    millis = [0, MAX_MS, *values]
+    v7s = [key("uuid", ms, rng) for ms in millis]
+    ulids = [key("auto", ms, rng) for ms in millis]
+    exprs = [ulid_timestamp(sa.literal(v, sa.Uuid())) for v in v7s]
+    exprs += [ulid_timestamp(sa.literal(u, ULIDType())) for u in ulids]
+    exprs += [ulid_timestamp(sa.literal(u, ULIDType("binary"))) for u in ulids]
+    with engine.connect() as conn:
+        row = conn.execute(sa.select(*(sa.extract("epoch", e) * 1000 for e in exprs))).one()
+    assert [Decimal(v) for v in row] == millis * 3
+
+
+def test_uuid_extract_timestamp_misreads_ulids_on_postgresql_18(
+    backends: dict[str, Backend],
+) -> None:
+    # What docs/time-ranges.md says: uuid_extract_timestamp() needs version 7
+    # (or 1) and the RFC variant, which a ULID's random bits only sometimes
+    # have. On a ULID it is NULL, or a time that is not the ULID's, or (when
+    # the bits read as version 7 and the variant) the right millisecond by
+    # chance. ulid_timestamp() is right on every one.
+    engine = backends["postgresql"].engine
+    if engine is None:
+        pytest.fail(f"required backend missing: {backends['postgresql'].reason}", pytrace=False)
+    rng = random.Random(30)
+    ulids = [
+        ULID.from_parts(rng.randrange(MAX_DATETIME_MS), rng.getrandbits(80)) for _ in range(4000)
+    ]
+    t = sa.table("sqltime_misread", sa.column("id", ULIDType()))
+
+    def ms(expr: Any) -> Any:
+        return sa.cast(sa.extract("epoch", expr) * 1000, sa.BigInteger)
+
+    with engine.connect() as conn:
+        if _pg_version(engine) < (17,):
+            # Before 17 the server has no such function to misuse.
+            assert conn.scalar(sa.text("SELECT to_regproc('uuid_extract_timestamp')")) is None
+            return
+        conn.exec_driver_sql("CREATE TEMP TABLE sqltime_misread (id uuid)")
+        conn.execute(t.insert(), [{"id": u} for u in ulids])
+        rows = conn.execute(
+            sa.select(
+                sa.cast(t.c.id, sa.Uuid()),
+                ms(sa.func.uuid_extract_timestamp(sa.cast(t.c.id, sa.Uuid()))),
+                ms(ulid_timestamp(t.c.id)),
+            )
+        ).all()
+        conn.rollback()
+    nulls = wrong = 0
+    for value, extracted, ours in rows:
+        ulid = ULID.from_uuid(value)
+        assert ours == ulid.timestamp_ms
+        version, variant = value.version, value.variant
+        if version == 7 and variant == uuid.RFC_4122:
+            assert extracted == ulid.timestamp_ms
+        elif version == 1 and variant == uuid.RFC_4122:
+            wrong += extracted != ulid.timestamp_ms
+        else:
+            assert extracted is None
+            nulls += 1
+    assert nulls > 3000
+    assert wrong > 0

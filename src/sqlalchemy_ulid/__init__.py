@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     )
     from ._feed import afollow, follow
     from ._guard import StaleULIDError, guard_ulid_age
+    from ._guard_ddl import guard_ulid_age_ddl
     from ._mixins import (
         ULIDAuditBase,
         ULIDBase,
@@ -108,6 +109,7 @@ __all__ = [
     "drop_uuid7_function_ddl",
     "follow",
     "guard_ulid_age",
+    "guard_ulid_age_ddl",
     "install_ulid_function",
     "install_uuid7_function",
     "new_typeid",
@@ -161,6 +163,7 @@ _LAZY = {
     "check_clock_skew": "_clock",
     "StaleULIDError": "_guard",
     "guard_ulid_age": "_guard",
+    "guard_ulid_age_ddl": "_guard_ddl",
     "create_partitions": "_partitions",
     "partition_ddl": "_partitions",
     "created_before": "_timerange",

@@ -25,8 +25,26 @@ def _initializing(name: str) -> bool:
     return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
 
 
+def _compare_server_default(*args: Any) -> Any:
+    # Imported when autogenerate runs, by then Alembic is whole.
+    from sqlalchemy_ulid.alembic._compare import autogenerate_comparator
+
+    return autogenerate_comparator(*args)
+
+
 def setup(plugin: Any) -> None:
-    """Register ``op.add_ulid_column`` & co. by importing ``sqlalchemy_ulid.alembic``."""
+    """Register ``op.add_ulid_column`` & co. by importing ``sqlalchemy_ulid.alembic``.
+
+    Also registers the plugin's autogenerate comparator of server defaults
+    (see ``sqlalchemy_ulid.alembic.compare_server_default``); it runs when
+    ``env.py`` names the plugin: ``autogenerate_plugins=["alembic.autogenerate.*",
+    "sqlalchemy_ulid"]``.
+    """
+    from alembic.util import DispatchPriority
+
+    plugin.add_autogenerate_comparator(
+        _compare_server_default, "column", "server_default", priority=DispatchPriority.FIRST
+    )
     ours = [name for name in list(sys.modules) if name.startswith("sqlalchemy_ulid.")]
     if any(_initializing(name) for name in ours if name != __name__):
         return  # Alembic is being imported by one of our modules: it registers them

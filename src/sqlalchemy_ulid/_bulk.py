@@ -29,7 +29,8 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.sql.dml import Insert
 
-from ._types import ULIDType, _operand
+from ._comparator import operand
+from ._types import ULIDType
 
 __all__ = ["enable"]
 
@@ -67,7 +68,7 @@ def _convert(
         new = dict(row)
         for key, column_type in columns:
             if key in new:
-                new[key] = _operand(column_type, new[key])
+                new[key] = operand(column_type, new[key])
         converted.append(new)
     return clauseelement, converted, params
 

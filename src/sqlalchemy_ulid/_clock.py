@@ -18,16 +18,11 @@ from datetime import timedelta
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from ._settle import DEFAULT_MARGIN, SettleError, _dialect_key, check_settle, margin_for
+from ._dialects import dialect_row
+from ._settle import DEFAULT_MARGIN, SettleError, check_settle, margin_for
 
 __all__ = ["ClockSkew", "ClockSkewError", "check_clock_skew", "measure_skew"]
 
-# The server's clock as integer Unix microseconds, read when evaluated.
-_SERVER_NOW_US = {
-    "postgresql": "SELECT floor(extract(epoch from clock_timestamp()) * 1000000)::bigint",
-    "mysql": "SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))",
-    "sqlite": "SELECT CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)",
-}
 _MAX_SAMPLES = 1000
 
 
@@ -66,11 +61,12 @@ def measure_skew(
     conn: Connection, samples: int, clock: Callable[[], float] | None = None
 ) -> ClockSkew:
     """Sample the server's clock ``samples`` times on ``conn``; keep the shortest round trip."""
-    name = _dialect_key(conn.dialect)
-    query = _SERVER_NOW_US.get("mysql" if name == "mariadb" else name)
+    # The server's clock as integer Unix microseconds, read when evaluated.
+    query = dialect_row(conn.dialect).clock_us
     if query is None:
         raise SettleError(
-            f"check_clock_skew() supports PostgreSQL, MariaDB/MySQL and SQLite, not {name}"
+            "check_clock_skew() supports PostgreSQL, MariaDB/MySQL and SQLite, "
+            f"not {conn.dialect.name}"
         )
     now = time.time if clock is None else clock
     statement = sa.text(query)

@@ -1,7 +1,8 @@
 """Server-side ULID generators: DDL per dialect, installed only on request.
 
 Nothing here runs at import. The SQL for every dialect is the ``server``
-field of its row in the ``_dialects`` table.
+field of its row in the ``_dialects`` table; the code is the one of every
+key kind (``_server_defaults``), called with the ULID kind.
 
 Which generators are monotonic (ULIDs sort in the order they were made, even
 within one millisecond):
@@ -24,17 +25,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import event
 from sqlalchemy.engine import Connection, Dialect, Engine
-from sqlalchemy.exc import CompileError
-from sqlalchemy.ext.compiler import compiles
-from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ColumnElement
-from sqlalchemy.sql.visitors import InternalTraversal
 
 from ._checks import check_connection, check_dialect, check_engine
-from ._dialects import FUNCTION_NAME, ServerSQL, dialect_row, dialects_with
-from ._generator import new_ulid
+from ._dialects import FUNCTION_NAME
+from ._kinds import ULID_KEYS
+from ._server_defaults import (
+    drop_statements,
+    generator_sql,
+    install_function,
+    register_function,
+    server_default,
+    uninstall_function,
+)
 from ._types import Storage, _check_storage
 
 __all__ = [
@@ -46,17 +50,6 @@ __all__ = [
     "ulid_function_ddl",
     "ulid_server_default",
 ]
-
-
-def _server_sql(dialect: Dialect | str) -> ServerSQL:
-    server = dialect_row(dialect).server
-    if server is None:
-        name = dialect if isinstance(dialect, str) else dialect.name
-        raise NotImplementedError(
-            f"no server-side ULID generator for {name!r}; "
-            f"use default=new_ulid (supported: {dialects_with(lambda row: row.server)})"
-        )
-    return server
 
 
 def ulid_function_ddl(dialect: Dialect | str) -> list[str]:
@@ -76,7 +69,7 @@ def ulid_function_ddl(dialect: Dialect | str) -> list[str]:
         []
     """
     check_dialect("ulid_function_ddl", dialect)
-    return list(_server_sql(dialect).create)
+    return list(generator_sql(ULID_KEYS, dialect).create)
 
 
 def drop_ulid_function_ddl(dialect: Dialect | str) -> list[str]:
@@ -88,16 +81,7 @@ def drop_ulid_function_ddl(dialect: Dialect | str) -> list[str]:
         ['DROP FUNCTION IF EXISTS gen_ulid']
     """
     check_dialect("drop_ulid_function_ddl", dialect)
-    return list(_server_sql(dialect).drop)
-
-
-def _sqlite_gen_ulid() -> bytes:
-    return new_ulid().bytes
-
-
-def _register_on(dbapi_connection: Any) -> None:
-    # deterministic=False: SQLite must call it once per row, never fold it.
-    dbapi_connection.create_function(FUNCTION_NAME, 0, _sqlite_gen_ulid, deterministic=False)
+    return list(drop_statements(ULID_KEYS, dialect))
 
 
 def install_ulid_function(connection: Connection) -> None:
@@ -128,11 +112,7 @@ def install_ulid_function(connection: Connection) -> None:
         16
     """
     check_connection("install_ulid_function", connection)
-    sql = _server_sql(connection.dialect)
-    for statement in sql.create:
-        connection.exec_driver_sql(statement)
-    if not sql.create:
-        _register_on(connection.connection.dbapi_connection)
+    install_function(ULID_KEYS, connection)
 
 
 def drop_ulid_function(connection: Connection) -> None:
@@ -147,8 +127,7 @@ def drop_ulid_function(connection: Connection) -> None:
         ...     drop_ulid_function(conn)
     """
     check_connection("drop_ulid_function", connection)
-    for statement in _server_sql(connection.dialect).drop:
-        connection.exec_driver_sql(statement)
+    uninstall_function(ULID_KEYS, connection)
 
 
 def register_ulid_function(engine: Engine) -> None:
@@ -182,45 +161,7 @@ def register_ulid_function(engine: Engine) -> None:
             on PostgreSQL and MySQL/MariaDB.
     """
     check_engine("register_ulid_function", engine)
-    if engine.dialect.name != "sqlite":
-        raise ValueError(
-            f"register_ulid_function() is for SQLite engines, not {engine.dialect.name}: "
-            "install gen_ulid() in the database with install_ulid_function(connection)"
-        )
-    event.listen(engine, "connect", _on_connect)
-
-
-def _on_connect(dbapi_connection: Any, connection_record: Any) -> None:
-    _register_on(dbapi_connection)
-
-
-class _ULIDServerDefault(ColumnElement[Any]):
-    """A DEFAULT expression that calls the dialect's ULID generator."""
-
-    inherit_cache = True
-    # A plain list, as SQLAlchemy declares it (a ClassVar annotation would
-    # clash with its base class under mypy).
-    _traverse_internals = [("storage", InternalTraversal.dp_string)]  # noqa: RUF012
-
-    def __init__(self, storage: Storage) -> None:
-        self.storage = storage
-
-
-# Registers a compiler for our own element class only: no dialect or other
-# SQLAlchemy object is touched, so importing this module changes nothing else.
-@compiles(_ULIDServerDefault)
-def _compile_server_default(element: _ULIDServerDefault, compiler: SQLCompiler, **kw: Any) -> str:
-    dialect = compiler.dialect
-    row = dialect_row(dialect)
-    kind = row.kind(element.storage)
-    expression = row.server.default.get(kind) if row.server is not None else None
-    if expression is None:
-        raise CompileError(
-            f"no server-side ULID generator for {dialect.name!r} with storage "
-            f"{element.storage!r}; use default=new_ulid"
-        )
-    # Parenthesised: MySQL and SQLite accept an expression DEFAULT only so.
-    return f"({expression})"
+    register_function(ULID_KEYS, "register_ulid_function", engine)
 
 
 def ulid_server_default(storage: Storage = "auto") -> ColumnElement[Any]:
@@ -261,4 +202,4 @@ def ulid_server_default(storage: Storage = "auto") -> ColumnElement[Any]:
     _check_storage(storage)
     if storage == "text":
         raise ValueError("storage='text' has no server-side generator; use default=new_ulid")
-    return _ULIDServerDefault(storage)
+    return server_default(ULID_KEYS, storage)

@@ -190,6 +190,11 @@ def guard_ulid_age(
     Ids made by the database (``ulid_server_default()``) are not seen and
     need no guard: they are made at INSERT time.
 
+    A connection pooler in transaction mode (PgBouncer, RDS Proxy,
+    Supavisor) can still hold the transaction in its queue after this
+    check; there, let the database check the ids with
+    :func:`guard_ulid_age_ddl` (PostgreSQL).
+
     Args:
         bind: the writers' Engine or Connection (an ``AsyncEngine`` or
             ``AsyncConnection``: pass its ``sync_engine`` /

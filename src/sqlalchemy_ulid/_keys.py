@@ -20,7 +20,6 @@ Any other column type is treated as holding ULIDs, as before.
 
 from __future__ import annotations
 
-import re
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -33,9 +32,9 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import BindParameter, ColumnElement
 from sqlalchemy.types import TypeDecorator, TypeEngine, _Binary
 
-from ._codec import InvalidULID
 from ._dialects import dialect_row
-from ._types import ULIDType, to_bytes
+from ._kinds import KeyKind, key_kind
+from ._types import ULIDType
 from ._ulid import ULID
 from ._uuid7 import uuid7_min_at
 
@@ -51,13 +50,10 @@ __all__ = [
     "uuid7_min_at",
 ]
 
-KeyKind = Literal["ulid", "uuid"]
+#: The name of a key kind (:attr:`KeyKind.name`).
+KindName = Literal["ulid", "uuid"]
 #: A cursor value as the column binds it: a ULID, a uuid.UUID, or UUID text.
 KeyValue = Union[ULID, uuid.UUID, str]  # noqa: UP007
-
-_UUID_TEXT = re.compile(
-    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
-)
 
 
 class TimeOrderError(ValueError):
@@ -106,8 +102,13 @@ class Keys:
             ``sa.Uuid(as_uuid=False)`` does).
     """
 
-    kind: KeyKind
+    kind: KindName
     binds_uuid: bool = True
+
+    @property
+    def key_kind(self) -> KeyKind:
+        """The :class:`KeyKind` of these keys (its parse, format and bounds)."""
+        return key_kind(self.kind)
 
     def parse(self, cursor: object) -> KeyValue:
         """Parse a cursor strictly into the value the column binds.
@@ -124,31 +125,8 @@ class Keys:
             ...
             sqlalchemy_ulid.InvalidULID: ...
         """
-        if self.kind == "ulid":
-            if isinstance(cursor, ULID):
-                return cursor
-            if isinstance(cursor, str):
-                return ULID(cursor)
-            raise TypeError(
-                f"a cursor is a ULID or its 26-character text, not {type(cursor).__name__}"
-            )
-        if isinstance(cursor, ULID):
-            value = cursor.to_uuid()
-        elif isinstance(cursor, uuid.UUID):
-            value = uuid.UUID(int=cursor.int)  # asyncpg's subclass -> the stdlib class
-        elif isinstance(cursor, str):
-            if not _UUID_TEXT.fullmatch(cursor):
-                shown = cursor if len(cursor) <= 40 else cursor[:40] + "..."
-                raise InvalidULID(
-                    f"a UUID cursor is 36 characters, 8-4-4-4-12 hex digits; got {shown!r}"
-                )
-            value = uuid.UUID(cursor)
-        else:
-            raise TypeError(
-                f"a cursor of a UUID column is a uuid.UUID or its 36-character text, "
-                f"not {type(cursor).__name__}"
-            )
-        return value if self.binds_uuid else str(value)
+        value = self.key_kind.parse(cursor)
+        return value if self.kind == "ulid" or self.binds_uuid else str(value)
 
     def format(self, value: object) -> str:
         """Write a key (as the column returns it) as cursor text.
@@ -160,10 +138,7 @@ class Keys:
             >>> Keys("ulid").format(ULID.from_int(255))
             '0000000000000000000000007Z'
         """
-        if self.kind == "ulid":
-            return str(value) if isinstance(value, ULID) else str(ULID.from_bytes(to_bytes(value)))
-        parsed = self.parse(value if not isinstance(value, bytes) else uuid.UUID(bytes=value))
-        return str(parsed)
+        return self.key_kind.format(value)
 
     def min_at(self, when: datetime | int) -> KeyValue:
         """The zero-random lower boundary of the millisecond ``when``.
@@ -172,10 +147,8 @@ class Keys:
             >>> Keys("uuid", binds_uuid=False).min_at(0)
             '00000000-0000-7000-8000-000000000000'
         """
-        if self.kind == "ulid":
-            return ULID.min_at(when)
-        bound = uuid7_min_at(when)
-        return bound if self.binds_uuid else str(bound)
+        bound = self.key_kind.min_at(when)
+        return bound if self.kind == "ulid" or self.binds_uuid else str(bound)
 
     def bind(self, column: ColumnElement[Any], value: KeyValue) -> BindParameter[Any]:
         """A bound parameter of ``value`` with the column's own type.

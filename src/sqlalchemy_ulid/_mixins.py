@@ -10,7 +10,6 @@ fall back to random UUIDv4s, and use the key itself as the insert sentinel
 # No "from __future__ import annotations": the ORM reads Mapped[...] on the
 # mixins, and would resolve string annotations in the module named by
 # __module__, which the package rewrites to "sqlalchemy_ulid".
-import inspect
 import uuid
 from datetime import datetime, timezone
 from typing import Any, ClassVar
@@ -21,14 +20,12 @@ from sqlalchemy.ext.hybrid import hybrid_property
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.sql.elements import ColumnElement
 
-from ._generator import new_ulid
-from ._keys import Keys
+from ._kinds import ULID_KEYS, UUID7_KEYS
 from ._sqltime import ulid_timestamp
 from ._time import datetime_from_ms
 from ._types import ULIDType
 from ._ulid import ULID
 from ._utctime import UTCDateTime
-from ._uuid7 import new_uuid7
 
 __all__ = [
     "ULIDAuditBase",
@@ -38,14 +35,6 @@ __all__ = [
     "UUIDv7Base",
     "UUIDv7PrimaryKey",
 ]
-
-# insert_sentinel= is new in SQLAlchemy 2.0.10; older 2.0 releases page
-# INSERT..RETURNING without it (the client-side id is the sentinel there too).
-_SENTINEL: dict[str, Any] = (
-    {"insert_sentinel": True}
-    if "insert_sentinel" in inspect.signature(mapped_column).parameters
-    else {}
-)
 
 
 class ULIDPrimaryKey:
@@ -71,9 +60,7 @@ class ULIDPrimaryKey:
         ['id', 'name']
     """
 
-    id: Mapped[ULID] = mapped_column(
-        ULIDType(), primary_key=True, default=new_ulid, sort_order=-100, **_SENTINEL
-    )
+    id: Mapped[ULID] = ULID_KEYS.primary_key()
 
 
 class ULIDBase(ULIDPrimaryKey, DeclarativeBase):
@@ -212,12 +199,7 @@ class UUIDv7PrimaryKey:
         ['id', 'name']
     """
 
-    id: Mapped[uuid.UUID] = mapped_column(
-        sa.Uuid(), primary_key=True, default=new_uuid7, sort_order=-100, **_SENTINEL
-    )
-
-
-_UUID_KEYS = Keys("uuid")
+    id: Mapped[uuid.UUID] = UUID7_KEYS.primary_key()
 
 
 def _to_uuid(target: object, value: Any, oldvalue: object, initiator: object) -> Any:
@@ -227,7 +209,7 @@ def _to_uuid(target: object, value: Any, oldvalue: object, initiator: object) ->
     if value is None or type(value) is uuid.UUID:
         return value
     if isinstance(value, (str, uuid.UUID)):
-        return _UUID_KEYS.parse(value)
+        return UUID7_KEYS.parse(value)
     raise TypeError(
         f"{type(target).__name__}.id is a uuid.UUID or its 36-character text, "
         f"not {type(value).__name__}"

@@ -27,7 +27,8 @@ from sqlalchemy import event
 from sqlalchemy.orm import Mapper
 
 from ._codec import encode
-from ._types import ULIDType, to_bytes
+from ._comparator import to_bytes
+from ._types import ULIDType
 from ._ulid import ULID, _from_bytes
 
 __all__ = ["enable"]

@@ -28,7 +28,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from ._codec import InvalidCursor
-from ._keys import _UUID_TEXT
+from ._kinds import UUID_TEXT
 from ._ulid import ULID, _from_bytes
 
 if TYPE_CHECKING:
@@ -303,7 +303,7 @@ def _as_ulid(value: object) -> ULID:
     if isinstance(value, uuid.UUID):
         return ULID.from_uuid(value)
     if isinstance(value, str):
-        if len(value) == 36 and _UUID_TEXT.fullmatch(value):
+        if len(value) == 36 and UUID_TEXT.fullmatch(value):
             return ULID.from_uuid(uuid.UUID(value))
         return ULID(value)  # strict: raises InvalidULID
     raise TypeError(f"a cursor is a ULID, a UUID or the text of either, not {type(value).__name__}")

@@ -21,7 +21,7 @@ statement of its own, before the data query:
   mid-transaction, shows NULL while it holds its lock. Only state ``idle``
   (or no row: the backend exited) means ended; any other holder counts from
   ``backend_start``, which precedes every transaction of its backend, so the
-  horizon is held back until it releases the lock (see _PG_WRITERS).
+  horizon is held back until it releases the lock (see _dialects/postgresql.py).
 * ``settle="auto"`` on MariaDB/MySQL: ``horizon = server now - margin`` and
   the data query is a locking read (``LOCK IN SHARE MODE`` / ``FOR SHARE``)
   through the clustered index, ``FORCE INDEX (PRIMARY)``. A locking read
@@ -113,6 +113,7 @@ from typing import Any, Literal, Union
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect, Result
 
+from ._dialects import SettleSQL, dialect_row
 from ._keys import table_column
 
 #: What ``settle=`` accepts: a fixed window, or "auto".
@@ -125,6 +126,10 @@ class _DatabaseDefault(timedelta):
     def __repr__(self) -> str:
         return "<the database's default: 0.2 s on PostgreSQL, 1 s on MariaDB/MySQL>"
 
+
+# The lock wait timeout of the locking read (ER_LOCK_WAIT_TIMEOUT, MariaDB and MySQL).
+_LOCK_WAIT_TIMEOUT = 1205
+_SUPPORTED = "it is supported on PostgreSQL, MariaDB/MySQL and SQLite"
 
 #: The default of every ``margin=``: resolved per database by :func:`margin_for`
 #: (0.2 s on PostgreSQL, 1 s elsewhere). Its value, 1 s, is what code that
@@ -145,111 +150,19 @@ def margin_for(margin: timedelta, dialect: Dialect) -> timedelta:
         3.0
     """
     if type(margin) is _DatabaseDefault:
-        from ._dialects import dialect_row
-
         return dialect_row(dialect).settle_margin
     return margin
 
 
-# Server clock as integer Unix milliseconds, taken when the statement starts
-# (never later than anything else the statement reads).
-_NOW_MS = {
-    "postgresql": "floor(extract(epoch from statement_timestamp()) * 1000)::bigint",
-    # UTC_TIMESTAMP is timezone-free arithmetic (UNIX_TIMESTAMP(NOW()) is not,
-    # in a DST fold); NOW() and UTC_TIMESTAMP() are the statement start.
-    "mysql": "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000",
-    # 'now' is stable within a statement; SQLite runs in this process.
-    "sqlite": "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)",
-}
-
-# The session's isolation level and whether it autocommits, so a reader whose
-# snapshot could predate the horizon is refused instead of silently skipping.
-_ISOLATION = {
-    "postgresql": "current_setting('transaction_isolation'), 0",
-    "mariadb": "@@tx_isolation, @@autocommit, @@in_transaction",
-    "mysql": "@@transaction_isolation, @@autocommit",
-    "sqlite": "'serializable', 1",
-}
-# PostgreSQL runs READ UNCOMMITTED as READ COMMITTED; InnoDB's would read
-# rows that may still roll back.
-_SAFE_LEVELS = {"postgresql": {"read committed", "read uncommitted"}}
-_READ_COMMITTED = {"read committed"}
-# MariaDB: also REPEATABLE READ, while @@in_transaction says this transaction
-# has not touched InnoDB yet (so it has no read view; see the module docstring).
-_SAFE_WHEN_FRESH = {"mariadb": {"repeatable read"}}
-
-# Transactions holding a lock that INSERT, UPDATE, DELETE, COPY or LOCK TABLE
-# take on the table or one of its partitions (not VACUUM's, not readers').
-_PG_WRITERS = """
-WITH target AS (SELECT to_regclass(:table) AS oid),
-holders AS (
-    SELECT DISTINCT l.pid FROM pg_locks l, target
-    WHERE l.locktype = 'relation'
-      AND l.mode IN ('RowExclusiveLock', 'ShareRowExclusiveLock',
-                     'ExclusiveLock', 'AccessExclusiveLock')
-      AND (l.relation = target.oid
-           OR l.relation IN (SELECT relid FROM pg_partition_tree(target.oid)))
-      AND l.pid IS DISTINCT FROM pg_backend_pid()
-),
-starts AS (
-    SELECT CASE WHEN a.xact_start IS NOT NULL THEN a.xact_start
-                WHEN a.state = 'idle' THEN NULL
-                ELSE coalesce(a.backend_start, 'epoch') END AS start
-    FROM holders h JOIN pg_stat_activity a ON a.pid = h.pid
-)
-SELECT {now}, {isolation},
-       (SELECT floor(extract(epoch from min(start)) * 1000)::bigint FROM starts),
-       (SELECT count(*) FROM holders WHERE pid IS NULL),
-       pg_has_role('pg_read_all_stats', 'USAGE'),
-       (SELECT c.relkind::text FROM pg_class c, target WHERE c.oid = target.oid),
-       pg_is_in_recovery()
-"""
-# MariaDB/MySQL "auto": the paging table's type. A locking read through a
-# view that MariaDB materializes (ALGORITHM=TEMPTABLE, or any view with
-# GROUP BY, DISTINCT, UNION...) locks no base row, so it would not wait for
-# a slow writer: only base tables are accepted.
-_MYSQL_TABLE_TYPE = (
-    "(SELECT TABLE_TYPE FROM information_schema.TABLES "
-    "WHERE TABLE_SCHEMA = COALESCE(:schema, DATABASE()) AND TABLE_NAME = :name)"
-)
 # Writers lock the tables they write: a plain ('r') or partitioned ('p')
 # table. A view's writers lock its base tables, never the view, so watching
 # the view would see none and skip their rows.
 _PG_TABLE_KINDS = {"r": "table", "p": "partitioned table"}
 _PG_OTHER_KINDS = {"v": "view", "m": "materialized view", "f": "foreign table"}
-# When a lock holder's transaction started (the statement reads pg_locks and
-# the pg_stat_activity snapshot at two instants, in either order):
-# * xact_start known: that.
-# * no pg_stat_activity row, or state 'idle' with no xact_start: the backend
-#   ended its transaction (exited, or went idle) after its lock was read, so
-#   the commit is visible to the page; or, if the snapshot came first, it
-#   began after the snapshot, so after statement_timestamp() (now bounds it).
-# * any other state with no xact_start: unknown, not ended. A session with
-#   track_activities = off shows 'disabled' (and its lock); one that turned
-#   tracking on mid-transaction shows 'idle in transaction' with NULL. Its
-#   transaction began after its backend did: backend_start bounds it, and
-#   holds the horizon back until the lock is released (with no
-#   backend_start either, to the epoch: nothing is delivered meanwhile).
-# Hidden starts are ruled out up front by pg_read_all_stats. A holder
-# without a pid is a prepared transaction, whose start is unknown.
-
-# Galera, read by "auto" on MariaDB/MySQL. The global value, not the
-# session's: a session that SET wsrep_on = OFF (so its own writes do not
-# replicate) still reads a node that other nodes' transactions reach only
-# once they commit.
-_WSREP_VARIABLE = "wsrep_on"
-_UNKNOWN_SYSTEM_VARIABLE = 1193  # ER_UNKNOWN_SYSTEM_VARIABLE, MariaDB and MySQL
-_LOCK_WAIT_TIMEOUT = 1205
-
-# MariaDB/MySQL "auto": the page reads the clustered index (see the module
-# docstring). SQLAlchemy names the dialect "mariadb" for mariadb:// URLs.
-_PRIMARY_HINT = "FORCE INDEX (PRIMARY)"
-_HINT_DIALECTS = ("mysql", "mariadb")
-
-# Dialects (one per engine) whose server has no wsrep_on variable (a build
+# Dialects (one per engine) whose server has no cluster variable (a build
 # without wsrep: Oracle MySQL, MariaDB built WITH_WSREP=OFF). Weak, so a
 # disposed engine's dialect is not kept alive.
-_NO_WSREP: weakref.WeakSet[Dialect] = weakref.WeakSet()
+_NO_CLUSTER_VARIABLE: weakref.WeakSet[Dialect] = weakref.WeakSet()
 
 #: One statement for an executor to run, and how to read its result.
 Step = tuple[sa.Executable, Callable[[Result[Any]], Any]]
@@ -273,7 +186,8 @@ class Horizon:
 
     settle: Settle
     margin: timedelta
-    dialect_name: str
+    #: the database's horizon SQL and isolation rules
+    sql: SettleSQL
     locking_read: bool  # MariaDB/MySQL "auto": the data query locks what it reads
     table: str | None  # PostgreSQL "auto": the quoted table name
     # MariaDB/MySQL "auto": read @@global.wsrep_on to refuse a Galera node, and
@@ -286,7 +200,7 @@ class Horizon:
     # default_transaction_isolation is REPEATABLE READ reports that level.
     client_autocommit: bool = False
     # MariaDB/MySQL "auto": (schema or None, name) of the paging column's
-    # table, checked not to be a view (see _MYSQL_TABLE_TYPE).
+    # table, checked not to be a view (see SettleSQL.table_type).
     base_table: tuple[str | None, str] | None = None
     # MariaDB/MySQL "auto": the FROM element (the table, or an alias of it)
     # that the page reads through its primary key.
@@ -303,7 +217,7 @@ class Horizon:
         autocommit = getattr(dbapi_connection, "autocommit", False)
         return dataclasses.replace(
             self,
-            dialect_name=_dialect_key(dialect),
+            sql=_settle_sql(dialect),
             client_autocommit=autocommit is True,
         )
 
@@ -320,11 +234,12 @@ class Horizon:
         try:
             row = yield self.statement(), _one
         except sa.exc.DBAPIError as error:
-            if not (self.galera_check and _error_code(error) == _UNKNOWN_SYSTEM_VARIABLE):
+            unknown = self.sql.unknown_variable
+            if not (self.galera_check and _error_code(error) == unknown):
                 raise
             # No wsrep in this server's build, so no Galera: ask without it.
             if self.dialect is not None:
-                _NO_WSREP.add(self.dialect)
+                _NO_CLUSTER_VARIABLE.add(self.dialect)
             plain = dataclasses.replace(self, galera_check=False)
             return plain.bound_ms((yield plain.statement(), _one))
         return self.bound_ms(row)
@@ -341,19 +256,18 @@ class Horizon:
 
     def statement(self) -> sa.TextClause:
         """The horizon query: server now, isolation level, and in-flight writers."""
-        isolation = _ISOLATION[self.dialect_name]
-        now = _NOW_MS["mysql" if self.dialect_name == "mariadb" else self.dialect_name]
+        now, isolation = self.sql.now_ms, self.sql.isolation
         if self.table is not None:
-            return sa.text(_PG_WRITERS.format(now=now, isolation=isolation)).bindparams(
+            return sa.text(self.sql.writers.format(now=now, isolation=isolation)).bindparams(
                 table=self.table
             )
         columns = [now, isolation]
         if self.galera_check:
-            columns.append(f"@@global.{_WSREP_VARIABLE}")
+            columns.append(f"@@global.{self.sql.cluster_variable}")
         if self.base_table is None:
             return sa.text(f"SELECT {', '.join(columns)}")
         schema, name = self.base_table
-        columns.append(_MYSQL_TABLE_TYPE)
+        columns.append(self.sql.table_type)
         return sa.text(f"SELECT {', '.join(columns)}").bindparams(schema=schema, name=name)
 
     def restrict(self, statement: sa.Select[Any]) -> sa.Select[Any]:
@@ -366,12 +280,13 @@ class Horizon:
         if not self.locking_read:
             return statement
         assert self.clustered is not None
-        for name in _HINT_DIALECTS:
-            statement = statement.with_hint(self.clustered, _PRIMARY_HINT, dialect_name=name)
+        hint = self.sql.locking_hint
+        # "*": every dialect; the statement only ever runs on this one.
+        statement = statement.with_hint(self.clustered, hint, dialect_name="*")
         statement = statement.with_for_update(read=True)
         if self.dialect is not None:
             rendered = str(statement.compile(dialect=self.dialect))
-            if _PRIMARY_HINT not in rendered:
+            if hint not in rendered:
                 raise SettleError(
                     "settle='auto' on MariaDB/MySQL reads the page through the primary "
                     f"key of {self.clustered}, but that table is not in the statement's "
@@ -448,13 +363,13 @@ class Horizon:
         """
         level, autocommit = str(row[1]), bool(int(row[2])) or self.client_autocommit
         key = level.lower().replace("-", " ")
-        mariadb = self.dialect_name == "mariadb"
-        fresh = mariadb and not int(row[3])  # @@in_transaction: InnoDB not touched yet
-        if autocommit or key in _SAFE_LEVELS.get(self.dialect_name, _READ_COMMITTED):
-            return 4 if mariadb else 3
-        if fresh and key in _SAFE_WHEN_FRESH.get(self.dialect_name, ()):
+        asks_fresh = bool(self.sql.fresh_levels)  # a third column: not read yet?
+        fresh = asks_fresh and not int(row[3])  # MariaDB's @@in_transaction
+        if autocommit or key in self.sql.safe_levels:
+            return 4 if asks_fresh else 3
+        if fresh and key in self.sql.fresh_levels:
             return 4
-        if mariadb and key in _SAFE_WHEN_FRESH["mariadb"]:
+        if key in self.sql.fresh_levels:
             raise SettleError(
                 f"settle= at {level} needs a transaction that has not read yet, but this "
                 "one already has (@@in_transaction = 1): its snapshot may predate the "
@@ -462,10 +377,9 @@ class Horizon:
                 "new Session/Connection), or page with isolation_level='READ COMMITTED' "
                 "or 'AUTOCOMMIT'"
             )
-        why = "its snapshot may predate the horizon and skip rows"
-        if self.dialect_name == "postgresql" and key == "repeatable read":
-            why = "its snapshot is taken by the horizon statement itself, before it reads "
-            why += "which writers hold the table, so a writer committing in between is lost"
+        why = dict(self.sql.refused_why).get(
+            key, "its snapshot may predate the horizon and skip rows"
+        )
         raise SettleError(
             f"settle= needs each query to see the rows committed before it, but this "
             f"session runs at {level}: {why}. Page with isolation_level='READ COMMITTED' "
@@ -506,10 +420,12 @@ def check_settle(settle: object, margin: object) -> None:
         raise ValueError(f"settle must not be negative, got {settle!r}")
 
 
-def _dialect_key(dialect: Dialect) -> str:
-    if dialect.name == "mysql" and getattr(dialect, "is_mariadb", False):
-        return "mariadb"
-    return dialect.name
+def _settle_sql(dialect: Dialect) -> SettleSQL:
+    """The database's horizon SQL, or SettleError (no SQL) where it has none."""
+    sql = dialect_row(dialect).settle
+    if sql is None:
+        raise SettleError(f"settle= is not supported on {dialect.name}: {_SUPPORTED}")
+    return sql
 
 
 def _clustered_from(column: sa.ColumnElement[Any], base: sa.Column[Any]) -> sa.FromClause:
@@ -542,18 +458,11 @@ def plan_horizon(
 ) -> Horizon:
     """Choose how this dialect computes the horizon (no SQL runs here)."""
     margin = margin_for(margin, dialect)
-    name = _dialect_key(dialect)
-    if name not in _ISOLATION:
-        raise SettleError(
-            f"settle= is supported on PostgreSQL, MariaDB/MySQL and SQLite, not {name}"
-        )
+    sql = _settle_sql(dialect)
     if settle != "auto":
-        return Horizon(settle, margin, name, locking_read=False, table=None)
-    if name == "sqlite":
-        raise SettleError(
-            "settle='auto' has nothing to read on SQLite (no view of other connections' "
-            "transactions); pass a timedelta longer than your slowest write transaction"
-        )
+        return Horizon(settle, margin, sql, locking_read=False, table=None)
+    if sql.auto is None:
+        raise SettleError(sql.auto_refused)
     base = table_column(column)
     if base is None:
         raise SettleError(
@@ -561,20 +470,20 @@ def plan_horizon(
             "column of a table (or an ORM attribute mapped to one)"
         )
     table = base.table
-    if name != "postgresql":
+    if sql.auto == "locking_read":
         return Horizon(
             settle,
             margin,
-            name,
+            sql,
             locking_read=True,
             table=None,
-            galera_check=dialect not in _NO_WSREP,
+            galera_check=bool(sql.cluster_variable) and dialect not in _NO_CLUSTER_VARIABLE,
             dialect=dialect,
             base_table=(table.schema, table.name),
             clustered=_clustered_from(column, base),
         )
     quoted = dialect.identifier_preparer.format_table(table)
-    return Horizon(settle, margin, name, locking_read=False, table=quoted)
+    return Horizon(settle, margin, sql, locking_read=False, table=quoted)
 
 
 def is_lock_wait_timeout(error: BaseException) -> bool:

@@ -18,7 +18,7 @@ from sqlalchemy.sql.compiler import SQLCompiler, StrSQLCompiler
 from sqlalchemy.sql.functions import FunctionElement
 
 from ._dialects import dialect_row, dialects_with
-from ._keys import column_expression, storage_kind
+from ._keys import column_expression, keys_of, storage_kind
 from ._utctime import CreationTime
 
 __all__ = ["ulid_timestamp"]
@@ -48,8 +48,11 @@ def _compile(element: _CreationTime, compiler: SQLCompiler, **kw: Any) -> str:
             f"ulid_timestamp() has no SQL for the {dialect.name} dialect; it has for "
             f"{dialects_with(lambda row: row.time)}"
         )
+    time = time.for_server(dialect)
     kind = storage_kind(column.type, dialect)
     direct = time.direct.get(kind)
+    if keys_of(column).kind == "uuid":
+        direct = time.uuid7_direct.get(kind, direct)
     millis = time.millis.get(kind)
     if direct is not None:
         sql = direct(_MARKER)
@@ -79,6 +82,13 @@ def ulid_timestamp(column: Any) -> FunctionElement[datetime]:
     generated column (``sa.Computed``; MariaDB allows only a virtual one).
     To select rows by time, prefer ``created_since`` and friends, which
     compare the key itself and so use its index.
+
+    On PostgreSQL 18 and later (the server's version, read when the engine
+    connects) a UUID column's time is ``uuid_extract_timestamp(col)``, and a
+    ``ULIDType`` column's is read with 18's bytea-to-integer casts. Never
+    call ``uuid_extract_timestamp()`` on a ULID yourself: it reads version
+    and variant bits that a ULID does not have, and gives NULL or a wrong
+    time on most ULIDs.
 
     Args:
         column: the key column (Core column, ORM attribute or ``mapped_column``).

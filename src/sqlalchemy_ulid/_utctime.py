@@ -6,13 +6,12 @@ from datetime import datetime, timezone
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
+from ._comparator import COMPARISONS, IN_OPS  # the operators whose literals are checked
 from ._dialects import dialect_row
-from ._types import _COMPARISONS, _IN_OPS  # the operators whose literals are checked
 
 __all__ = ["AwareComparator", "CreationTime", "UTCDateTime", "refuse_naive"]
 
@@ -37,10 +36,10 @@ class AwareComparator(TypeDecorator.Comparator[datetime]):
     __slots__ = ()
 
     def operate(self, op: Any, *other: Any, **kwargs: Any) -> ColumnElement[Any]:
-        if op in _COMPARISONS:
+        if op in COMPARISONS:
             for value in other:
                 refuse_naive(value)
-        elif op in _IN_OPS and other and isinstance(other[0], (list, tuple, set, frozenset)):
+        elif op in IN_OPS and other and isinstance(other[0], (list, tuple, set, frozenset)):
             for value in other[0]:
                 refuse_naive(value)
         return super().operate(op, *other, **kwargs)
@@ -66,9 +65,8 @@ class UTCDateTime(TypeDecorator[datetime]):
     comparator_factory = AwareComparator
 
     def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
-        if dialect.name in ("mysql", "mariadb"):
-            return dialect.type_descriptor(mysql.DATETIME(fsp=6))
-        return dialect.type_descriptor(sa.DateTime(timezone=True))
+        # MariaDB/MySQL: DATETIME(6), whose microseconds DateTime would cut.
+        return dialect.type_descriptor(dialect_row(dialect).utc_datetime())
 
     def process_bind_param(self, value: Any, dialect: Dialect | None) -> Any:
         if value is None:

@@ -2,9 +2,10 @@
 
 The UUIDv7 counterparts of the ULID server defaults (``_defaults``), for
 columns of ``sa.Uuid`` (or 16 bytes holding a UUID). The SQL is the ``uuid7``
-field of each row of the ``_dialects`` table; which server has which
-function is read from ``dialect.server_version_info`` when the DDL is
-rendered.
+field of each row of the ``_dialects`` table, and the code the one of every
+key kind (``_server_defaults``), called with the UUIDv7 kind; which server
+has which function is read from ``dialect.server_version_info`` when the
+DDL is rendered.
 
 =====================================  ==========================================
 generator                              ordered within a millisecond?
@@ -26,18 +27,19 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from sqlalchemy import event
 from sqlalchemy.engine import Connection, Dialect, Engine
-from sqlalchemy.exc import CompileError
-from sqlalchemy.ext.compiler import compiles
-from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ColumnElement
-from sqlalchemy.sql.visitors import InternalTraversal
 
 from ._checks import check_connection, check_dialect, check_engine
-from ._dialects import dialect_row, dialects_with
-from ._generator_sql import UUID7_FUNCTION, UUID7SQL
-from ._uuid7 import new_uuid7
+from ._kinds import UUID7_KEYS
+from ._server_defaults import (
+    create_statements,
+    drop_statements,
+    install_function,
+    register_function,
+    server_default,
+    uninstall_function,
+)
 
 __all__ = [
     "UUID7Storage",
@@ -56,27 +58,9 @@ UUID7Storage = Literal["auto", "native", "binary", "hex"]
 _STORAGES = ("auto", "native", "binary", "hex")
 
 
-def _uuid7_sql(dialect: Dialect | str) -> UUID7SQL:
-    sql = dialect_row(dialect).uuid7
-    if sql is None:
-        name = dialect if isinstance(dialect, str) else dialect.name
-        raise NotImplementedError(
-            f"no server-side UUIDv7 generator for {name!r}; use default=new_uuid7 "
-            f"(supported: {dialects_with(lambda row: row.uuid7)})"
-        )
-    return sql
-
-
-def _create_statements(dialect: Dialect | str) -> tuple[str, ...]:
-    sql = _uuid7_sql(dialect)
-    if isinstance(dialect, str):
-        return sql.create
-    if sql.has_builtin(dialect) and sql.create_builtin:
-        return sql.create_builtin
-    missing = sql.missing(dialect)
-    if missing is not None:
-        raise NotImplementedError(f"{missing}; use default=new_uuid7")
-    return sql.create
+def _kind(storage: str, dialect: Dialect) -> str:
+    """The storage kind a UUIDv7 DEFAULT writes (for the Alembic ops; see ``KeyKind``)."""
+    return UUID7_KEYS.generated_storage(storage, dialect)
 
 
 def uuid7_function_ddl(dialect: Dialect | str) -> list[str]:
@@ -95,7 +79,7 @@ def uuid7_function_ddl(dialect: Dialect | str) -> list[str]:
         []
     """
     check_dialect("uuid7_function_ddl", dialect)
-    return list(_create_statements(dialect))
+    return list(create_statements(UUID7_KEYS, dialect))
 
 
 def drop_uuid7_function_ddl(dialect: Dialect | str) -> list[str]:
@@ -107,16 +91,7 @@ def drop_uuid7_function_ddl(dialect: Dialect | str) -> list[str]:
         ['DROP FUNCTION IF EXISTS gen_uuid7']
     """
     check_dialect("drop_uuid7_function_ddl", dialect)
-    return list(_uuid7_sql(dialect).drop)
-
-
-def _sqlite_gen_uuid7() -> bytes:
-    return new_uuid7().bytes
-
-
-def _register_on(dbapi_connection: Any) -> None:
-    # deterministic=False: SQLite must call it once per row, never fold it.
-    dbapi_connection.create_function(UUID7_FUNCTION, 0, _sqlite_gen_uuid7, deterministic=False)
+    return list(drop_statements(UUID7_KEYS, dialect))
 
 
 def install_uuid7_function(connection: Connection) -> None:
@@ -151,11 +126,7 @@ def install_uuid7_function(connection: Connection) -> None:
         7
     """
     check_connection("install_uuid7_function", connection)
-    statements = _create_statements(connection.dialect)
-    for statement in statements:
-        connection.exec_driver_sql(statement)
-    if not statements:
-        _register_on(connection.connection.dbapi_connection)
+    install_function(UUID7_KEYS, connection)
 
 
 def drop_uuid7_function(connection: Connection) -> None:
@@ -170,8 +141,7 @@ def drop_uuid7_function(connection: Connection) -> None:
         ...     drop_uuid7_function(conn)
     """
     check_connection("drop_uuid7_function", connection)
-    for statement in _uuid7_sql(connection.dialect).drop:
-        connection.exec_driver_sql(statement)
+    uninstall_function(UUID7_KEYS, connection)
 
 
 def register_uuid7_function(engine: Engine) -> None:
@@ -202,65 +172,7 @@ def register_uuid7_function(engine: Engine) -> None:
         7
     """
     check_engine("register_uuid7_function", engine)
-    if engine.dialect.name != "sqlite":
-        raise ValueError(
-            f"register_uuid7_function() is for SQLite engines, not {engine.dialect.name}: "
-            "install gen_uuid7() in the database with install_uuid7_function(connection)"
-        )
-    event.listen(engine, "connect", _on_connect)
-
-
-def _on_connect(dbapi_connection: Any, connection_record: Any) -> None:
-    _register_on(dbapi_connection)
-
-
-class _UUID7ServerDefault(ColumnElement[Any]):
-    """A DEFAULT expression that calls the dialect's UUIDv7 generator."""
-
-    inherit_cache = True
-    _traverse_internals = [("storage", InternalTraversal.dp_string)]  # noqa: RUF012
-
-    def __init__(self, storage: UUID7Storage) -> None:
-        self.storage = storage
-
-
-def _kind(storage: str, dialect: Dialect) -> str:
-    if storage in ("binary", "hex"):
-        return storage
-    row = dialect_row(dialect)
-    native = row.time is not None and row.time.native_uuid(dialect)
-    if storage == "auto":
-        return "uuid" if native else "hex"
-    if not native:
-        raise CompileError(
-            f"{dialect.name!r} has no uuid type here: pass the column's storage, "
-            "'binary' or 'hex', to uuid7_server_default()"
-        )
-    return "uuid"
-
-
-@compiles(_UUID7ServerDefault)
-def _compile_server_default(element: _UUID7ServerDefault, compiler: SQLCompiler, **kw: Any) -> str:
-    dialect = compiler.dialect
-    sql = dialect_row(dialect).uuid7
-    if sql is None:
-        raise CompileError(
-            f"no server-side UUIDv7 generator for {dialect.name!r}; use default=new_uuid7"
-        )
-    kind = _kind(element.storage, dialect)
-    expression = sql.builtin.get(kind) if sql.has_builtin(dialect) else None
-    if expression is None:
-        missing = sql.missing(dialect)
-        if missing is not None:
-            raise CompileError(f"{missing}; use default=new_uuid7")
-        expression = sql.default.get(kind)
-    if expression is None:
-        raise CompileError(
-            f"no server-side UUIDv7 generator for {dialect.name!r} with storage "
-            f"{element.storage!r}; use default=new_uuid7"
-        )
-    # Parenthesised: MySQL and SQLite accept an expression DEFAULT only so.
-    return f"({expression})"
+    register_function(UUID7_KEYS, "register_uuid7_function", engine)
 
 
 def uuid7_server_default(storage: UUID7Storage = "auto") -> ColumnElement[Any]:
@@ -306,4 +218,4 @@ def uuid7_server_default(storage: UUID7Storage = "auto") -> ColumnElement[Any]:
     """
     if storage not in _STORAGES:
         raise ValueError(f"storage must be one of {', '.join(_STORAGES)}; got {storage!r}")
-    return _UUID7ServerDefault(storage)
+    return server_default(UUID7_KEYS, storage)

@@ -23,7 +23,7 @@ from sqlalchemy.engine import Dialect
 
 from . import cockroachdb, mssql, mysql, oracle, postgresql, sqlite
 from ._migration import KeyConversionSQL, LockSQL, key_conversion_sql
-from ._row import FUNCTION_NAME, DialectRow, PagingSQL, ServerSQL, TimeSQL
+from ._row import FUNCTION_NAME, DialectRow, PagingSQL, ServerSQL, SettleSQL, TimeSQL
 from ._sql import binary16, char26, x_literal
 from .mysql import mysql_ulid_sql
 
@@ -34,6 +34,7 @@ __all__ = [
     "LockSQL",
     "PagingSQL",
     "ServerSQL",
+    "SettleSQL",
     "TimeSQL",
     "dialect_row",
     "dialects_with",
@@ -44,12 +45,12 @@ __all__ = [
 _OTHER = DialectRow(native="binary", binary=binary16, binary_literal=x_literal, text=char26)
 
 #: Dialect name -> row. MariaDB reached through a ``mysql+...://`` URL has
-#: the dialect name "mysql", so both names share one row.
+#: the dialect name "mysql": the row's ``flavour`` tells them apart.
 _ROWS: dict[str, DialectRow] = {
     "postgresql": postgresql.ROW,
     "cockroachdb": cockroachdb.ROW,
     "mysql": mysql.ROW,
-    "mariadb": mysql.ROW,
+    "mariadb": mysql.MARIADB,
     "sqlite": sqlite.ROW,
     "mssql": mssql.ROW,
     "oracle": oracle.ROW,
@@ -68,7 +69,7 @@ def dialect_row(dialect: Dialect | str) -> DialectRow:
         >>> from sqlalchemy.dialects import postgresql
         >>> dialect_row(postgresql.dialect()).native
         'uuid'
-        >>> dialect_row("mariadb") is dialect_row("mysql")
+        >>> dialect_row("mariadb").binary is dialect_row("mysql").binary
         True
         >>> dialect_row("firebird").kind("auto")
         'binary'
@@ -77,7 +78,7 @@ def dialect_row(dialect: Dialect | str) -> DialectRow:
         return _ROWS.get(dialect, _OTHER)
     row = _ROWS.get(dialect.name)
     if row is not None:
-        return row
+        return row if row.flavour is None else row.flavour(dialect)
     return _OTHER_POSTGRESQL_BASED if isinstance(dialect, PGDialect) else _OTHER
 
 

@@ -38,6 +38,10 @@ class LockSQL:
     blockers: str
     #: a failed statement aborts the transaction, so retry inside a savepoint
     transactional: bool
+    #: one row: the client port the server sees (NULL over a Unix socket), and
+    #: the server's socket directories and port; tells a proxy in between
+    #: (see ``alembic/_proxy.py``). None: not checked.
+    peer: str | None = None
 
 
 def _pg_lock_set(seconds: float, in_transaction: bool) -> tuple[str, ...]:
@@ -80,6 +84,10 @@ PG_LOCKS = LockSQL(
         "FROM pg_stat_activity a WHERE a.pid = ANY(pg_blocking_pids({pid})) ORDER BY a.pid"
     ),
     transactional=True,
+    peer=(
+        "SELECT inet_client_port(), current_setting('unix_socket_directories'), "
+        "current_setting('port')"
+    ),
 )
 # MariaDB has no pg_blocking_pids(): a metadata lock is held by a session
 # with an open transaction on the table, and INNODB_TRX lists those (a
@@ -137,8 +145,9 @@ class KeyConversionSQL:
     #: COLUMN`` would drop with it (a CHECK constraint, extended statistics, a
     #: policy, a sequence owned by it) or refuse to drop (a generated column):
     #: not indexes, unique, primary and foreign keys (built again or refused
-    #: before), views and triggers (refused before), the column's DEFAULT or
-    #: the constraints named ``:same`` and ``:check`` (the ops' own); rows of
+    #: before), NOT NULL (a constraint row since PostgreSQL 18; the op sets it
+    #: on the new column), views and triggers (refused before), the column's
+    #: DEFAULT or the constraints named ``:same`` and ``:check`` (the ops' own); rows of
     #: one description each. None where the server refuses such a DROP itself
     dependants: str | None = None
     #: locks a table for the swap (``{tables}``: one quoted name), or None
@@ -236,7 +245,8 @@ _KEY_CONVERSION: dict[str, KeyConversionSQL] = {
             "AND NOT (d.classid = 'pg_class'::regclass AND d.objid IN "
             "(SELECT indexrelid FROM pg_index WHERE indrelid = col.attrelid)) "
             "AND NOT (d.classid = 'pg_constraint'::regclass AND d.objid IN (SELECT oid FROM "
-            "pg_constraint WHERE contype IN ('p', 'u', 'f') OR conname IN (:same, :check))) "
+            "pg_constraint WHERE contype IN ('p', 'u', 'f', 'n') "
+            "OR conname IN (:same, :check))) "
             "UNION ALL SELECT 'GRANTs on the column' FROM col WHERE attacl IS NOT NULL"
         ),
         lock="LOCK TABLE {tables} IN ACCESS EXCLUSIVE MODE",

@@ -13,27 +13,22 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal
 
+import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeEngine
 
 from .._convert_sql import ConvertSQL
-from .._generator_sql import UUID7SQL
+from .._generator_sql import GeneratorSQL
 from ._migration import LockSQL
 
-__all__ = ["FUNCTION_NAME", "DialectRow", "PagingSQL", "ServerSQL", "TimeSQL"]
+__all__ = ["FUNCTION_NAME", "DialectRow", "PagingSQL", "ServerSQL", "SettleSQL", "TimeSQL"]
 
 #: The name of the server-side function on every database.
 FUNCTION_NAME = "gen_ulid"
 
 
-@dataclass(frozen=True)
-class ServerSQL:
-    """One dialect's server-side generator: DDL and DEFAULT expressions."""
-
-    create: tuple[str, ...]
-    drop: tuple[str, ...]
-    #: storage kind ("uuid", "binary") -> the SQL of a DEFAULT expression
-    default: dict[str, str]
+#: One database's server-side ULID generator: DDL and DEFAULT expressions.
+ServerSQL = GeneratorSQL
 
 
 @dataclass(frozen=True)
@@ -52,7 +47,7 @@ class DialectRow:
     #: ``Binary()`` wrapper (a copy per value) can be skipped.
     plain_bytes: bool = False
     #: the server-side ``gen_ulid()`` (None: the database has none)
-    server: ServerSQL | None = None
+    server: GeneratorSQL | None = None
     #: text <-> binary conversion SQL (None: not implemented here)
     convert: ConvertSQL | None = None
     #: UUIDv7 text/hex/uuid/binary conversion SQL (None: not implemented here)
@@ -76,7 +71,7 @@ class DialectRow:
     #: ``uuid.UUID`` to convert again (None: read the uuid as it is).
     uuid_as_bytes: str | None = None
     #: the server-side ``gen_uuid7()`` and UUIDv7 DEFAULTs (None: none here)
-    uuid7: UUID7SQL | None = None
+    uuid7: GeneratorSQL | None = None
     #: lock timeouts for DDL (None: the database has no lock waits to bound)
     locks: LockSQL | None = None
     #: ``UPDATE ... FROM unnest(CAST(:a AS t[]), ...)`` takes a batch of values
@@ -87,6 +82,19 @@ class DialectRow:
     #: horizon looks (measured in benchmarks/bench_mint_gap.py and
     #: bench_follow_soak.py).
     settle_margin: timedelta = timedelta(seconds=1)
+    #: the settle horizon's SQL and rules (None: ``settle=`` is not supported here)
+    settle: SettleSQL | None = None
+    #: one statement reading the server's clock as integer Unix microseconds
+    #: when evaluated (None: ``check_clock_skew()`` is not supported here)
+    clock_us: str | None = None
+    #: the column type of :class:`~sqlalchemy_ulid.UTCDateTime`
+    utc_datetime: Callable[[], TypeEngine[Any]] = lambda: sa.DateTime(timezone=True)
+    #: the server-side functions live in each connection, registered by
+    #: ``register_ulid_function(engine)``, not in the database (SQLite)
+    functions_per_connection: bool = False
+    #: the row of the connected server's flavour where one dialect name
+    #: covers two databases (MariaDB and MySQL both answer to "mysql")
+    flavour: Callable[[Dialect], DialectRow] | None = None
 
     def kind(self, storage: str) -> str:
         """Return the storage kind ("uuid", "binary", "text") of a storage option."""
@@ -150,3 +158,71 @@ class TimeSQL:
     native_uuid: Callable[[Dialect], bool] = lambda dialect: False
     #: the native uuid type sorts valid UUIDv7 values in time (byte) order
     native_uuid_time_ordered: Callable[[Dialect], bool] = lambda dialect: True
+    #: kind -> the timestamp of a column that holds UUIDs (UUIDv7), never
+    #: ULIDs, where the server reads it faster than ``direct`` does
+    uuid7_direct: dict[str, _Sql] = field(default_factory=dict)
+    #: (server version, the SQL from that version on): a newer server's
+    #: functions, chosen by :meth:`for_server`
+    newer: tuple[tuple[int, ...], TimeSQL] | None = None
+
+    def for_server(self, dialect: Dialect) -> TimeSQL:
+        """The SQL for the server the dialect is connected to (this row before a connection).
+
+        Example:
+            >>> from sqlalchemy.dialects import postgresql
+            >>> from sqlalchemy_ulid._dialects import dialect_row
+            >>> dialect = postgresql.dialect()
+            >>> time = dialect_row(dialect).time
+            >>> time.for_server(dialect) is time
+            True
+            >>> dialect.server_version_info = (18, 1)
+            >>> time.for_server(dialect).uuid7_direct["uuid"]("id")
+            'uuid_extract_timestamp(id)'
+        """
+        version = getattr(dialect, "server_version_info", None) or ()
+        row = self
+        while row.newer is not None and tuple(version) >= row.newer[0]:
+            row = row.newer[1]
+        return row
+
+
+@dataclass(frozen=True)
+class SettleSQL:
+    """One database's SQL and rules for the settle horizon (``paginate(settle=...)``).
+
+    The horizon statement selects :attr:`now_ms`, then :attr:`isolation`, then
+    what ``settle="auto"`` reads (see ``_settle.py`` for why each is sound).
+    """
+
+    #: the server clock as integer Unix milliseconds, at the statement's start
+    now_ms: str
+    #: SQL columns: the session's isolation level, whether it autocommits, and
+    #: (where :attr:`fresh_levels` is not empty) whether its transaction has
+    #: touched a table yet
+    isolation: str
+    #: levels at which each query sees every row committed before it
+    safe_levels: frozenset[str] = frozenset({"read committed"})
+    #: levels that are safe too while the transaction has not read yet
+    fresh_levels: frozenset[str] = frozenset()
+    #: (level, why it is refused) where the general reason would mislead
+    refused_why: tuple[tuple[str, str], ...] = ()
+    #: how ``settle="auto"`` finds the writers in flight: ``"writers"`` (it
+    #: reads which transactions hold a write lock on the table, and since
+    #: when: :attr:`writers` is that query) or ``"locking_read"`` (the page
+    #: waits for uncommitted rows itself); None: refused, :attr:`auto_refused`
+    #: says why
+    auto: Literal["writers", "locking_read"] | None = None
+    #: why ``settle="auto"`` is refused here (when :attr:`auto` is None)
+    auto_refused: str = ""
+    #: ``"writers"``: the whole horizon statement (``{now}``, ``{isolation}``;
+    #: ``:table`` the quoted table name)
+    writers: str = ""
+    #: ``"locking_read"``: the index hint that makes the page read the
+    #: clustered index, and SQL of the table type of ``:schema``.``:name``
+    locking_hint: str = ""
+    table_type: str = ""
+    #: ``"locking_read"``: a server variable that is ON on a node of a
+    #: multi-primary cluster, where the locking read cannot see other nodes'
+    #: writers (a server without it answers :attr:`unknown_variable`)
+    cluster_variable: str = ""
+    unknown_variable: object = None

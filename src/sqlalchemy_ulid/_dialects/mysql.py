@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from typing import Any
 
+from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeEngine
 
 from .._convert_sql import MYSQL_CONVERT
 from .._convert_uuid_sql import MYSQL_UUID_CONVERT
-from .._generator_sql import MYSQL_UUID7
+from .._generator_sql import UUID7_FUNCTION, UUID7SQL, leading_version
 from ._migration import MYSQL_LOCKS
-from ._row import FUNCTION_NAME, DialectRow, PagingSQL, ServerSQL, TimeSQL
+from ._row import FUNCTION_NAME, DialectRow, PagingSQL, ServerSQL, SettleSQL, TimeSQL
 from ._sql import base32_millis, binary16, float_bits_at_most_24, x_literal
 
-__all__ = ["ROW", "mysql_ulid_sql"]
+__all__ = ["CLOCK_US", "MARIADB", "ROW", "mysql_ulid_sql"]
 
 
 def _mysql_single_float(ddl: str) -> bool:
@@ -141,6 +143,109 @@ _MYSQL_TIME = TimeSQL(
 )
 
 
+# -- the UUIDv7 generator ---------------------------------------------------------
+
+# One expression, allowed as a column DEFAULT (stored functions are not): 12
+# hex digits of the millisecond, "7", 3 random digits, the variant digit
+# (8, 9, A or B), and 15 random digits. Each RANDOM_BYTES() call is fresh.
+# SYSDATE, not NOW: NOW is fixed at statement start, SYSDATE is read per row.
+_M_MS = "LPAD(HEX(FLOOR(UNIX_TIMESTAMP(SYSDATE(3)) * 1000)), 12, '0')"
+_M_VARIANT = "HEX(8 | (ASCII(RANDOM_BYTES(1)) & 3))"
+_M_HEX = (
+    f"CONCAT({_M_MS}, '7', LEFT(HEX(RANDOM_BYTES(2)), 3), {_M_VARIANT}, "
+    "LEFT(HEX(RANDOM_BYTES(8)), 15))"
+)
+# The canonical text, for MariaDB's UUID type: INSERT() puts the first dash
+# into the millisecond's 12 digits, which are read once.
+_M_TEXT = (
+    f"LOWER(CONCAT(INSERT({_M_MS}, 9, 0, '-'), '-7', LEFT(HEX(RANDOM_BYTES(2)), 3), '-', "
+    f"{_M_VARIANT}, LEFT(HEX(RANDOM_BYTES(2)), 3), '-', HEX(RANDOM_BYTES(6))))"
+)
+
+
+def _mariadb_has_uuid_v7(dialect: Dialect) -> bool:
+    version = leading_version(dialect)
+    return version is not None and version >= (11, 7)
+
+
+def _mariadb_missing(dialect: Dialect) -> str | None:
+    version = leading_version(dialect)
+    if version is not None and version < (10, 10):
+        return (
+            f"MariaDB {'.'.join(map(str, version))} has no RANDOM_BYTES() "
+            "(from MariaDB 10.10), which the UUIDv7 DEFAULT needs"
+        )
+    return None
+
+
+# MySQL 8.0.13+ (RANDOM_BYTES, expression DEFAULTs): no UUIDv7 function of its own.
+MYSQL_UUID7 = UUID7SQL(
+    create=(
+        f"CREATE FUNCTION IF NOT EXISTS {UUID7_FUNCTION}() RETURNS BINARY(16) "
+        f"NOT DETERMINISTIC NO SQL RETURN UNHEX({_M_HEX})",
+    ),
+    drop=(f"DROP FUNCTION IF EXISTS {UUID7_FUNCTION}",),
+    default={"uuid": _M_TEXT, "binary": f"UNHEX({_M_HEX})", "hex": f"LOWER({_M_HEX})"},
+    ordered="no: ordered by millisecond only",
+)
+# MariaDB (the row of a connected MariaDB server): UUID_v7() from 11.7 for its
+# UUID type, and RANDOM_BYTES() only from 10.10.
+MARIADB_UUID7 = replace(
+    MYSQL_UUID7,
+    builtin={"uuid": "UUID_v7()"},
+    has_builtin=_mariadb_has_uuid_v7,
+    missing=_mariadb_missing,
+    ordered="no: ordered by millisecond only (MariaDB 11.7's UUID_v7() too)",
+)
+
+
+# -- the settle horizon and the server clock -------------------------------------
+
+# UTC_TIMESTAMP is timezone-free arithmetic (UNIX_TIMESTAMP(NOW()) is not, in
+# a DST fold); NOW() and UTC_TIMESTAMP() are the statement start.
+_NOW_MS = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000"
+# "auto": the paging table's type. A locking read through a view that
+# MariaDB materializes (ALGORITHM=TEMPTABLE, or any view with GROUP BY,
+# DISTINCT, UNION...) locks no base row, so it would not wait for a slow
+# writer: only base tables are accepted.
+_TABLE_TYPE = (
+    "(SELECT TABLE_TYPE FROM information_schema.TABLES "
+    "WHERE TABLE_SCHEMA = COALESCE(:schema, DATABASE()) AND TABLE_NAME = :name)"
+)
+# Galera, read by "auto". The global value, not the session's: a session that
+# SET wsrep_on = OFF (so its own writes do not replicate) still reads a node
+# that other nodes' transactions reach only once they commit.
+_MYSQL_SETTLE = SettleSQL(
+    now_ms=_NOW_MS,
+    isolation="@@transaction_isolation, @@autocommit",
+    auto="locking_read",
+    # The page reads the clustered index (see _settle.py).
+    locking_hint="FORCE INDEX (PRIMARY)",
+    table_type=_TABLE_TYPE,
+    cluster_variable="wsrep_on",
+    unknown_variable=1193,  # ER_UNKNOWN_SYSTEM_VARIABLE, MariaDB and MySQL
+)
+# MariaDB: also REPEATABLE READ, while @@in_transaction says this transaction
+# has not touched InnoDB yet (so it has no read view; see _settle.py).
+_MARIADB_SETTLE = replace(
+    _MYSQL_SETTLE,
+    isolation="@@tx_isolation, @@autocommit, @@in_transaction",
+    fresh_levels=frozenset({"repeatable read"}),
+)
+CLOCK_US = "SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))"
+
+
+def _datetime6() -> TypeEngine[Any]:
+    from sqlalchemy.dialects.mysql import DATETIME
+
+    return DATETIME(fsp=6)
+
+
+def _flavour(dialect: Dialect) -> DialectRow:
+    """MariaDB's row or MySQL's: a ``mysql://`` URL tells them apart once connected."""
+    return MARIADB if getattr(dialect, "is_mariadb", False) else ROW
+
+
 ROW = DialectRow(
     # Never MariaDB's UUID type: it rejects a quarter of ULIDs and reorders
     # the rest (it sorts by the UUIDv1 time fields).
@@ -172,4 +277,11 @@ ROW = DialectRow(
     ),
     uuid7=MYSQL_UUID7,
     locks=MYSQL_LOCKS,
+    settle=_MYSQL_SETTLE,
+    clock_us=CLOCK_US,
+    utc_datetime=_datetime6,
+    flavour=_flavour,
 )
+#: MariaDB's row: MySQL's, but for the isolation rules of the settle horizon
+#: and its own UUIDv7 function.
+MARIADB = replace(ROW, settle=_MARIADB_SETTLE, uuid7=MARIADB_UUID7)

@@ -9,8 +9,8 @@ from sqlalchemy.types import TypeEngine
 
 from .._convert_sql import SQLITE_CONVERT
 from .._convert_uuid_sql import SQLITE_UUID_CONVERT
-from .._generator_sql import SQLITE_UUID7
-from ._row import FUNCTION_NAME, DialectRow, PagingSQL, ServerSQL, TimeSQL
+from .._generator_sql import UUID7_FUNCTION, UUID7SQL
+from ._row import FUNCTION_NAME, DialectRow, PagingSQL, ServerSQL, SettleSQL, TimeSQL
 from ._sql import base32_millis, char26, digit_sum, x_literal
 
 __all__ = ["ROW"]
@@ -44,6 +44,26 @@ _SQLITE_TIME = TimeSQL(
 )
 
 
+# register_uuid7_function() defines gen_uuid7() (16 bytes from new_uuid7())
+# on each connection.
+SQLITE_UUID7 = UUID7SQL(
+    create=(),
+    drop=(),
+    default={"binary": f"{UUID7_FUNCTION}()", "hex": f"lower(hex({UUID7_FUNCTION}()))"},
+    ordered="yes, within the process (it calls new_uuid7())",
+)
+
+
+# 'now' is stable within a statement; SQLite runs in this process.
+_SETTLE = SettleSQL(
+    now_ms="CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)",
+    isolation="'serializable', 1",
+    auto_refused=(
+        "settle='auto' has nothing to read on SQLite (no view of other connections' "
+        "transactions); pass a timedelta longer than your slowest write transaction"
+    ),
+)
+
 ROW = DialectRow(
     native="binary",
     binary=_blob,
@@ -59,4 +79,7 @@ ROW = DialectRow(
     unique_by_index=True,
     paging=PagingSQL(nulls_largest=False, row_values=True),
     uuid7=SQLITE_UUID7,
+    settle=_SETTLE,
+    clock_us="SELECT CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)",
+    functions_per_connection=True,
 )

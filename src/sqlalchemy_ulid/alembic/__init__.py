@@ -44,7 +44,9 @@ work without the import):
 
 The ops live in this package's private modules: ``_add`` (``add_ulid_column``),
 ``_add_uuid7`` (``add_uuid7_column``, on ``_add``'s machinery),
-``_online``, ``_backfill`` and ``_offline`` (its ``online=True`` phases),
+``_add_plan`` and ``_backfill`` (their ``online=True`` plan, run online or
+written as the ``--sql`` script by the engine in ``_plan``, with the
+per-database planners and catalog queries in ``postgresql`` and ``mysql``),
 ``_locks`` (lock timeouts and retries for every DDL statement), ``_drop``,
 the ``_storage`` package (``alter_ulid_storage``, ``alter_uuid7_storage``
 and their online paths), ``_function``, the ``_primary_key`` package
@@ -66,11 +68,14 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess
         "sqlalchemy_ulid.alembic needs Alembic: pip install 'sqlalchemy-ulid[alembic]'"
     ) from exc
 
-# Importing the op modules registers the ops on Alembic's Operations.
+# Importing the op modules registers the ops on Alembic's Operations, and
+# the database modules their planners (by dialect name).
 from .._types import ULIDType
+from . import mysql, postgresql, sqlite  # noqa: F401
 from ._add import AddULIDColumnOp
 from ._add_uuid7 import AddUUID7ColumnOp
 from ._backfill import BackfillProgress
+from ._compare import compare_server_default
 from ._drop import DropULIDColumnOp
 from ._function import (
     CreateULIDFunctionOp,
@@ -101,6 +106,7 @@ __all__ = [
     "DropUUID7FunctionOp",
     "LockTimeoutError",
     "RestoreLegacyPrimaryKeyOp",
+    "compare_server_default",
     "render_item",
 ]
 

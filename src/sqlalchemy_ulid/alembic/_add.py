@@ -25,6 +25,7 @@ from .._dialects import dialect_row
 from .._generator import MonotonicGenerator
 from .._time import check_ms, to_ms
 from .._types import Storage, ULIDType, _check_storage
+from ._add_plan import add_online
 from ._backfill import MAX_BATCH_SIZE, BackfillProgress, check_batch_options
 from ._drop import DropULIDColumnOp
 from ._inspect import (
@@ -39,7 +40,6 @@ from ._inspect import (
     utc_session,
 )
 from ._locks import DEFAULT_LOCK_TIMEOUT, check_lock_timeout, lock_safe
-from ._online import add_online
 
 __all__ = ["MAX_BATCH_SIZE", "AddULIDColumnOp"]
 
@@ -73,6 +73,8 @@ class AddULIDColumnOp(MigrateOperation):
         self.lock_timeout = None if lock_timeout is None else check_lock_timeout(lock_timeout)
         if fold not in (None, 0, 1):
             raise ValueError(f"fold must be None, 0 or 1, got {fold!r}")
+        #: online, batches are sized by time unless the caller fixed their size
+        self.sized_by_time = batch_size is None
         self.batch_size, self.pause, self.progress = check_batch_options(
             batch_size, pause, progress, online
         )
@@ -242,9 +244,12 @@ class AddULIDColumnOp(MigrateOperation):
 
     #: the op's name, in messages
     op_name = "add_ulid_column"
-    #: online=True can write its phases as an offline (--sql) script: the
-    #: script computes ULIDs in SQL (there is no UUIDv7 version of it)
-    offline_script = True
+    #: the ids it makes: "ulid" or "uuid7" (the planners make them in SQL offline)
+    key = "ulid"
+
+    def storage_kind(self, dialect: Dialect) -> str:
+        """The column's storage kind on ``dialect``: ``uuid``, ``binary`` or ``text``/``hex``."""
+        return dialect_row(dialect).kind(self.storage)
 
     @staticmethod
     def _check_storage(storage: Any, server_default: bool) -> None:

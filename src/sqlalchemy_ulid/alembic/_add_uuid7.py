@@ -31,7 +31,11 @@ class AddUUID7ColumnOp(AddULIDColumnOp):
     """Add a UUIDv7 column to a populated table, dated from a timestamp column."""
 
     op_name = "add_uuid7_column"
-    offline_script = False
+    key = "uuid7"
+
+    def storage_kind(self, dialect: Dialect) -> str:
+        """The column's storage kind on ``dialect``: ``uuid``, ``binary`` or ``hex``."""
+        return _kind(str(self.storage), dialect)
 
     @staticmethod
     def _check_storage(storage: Any, server_default: bool) -> None:
@@ -114,7 +118,10 @@ class AddUUID7ColumnOp(AddULIDColumnOp):
                 ``op.create_uuid7_function()`` first).
             online: the phases of ``add_ulid_column(online=True)`` (PostgreSQL
                 and MariaDB), so that no writer waits longer than a metadata
-                change; not offline (``--sql``).
+                change. Offline (``--sql``) it writes them as a script that
+                makes the UUIDv7s in SQL (uuid or 16-byte storage;
+                ``batch_size`` at most 4,095: a batch numbers the rows of one
+                millisecond in the 12-bit counter).
             pause: with ``online=True``, seconds to sleep between two batches.
             progress: with ``online=True``, called after every batch with a
                 :class:`~sqlalchemy_ulid.alembic.BackfillProgress`.
@@ -122,8 +129,9 @@ class AddUUID7ColumnOp(AddULIDColumnOp):
                 before it gives up and retries (default 1 s).
 
         Raises:
-            alembic.util.CommandError: in offline mode, or rows were written
-                without the column faster than the catch-up (rerun it).
+            alembic.util.CommandError: in offline mode without ``online=True``
+                (or with a storage the script cannot fill), or rows were
+                written without the column faster than the catch-up (rerun it).
             ValueError: as :meth:`add_ulid_column`, before the table is altered.
         """
         operations.invoke(

@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import timedelta, timezone, tzinfo
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -173,6 +173,69 @@ class Backfill:
         self.rows_done += filled
         return filled
 
+    def batches(self) -> Callable[[int], int]:
+        """A run of the fill, a batch at a time: ``batch(limit)`` -> rows it took (0: done)."""
+        last: list[Any] = [None]
+
+        def batch(limit: int) -> int:
+            rows = self._next_batch(last[0], limit)
+            if not rows:
+                return 0
+            filled = self._fill(rows)
+            last[0] = rows[-1][0]
+            self.rows_done += filled
+            # Rows filled by someone else meanwhile still count as a batch taken.
+            return filled or len(rows)
+
+        return batch
+
+    def estimate(self) -> int:
+        """The rows still without an id, as the planner estimates them (0: unknown)."""
+        return self._estimate()
+
+    def missing(self) -> int:
+        """The rows without an id, counted."""
+        column = self.target.c[self.column]
+        query = sa.select(sa.func.count()).select_from(self.target).where(column.is_(None))
+        return int(self.connection.scalar(query) or 0)
+
+    def check_times(self, zone: tzinfo) -> None:
+        """Refuse, before any DDL, a NULL or undatable time in a row without an id.
+
+        A fixed offset keeps the order of times, so the earliest and latest
+        decide; a zone with DST changes is checked row by row (a gap or a
+        fold), in one streaming read.
+        """
+        times = self.target.c[self.time_column]
+        todo = sa.select(times).select_from(self.target)
+        if self.column in {c["name"] for c in _columns(self.connection, self.target)}:
+            todo = todo.where(self.target.c[self.column].is_(None))
+        nulls = self.connection.scalar(
+            sa.select(sa.func.count()).select_from(todo.where(times.is_(None)).subquery())
+        )
+        if nulls:
+            raise ValueError(
+                f"{self.target.name}.{self.time_column} is NULL in {nulls} rows: "
+                "fill them before deriving ULIDs from it"
+            )
+        if isinstance(zone, timezone):
+            ends = todo.subquery()
+            low, high = self.connection.execute(
+                sa.select(
+                    sa.func.min(ends.c[self.time_column]), sa.func.max(ends.c[self.time_column])
+                )
+            ).one()
+            for value in (low, high):
+                if value is not None:
+                    self.millis(value)
+            return
+        result = self.connection.execute(
+            todo, execution_options={"stream_results": True, "yield_per": self.batch_size}
+        )
+        with result:
+            for (value,) in result:
+                self.millis(value)
+
     def _report(self, done: int, total: int, elapsed: float) -> BackfillProgress:
         rate = done / elapsed if elapsed > 0 else 0.0
         eta = (total - done) / rate if rate else None
@@ -191,13 +254,13 @@ class Backfill:
         except (sa.exc.SQLAlchemyError, KeyError, ValueError, TypeError):
             return 0  # only for the progress report
 
-    def _next_batch(self, last: Any) -> list[Any]:
+    def _next_batch(self, last: Any, limit: int | None = None) -> list[Any]:
         key = self.target.c[self.key]
         query = (
             sa.select(key, self.target.c[self.time_column])
             .where(self.target.c[self.column].is_(None))
             .order_by(key)
-            .limit(self.batch_size)
+            .limit(self.batch_size if limit is None else limit)
         )
         if last is not None:
             query = query.where(key > last)
@@ -300,10 +363,18 @@ def retry_batch(low: Any, update: Callable[[], _T]) -> _T:
 
 
 def error_code(error: sa.exc.DBAPIError) -> object:
-    """The SQLSTATE (PostgreSQL) or error number (MariaDB) of a driver error."""
+    """The error number (MariaDB) or SQLSTATE (PostgreSQL) of a driver error.
+
+    The number first: PyMySQL 1.1+ gives its errors the server's SQLSTATE
+    too, a class shared by many errors (``HY000`` for a lock wait timeout),
+    and a check by SQLSTATE missed every MariaDB number it looked for.
+    """
     orig = error.orig
-    code = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
     args: tuple[Any, ...] = tuple(getattr(orig, "args", None) or ())
-    if code is None and args:
-        code = args[0]
-    return code
+    if args and isinstance(args[0], int):
+        return args[0]
+    return getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+
+
+def _columns(connection: Connection, table: sa.Table) -> list[Any]:
+    return list(sa.inspect(connection).get_columns(table.name, schema=table.schema))

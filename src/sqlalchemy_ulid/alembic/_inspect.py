@@ -24,6 +24,7 @@ __all__ = [
     "execute",
     "foreign_keys_on",
     "index_features",
+    "name_limit",
     "quote",
     "run",
     "safe_name",
@@ -188,7 +189,7 @@ def safe_name(name: str, dialect: Dialect) -> str:
     collide) and MariaDB refuses names over 64 characters; the hash keeps
     shortened names distinct and the same on every run.
     """
-    limit = _name_limit(dialect)
+    limit = name_limit(dialect)
     if len(name.encode()) <= limit:
         return name
     digest = hashlib.sha1(name.encode()).hexdigest()[:8]
@@ -196,7 +197,8 @@ def safe_name(name: str, dialect: Dialect) -> str:
     return f"{head}_{digest}"
 
 
-def _name_limit(dialect: Dialect) -> int:
+def name_limit(dialect: Dialect) -> int:
+    """The longest name, in bytes, the database takes for a table, index or constraint."""
     # MySQL allows 255 for some names but 64 for constraints and indexes.
     limits = [
         dialect.max_identifier_length,
@@ -215,7 +217,7 @@ def check_identifier(name: str, what: str, dialect: Dialect) -> None:
     """Refuse a name the database would cut short or reject (or an empty one)."""
     if not name.strip():
         raise ValueError(f"{what} must not be empty, got {name!r}")
-    limit = _name_limit(dialect)
+    limit = name_limit(dialect)
     if len(name.encode()) > limit:
         raise ValueError(
             f"{what} {name!r} is {len(name.encode())} bytes; {dialect.name} allows {limit}"

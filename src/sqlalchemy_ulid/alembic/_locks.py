@@ -12,6 +12,20 @@ sessions that held the lock.
 
 The per-database SQL is :class:`~sqlalchemy_ulid._dialects.LockSQL`, in the
 dialect table.
+
+No setting outlives the statement it is for, on any server session, even
+through a pooler in transaction mode (PgBouncer, RDS Proxy, Supavisor),
+which hands each transaction the next free server session: a ``SET`` in
+one autocommit statement and its restore in another may land on two
+sessions, and the application gets the changed one. On PostgreSQL each try
+is therefore one transaction, ``BEGIN; SET LOCAL lock_timeout ...; <DDL>;
+COMMIT`` (or a savepoint in the migration's own transaction). The one kind
+of DDL that cannot run in a transaction, ``CREATE/DROP INDEX
+CONCURRENTLY``, needs a session setting: it gets one only on a direct
+connection (the port the server sees is the client's own). Through a proxy
+it runs under the server's own ``lock_timeout``: its lock
+(SHARE UPDATE EXCLUSIVE) never makes the application's reads and writes
+wait, so waiting longer only delays the migration.
 """
 
 from __future__ import annotations
@@ -19,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -32,6 +47,7 @@ from sqlalchemy.engine import Connection
 from .._checks import check_seconds
 from .._dialects import LockSQL, dialect_row
 from ._inspect import run
+from ._proxy import behind_a_proxy
 
 __all__ = [
     "DEFAULT_LOCK_TIMEOUT",
@@ -50,6 +66,9 @@ DEFAULT_LOCK_TIMEOUT = 1.0
 
 #: The longest wait between two tries, in seconds.
 _MAX_BACKOFF = 30.0
+
+#: DDL that PostgreSQL refuses inside a transaction block.
+_NO_TRANSACTION = re.compile(r"\bCONCURRENTLY\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -135,10 +154,12 @@ def lock_safe_ddl(
 
     Inside a transaction on PostgreSQL each try runs in a savepoint (``SET
     LOCAL``), so a timeout does not abort the migration's transaction; in
-    autocommit mode (``CREATE INDEX CONCURRENTLY``) the setting is the
-    session's, put back afterwards. On MariaDB the timeout is whole seconds,
-    and below one second a try fails at once if the lock is taken. SQLite
-    runs the statements as they are.
+    autocommit mode each try is a transaction of its own (``BEGIN; SET
+    LOCAL``), so nothing stays behind even through a pooler. DDL that cannot
+    run in a transaction (``CONCURRENTLY``) sets the session's, put back
+    afterwards, on a direct connection only (see the module docstring). On
+    MariaDB the timeout is whole seconds, and below one second a try fails
+    at once if the lock is taken. SQLite runs the statements as they are.
 
     Args:
         connection: the migration's connection.
@@ -165,6 +186,7 @@ def lock_safe_ddl(
             statement,
             lock_timeout=lock_timeout,
             attempts=attempts,
+            transaction_block=not _NO_TRANSACTION.search(statement),
         )
 
 
@@ -175,11 +197,13 @@ def lock_safe(
     *,
     lock_timeout: float,
     attempts: int = 5,
+    transaction_block: bool = True,
 ) -> None:
     """Run ``action`` (DDL on ``connection``) as :func:`lock_safe_ddl` runs one statement.
 
     For DDL that Alembic renders (``operations.add_column(...)`` and so on):
-    ``what`` names it in messages.
+    ``what`` names it in messages. ``transaction_block=False``: the DDL cannot
+    run in a transaction (``CONCURRENTLY``).
     """
     seconds = check_lock_timeout(lock_timeout)
     if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
@@ -189,18 +213,33 @@ def lock_safe(
         action()
         return
     in_transaction = not _autocommit(connection)
-    pid = int(connection.exec_driver_sql(sql.session_id).scalar_one())
+    # Autocommit on PostgreSQL: each try is a transaction of its own (SET LOCAL).
+    own_block = sql.transactional and not in_transaction and transaction_block
+    if not in_transaction and not own_block and behind_a_proxy(connection):
+        logger.warning(
+            "%s: the connection goes through a proxy or pooler, where a session setting "
+            "could stay behind on a server session the application gets next; it runs "
+            "under the server's own lock_timeout (its lock never makes reads or writes "
+            "wait). Run migrations on a direct connection for a bounded wait",
+            " ".join(what.split())[:80],
+        )
+        action()
+        return
+    pid = [int(connection.exec_driver_sql(sql.session_id).scalar_one())]
     blockers: dict[int, Blocker] = {}
     for attempt in range(1, attempts + 1):
         try:
             with _watching(connection, sql, pid, seconds, blockers):
-                _try(connection, sql, action, seconds, in_transaction)
+                if own_block:
+                    _try_in_block(connection, sql, action, seconds, pid)
+                else:
+                    _try(connection, sql, action, seconds, in_transaction)
             return
         except sa.exc.DBAPIError as exc:
             if not _is_timeout(exc, sql) or exc.connection_invalidated:
                 raise
             # MariaDB's lock holders are listed whether or not we still wait.
-            _read_blockers(connection, sql, pid, blockers)
+            _read_blockers(connection, sql, pid[0], blockers)
             if attempt == attempts:
                 raise LockTimeoutError(what, attempts, seconds, list(blockers.values())) from exc
             pause = min(seconds * 2 ** (attempt - 1), _MAX_BACKOFF)
@@ -247,6 +286,32 @@ def _try(
                 savepoint.rollback()
             raise
     _restore(connection, sql, saved, in_transaction)
+
+
+def _try_in_block(
+    connection: Connection,
+    sql: LockSQL,
+    action: Callable[[], object],
+    seconds: float,
+    pid: list[int],
+) -> None:
+    """One try as one transaction: ``BEGIN; SET LOCAL ...; action; COMMIT``.
+
+    A pooler in transaction mode keeps a transaction on one server session,
+    and the setting ends with it. ``pid`` is set to that session's id (the
+    one a blocked try's blockers are read for).
+    """
+    connection.exec_driver_sql("BEGIN")
+    try:
+        pid[0] = int(connection.exec_driver_sql(sql.session_id).scalar_one())
+        for statement in sql.set(seconds, True):
+            connection.exec_driver_sql(statement)
+        action()
+    except BaseException:
+        with contextlib.suppress(sa.exc.SQLAlchemyError):
+            connection.exec_driver_sql("ROLLBACK")
+        raise
+    connection.exec_driver_sql("COMMIT")
 
 
 def _restore(connection: Connection, sql: LockSQL, saved: tuple[Any, ...], local: bool) -> None:
@@ -312,9 +377,9 @@ def _read_blockers(
 
 @contextlib.contextmanager
 def _watching(
-    connection: Connection, sql: LockSQL, pid: int, seconds: float, found: dict[int, Blocker]
+    connection: Connection, sql: LockSQL, pid: list[int], seconds: float, found: dict[int, Blocker]
 ) -> Iterator[None]:
-    """Note, from a second connection, who blocks session ``pid`` while the block runs."""
+    """Note, from a second connection, who blocks session ``pid[0]`` while the block runs."""
     done = threading.Event()
     interval = min(0.05, seconds / 4)
 
@@ -322,7 +387,7 @@ def _watching(
         # Only a statement that has waited half its timeout is worth a look:
         # a quick one must not cost a connection (nor extra statements).
         if not done.wait(seconds / 2):
-            _read_blockers(connection, sql, pid, found, until=done, interval=interval)
+            _read_blockers(connection, sql, pid[0], found, until=done, interval=interval)
 
     watcher = threading.Thread(target=watch, name="sqlalchemy-ulid-lock-watch", daemon=True)
     watcher.start()

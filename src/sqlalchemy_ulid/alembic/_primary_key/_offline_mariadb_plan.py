@@ -20,7 +20,7 @@ from ._offline_mariadb_sql import (
     Names,
     concat,
     quoted,
-    safe_name_sql,
+    shadow_sql,
     signal,
     table_sql,
 )
@@ -199,7 +199,7 @@ def _closure(n: Names) -> str:
     )
     return f"""\
   INSERT INTO sqlalchemy_ulid_pk_cols (tbl, col, shadow, nullable, in_pk, pk_cols)
-    VALUES ({n.name_sql}, v_key, {safe_name_sql(f"CONCAT(v_key, {_literal(n.suffix)})")}, 0, 1, 1);
+    VALUES ({n.name_sql}, v_key, {shadow_sql(n.name_sql, "v_key", n.suffix)}, 0, 1, 1);
   SET v_i = 1;
   closure: LOOP
     SELECT MAX(tbl), MAX(col) INTO v_ptbl, v_pcol FROM sqlalchemy_ulid_pk_cols WHERE id = v_i;
@@ -222,7 +222,7 @@ def _closure(n: Names) -> str:
       WHERE {referencing} ORDER BY k.TABLE_NAME, k.CONSTRAINT_NAME;
     INSERT INTO sqlalchemy_ulid_pk_cols (tbl, col, ptbl, pcol, shadow, nullable, comment, in_pk, pk_cols)
       SELECT DISTINCT k.TABLE_NAME, k.COLUMN_NAME, v_ptbl, v_pcol,
-        {safe_name_sql(f"CONCAT(k.COLUMN_NAME, {_literal(n.suffix)})")},
+        {shadow_sql("k.TABLE_NAME", "k.COLUMN_NAME", n.suffix)},
         c.IS_NULLABLE = 'YES', NULLIF(c.COLUMN_COMMENT, ''),
         {in_pk.format(also=" AND s.COLUMN_NAME = k.COLUMN_NAME")}, {in_pk.format(also="")}
       FROM information_schema.KEY_COLUMN_USAGE k JOIN information_schema.COLUMNS c

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Literal
 
 from ..._types import ULIDType
 from .._inspect import quote, safe_name
+from .._names import shadow_name_mariadb
 from .._offline_mariadb import _literal, _signal
 from ._checks import OFFLINE_STEPS_TABLE
 
@@ -28,6 +29,7 @@ __all__ = [
     "has_columns",
     "quoted",
     "safe_name_sql",
+    "shadow_sql",
     "signal",
     "table_sql",
 ]
@@ -68,6 +70,27 @@ def safe_name_sql(expr: str) -> str:
         f"CASE WHEN LENGTH({expr}) <= {_LIMIT} THEN {expr} "
         f"WHEN LENGTH({expr}) = CHAR_LENGTH({expr}) "
         f"THEN CONCAT(LEFT({expr}, {_LIMIT - 9}), '_', LEFT(SHA1({expr}), 8)) END"
+    )
+
+
+def shadow_sql(table: str, column: str, suffix: str) -> str:
+    """SQL of the shadow column's name: :func:`~.._names.shadow_name`, as online.
+
+    A conversion an earlier release began under a SHA-1 name
+    (:func:`safe_name_sql`) goes on under it, as online.
+    """
+    new = shadow_name_mariadb(column, suffix)
+    legacy = safe_name_sql(f"CONCAT({column}, {_literal(suffix)})")
+
+    def named(name: str) -> str:
+        return (
+            "SELECT 1 FROM information_schema.COLUMNS c2 WHERE c2.TABLE_SCHEMA = v_schema "
+            f"AND c2.TABLE_NAME = {table} AND c2.COLUMN_NAME = {name}"
+        )
+
+    return (
+        f"CASE WHEN EXISTS ({named(legacy)}) AND NOT EXISTS ({named(new)}) "
+        f"THEN {legacy} ELSE {new} END"
     )
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from sqlalchemy.dialects import postgresql
 
 from ..._dialects import key_conversion_sql
+from .._names import shadow_name_pg
 from .._offline import _MILLIS_BY_TYPE, _dollar_quoted, _literal
 from ._plan import STATE_TABLE
 
@@ -25,9 +26,6 @@ __all__ = ["Names", "declarations", "marker", "plan_block"]
 
 #: The largest Unix millisecond a ULID holds (48 bits).
 MAX_MS = 2**48 - 1
-
-#: PostgreSQL's identifier limit, in bytes.
-NAME_LIMIT = 63
 
 
 @dataclass(frozen=True)
@@ -137,7 +135,7 @@ def plan_block(names: Names) -> str:
   IF has_legacy THEN
     RAISE EXCEPTION '{op}: % already has a column % (legacy_id=)', tbl, legacy;
   END IF;
-  shadow := key_col || '{names.suffix}';
+  shadow := {shadow_name_pg("key_col", names.suffix)};
   IF shadow = legacy THEN
     RAISE EXCEPTION '{op}: legacy_id=% is the name this op gives the new values of %.% before '
       'the swap: choose another name', legacy, tbl, key_col;
@@ -310,7 +308,8 @@ BEGIN
       END IF;
       last := last + 1;
       INSERT INTO pg_temp.ulid_pk_plan VALUES (last, fk.conrelid, fk.conkey[1], fk.relname,
-        col.attname, i, col.attname || '{names.suffix}', col.attname || '{names.suffix}',
+        col.attname, i, {shadow_name_pg("col.attname", names.suffix)},
+        {shadow_name_pg("col.attname", names.suffix)},
         col.nullable, CASE WHEN ref_keys = ARRAY[fk.conkey[1]] THEN ref_pk END, new_type, NULL,
         NULL);
     END LOOP;
@@ -358,11 +357,6 @@ BEGIN
       END IF;
     END IF;
     CONTINUE WHEN r.shadow IS NULL;
-    IF octet_length(r.shadow) > {NAME_LIMIT} THEN
-      RAISE EXCEPTION '{op}: offline, the column that receives the new values of %.% would '
-        'be named %, longer than PostgreSQL allows: run this migration online',
-        r.tbl, r.col, r.shadow;
-    END IF;
     IF EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = r.relid AND a.attname = r.shadow
         AND a.attnum > 0 AND NOT a.attisdropped AND col_description(r.relid, a.attnum)
         IS DISTINCT FROM marker || r.tbl || '.' || r.col) THEN

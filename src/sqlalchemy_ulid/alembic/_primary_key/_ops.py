@@ -24,6 +24,7 @@ from ..._types import Storage, _check_storage
 from .._inspect import safe_name, strict_mode, unique_on
 from .._locks import DEFAULT_LOCK_TIMEOUT, check_lock_timeout
 from .._online import phases_block
+from .._proxy import DIRECT_CONNECTION, behind_a_proxy
 from ._offline import write_offline
 from ._phases import add_shadows, fill_referencing, staged_key, swap
 from ._plan import (
@@ -295,6 +296,12 @@ def _run(operations: Operations, op: _KeyOp, direction: Literal["ulid", "legacy"
         if context.script is not None:
             raise CommandError(f"dry run, nothing was changed:\n{text}")
         return text
+    if plan.direction == "ulid" and f"fill:{plan.table}" not in done and behind_a_proxy(connection):
+        raise ConversionRefused(
+            f"{name}: the new ids are kept in a temporary table, which lives on one "
+            "server session, and this connection goes through a proxy or pooler that may "
+            f"run the next transaction on another; nothing was changed: {DIRECT_CONNECTION}"
+        )
     zone = op.timezone if op.timezone is not None else _timezone.utc
     with contextlib.ExitStack() as stack:
         fill = None

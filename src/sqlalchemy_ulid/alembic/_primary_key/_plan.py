@@ -23,6 +23,7 @@ from sqlalchemy.engine import Connection
 from ..._dialects import key_conversion_sql
 from ..._types import Storage, ULIDType
 from .._inspect import check_identifier, column_state, safe_name
+from .._names import shadow_column
 from ._checks import ConversionRefused, has_shadow, refuse_unsafe
 
 __all__ = [
@@ -194,7 +195,7 @@ def build_plan(
         False,
         pk_name,
         None,
-        safe_name(key + suffix, dialect),
+        shadow_column(key, suffix, dialect, columns),
     )
     plan = Plan(
         direction=direction,
@@ -281,7 +282,8 @@ def _follow_references(connection: Connection, inspector: Any, plan: Plan, suffi
                     continue
                 seen.add((table, column))
                 changing.append((table, column))
-                shadow = safe_name(column + suffix, connection.dialect)
+                names = [c["name"] for c in inspector.get_columns(table, schema=plan.schema)]
+                shadow = shadow_column(column, suffix, connection.dialect, names)
                 plan.columns.append(
                     _referencing(connection, inspector, plan, table, column, parent, shadow)
                 )

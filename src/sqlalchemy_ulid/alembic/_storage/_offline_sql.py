@@ -18,6 +18,7 @@ import sqlalchemy as sa
 
 from ..._convert_sql import ConvertSQL
 from .._inspect import quote, safe_name, unescape_percent
+from .._names import shadow_name_pg
 from .._offline import _literal
 from ._online import STATE_TABLE
 from ._plan import _compiled
@@ -163,14 +164,10 @@ def kind_sql(op: AlterULIDStorageOp, alias: str) -> str:
 def shadow_index_sql(name: str) -> str:
     """SQL of the name an index (named by the SQL ``name``) gets on the shadow column.
 
-    ``<name>__ulid`` as online; a name too long for that (63 bytes) gets an
-    md5 of itself (the online op's sha1 is not in PostgreSQL's core). The
-    name lasts only until the swap, which gives the index its own back.
+    :func:`~.._names.shadow_name`, as online. The name lasts only until the
+    swap, which gives the index its own back.
     """
-    return (
-        f"CASE WHEN octet_length({name}) <= 57 THEN {name} || '__ulid' "
-        f"ELSE 'ulid_' || md5({name}) || '__ulid' END"
-    )
+    return shadow_name_pg(name, "__ulid")
 
 
 def inline(query: str, **params: str) -> str:

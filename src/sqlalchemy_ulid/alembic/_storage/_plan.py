@@ -17,6 +17,7 @@ from sqlalchemy.engine import Connection
 
 from ..._dialects import dialect_row, key_conversion_sql
 from .._inspect import column_state, foreign_keys_on, index_features, quote, safe_name
+from .._names import dialect_shadow_name, legacy_shadow_name, resumed_name
 
 if TYPE_CHECKING:
     from ._op import AlterULIDStorageOp
@@ -268,6 +269,16 @@ def _indexes(connection: Connection, plan: Plan) -> list[Index]:
         ),
         {"table": quote(connection.dialect, plan.table, plan.schema), "column": plan.column},
     ).all()
+    # Shadow indexes an earlier release named (SHA-1 of a long name): resumed as they are.
+    existing = set(
+        connection.execute(
+            sa.text(
+                "SELECT i.relname FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
+                "WHERE x.indrelid = to_regclass(:table)"
+            ),
+            {"table": quote(connection.dialect, plan.table, plan.schema)},
+        ).scalars()
+    )
     indexes: list[Index] = []
     for name, unique, contype, deferrable, names in sorted(rows):
         if contype not in (None, "p", "u") or deferrable:
@@ -281,7 +292,11 @@ def _indexes(connection: Connection, plan: Plan) -> list[Index]:
                 list(names),
                 bool(unique),
                 contype,
-                safe_name(f"{name}__ulid", connection.dialect),
+                resumed_name(
+                    dialect_shadow_name(name, "__ulid", connection.dialect),
+                    legacy_shadow_name(name, "__ulid", connection.dialect),
+                    existing,
+                ),
             )
         )
     return indexes

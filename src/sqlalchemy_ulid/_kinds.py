@@ -1,0 +1,219 @@
+"""Key kinds: one object per kind of time-ordered key (ULID, UUIDv7).
+
+A :class:`KeyKind` carries everything that differs between kinds of key:
+the value type, strict parsing and canonical text, the bounds of a
+millisecond, the Python generator, the server-side generator's SQL and the
+storage conversion SQL of each database (read from the database's row in
+``_dialects``), and the mixins' primary-key column. The server defaults,
+the mixins, the cursors of the query helpers and the Alembic ops take a key
+kind instead of keeping one copy of their code per kind; a new kind of key
+(typed ids) is one more :class:`KeyKind`.
+
+Example:
+    >>> ULID_KEYS.parse("01HTQW311N1KR5G0Y75M3EF00H")
+    ULID('01HTQW311N1KR5G0Y75M3EF00H')
+    >>> UUID7_KEYS.format(UUID7_KEYS.min_at(0))
+    '00000000-0000-7000-8000-000000000000'
+    >>> key_kind("uuid") is UUID7_KEYS
+    True
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Dialect
+from sqlalchemy.exc import CompileError
+from sqlalchemy.types import TypeEngine
+
+from ._codec import InvalidULID
+from ._convert_sql import ConvertSQL
+from ._dialects import DialectRow, dialect_row
+from ._generator import new_ulid
+from ._generator_sql import UUID7_FUNCTION, GeneratorSQL
+from ._types import ULIDType, to_bytes
+from ._ulid import ULID
+from ._uuid7 import new_uuid7, uuid7_max_at, uuid7_min_at
+
+__all__ = ["KEY_KINDS", "ULID_KEYS", "UUID7_KEYS", "UUID_TEXT", "KeyKind", "key_kind"]
+
+#: The canonical text of a UUID (either case).
+UUID_TEXT = re.compile(
+    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+)
+
+
+@dataclass(frozen=True, eq=False)
+class KeyKind:
+    """One kind of time-ordered key and everything that is particular to it."""
+
+    #: short name (``Keys.kind``): ``"ulid"``, ``"uuid"``. Compiled SQL is
+    #: cached by it: kinds made per column (a typed id's prefix) share one
+    #: name only where their SQL is the same.
+    name: str
+    #: how messages name it: ``"ULID"``, ``"UUIDv7"``
+    label: str
+    #: the Python value a column of this kind returns
+    value_type: type
+    #: strict parse of a value or its canonical text (InvalidULID/TypeError)
+    parse: Callable[[object], Any]
+    #: the canonical text of a value as a column returns it
+    format: Callable[[Any], str]
+    #: the smallest and the largest key of a millisecond
+    min_at: Callable[[datetime | int], Any]
+    max_at: Callable[[datetime | int], Any]
+    #: the Python generator, and its name for messages (``default=new_ulid``)
+    new: Callable[[], Any]
+    new_name: str
+    #: the server-side function's name on every database
+    function_name: str
+    #: the database's server-side generator SQL (None: it has none)
+    generator: Callable[[DialectRow], GeneratorSQL | None]
+    #: the database's storage conversion SQL (None: not implemented there)
+    convert: Callable[[DialectRow], ConvertSQL | None]
+    #: the storage kind ("uuid", "binary", "hex") a server default writes,
+    #: for a ``storage=`` option, on a dialect (CompileError: none fits)
+    generated_storage: Callable[[str, Dialect], str]
+    #: a fresh column type of the mixins' primary key
+    column_type: Callable[[], TypeEngine[Any]]
+
+    def __repr__(self) -> str:
+        return f"<key kind {self.label}>"
+
+    def primary_key(self) -> Any:
+        """The ``id`` column of the mixins: this kind's type, made in Python, sorted first."""
+        from sqlalchemy.orm import mapped_column
+
+        # Bulk INSERT .. RETURNING matches its rows by the id made here.
+        # insert_sentinel= is new in SQLAlchemy 2.0.10; older 2.0 releases
+        # page INSERT..RETURNING without it (the id is the sentinel there too).
+        sentinel: dict[str, Any] = (
+            {"insert_sentinel": True}
+            if "insert_sentinel" in inspect.signature(mapped_column).parameters
+            else {}
+        )
+        return mapped_column(
+            self.column_type(),
+            primary_key=True,
+            default=self.new,
+            sort_order=-100,
+            **sentinel,
+        )
+
+
+# -- ULID ---------------------------------------------------------------------------
+
+
+def _parse_ulid(value: object) -> ULID:
+    if isinstance(value, ULID):
+        return value
+    if isinstance(value, str):
+        return ULID(value)
+    raise TypeError(f"a cursor is a ULID or its 26-character text, not {type(value).__name__}")
+
+
+def _format_ulid(value: object) -> str:
+    return str(value) if isinstance(value, ULID) else str(ULID.from_bytes(to_bytes(value)))
+
+
+def _ulid_storage(storage: str, dialect: Dialect) -> str:
+    return dialect_row(dialect).kind(storage)
+
+
+ULID_KEYS = KeyKind(
+    name="ulid",
+    label="ULID",
+    value_type=ULID,
+    parse=_parse_ulid,
+    format=_format_ulid,
+    min_at=ULID.min_at,
+    max_at=ULID.max_at,
+    new=new_ulid,
+    new_name="new_ulid",
+    function_name="gen_ulid",
+    generator=lambda row: row.server,
+    convert=lambda row: row.convert,
+    generated_storage=_ulid_storage,
+    column_type=ULIDType,
+)
+
+
+# -- UUIDv7 -------------------------------------------------------------------------
+
+
+def _parse_uuid(value: object) -> uuid.UUID:
+    if isinstance(value, ULID):
+        return value.to_uuid()
+    if isinstance(value, uuid.UUID):
+        return uuid.UUID(int=value.int)  # asyncpg's subclass -> the stdlib class
+    if isinstance(value, str):
+        if not UUID_TEXT.fullmatch(value):
+            shown = value if len(value) <= 40 else value[:40] + "..."
+            raise InvalidULID(
+                f"a UUID cursor is 36 characters, 8-4-4-4-12 hex digits; got {shown!r}"
+            )
+        return uuid.UUID(value)
+    raise TypeError(
+        f"a cursor of a UUID column is a uuid.UUID or its 36-character text, "
+        f"not {type(value).__name__}"
+    )
+
+
+def _uuid_storage(storage: str, dialect: Dialect) -> str:
+    if storage in ("binary", "hex"):
+        return storage
+    time = dialect_row(dialect).time
+    native = time is not None and time.native_uuid(dialect)
+    if storage == "auto":
+        return "uuid" if native else "hex"
+    if not native:
+        raise CompileError(
+            f"{dialect.name!r} has no uuid type here: pass the column's storage, "
+            "'binary' or 'hex', to uuid7_server_default()"
+        )
+    return "uuid"
+
+
+UUID7_KEYS = KeyKind(
+    name="uuid",
+    label="UUIDv7",
+    value_type=uuid.UUID,
+    parse=_parse_uuid,
+    format=lambda value: str(
+        _parse_uuid(uuid.UUID(bytes=value) if isinstance(value, bytes) else value)
+    ),
+    min_at=uuid7_min_at,
+    max_at=uuid7_max_at,
+    new=new_uuid7,
+    new_name="new_uuid7",
+    function_name=UUID7_FUNCTION,
+    generator=lambda row: row.uuid7,
+    convert=lambda row: row.convert_uuid7,
+    generated_storage=_uuid_storage,
+    column_type=sa.Uuid,
+)
+
+#: Every key kind by name (the Alembic ops and ``Keys`` look kinds up here).
+KEY_KINDS: dict[str, KeyKind] = {kind.name: kind for kind in (ULID_KEYS, UUID7_KEYS)}
+
+
+def key_kind(name: str) -> KeyKind:
+    """The key kind of a name (``"ulid"``, ``"uuid"``); ValueError for another.
+
+    Example:
+        >>> key_kind("ulid").label
+        'ULID'
+    """
+    try:
+        return KEY_KINDS[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown key kind {name!r}; expected one of {', '.join(KEY_KINDS)}"
+        ) from None

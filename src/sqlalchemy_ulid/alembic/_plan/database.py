@@ -1,0 +1,118 @@
+"""The per-database half of the engine, registered by dialect name.
+
+As Alembic registers its ``DefaultImpl`` subclasses by ``__dialect__``, each
+database module (``alembic/postgresql``, ``alembic/mysql``, ``alembic/sqlite``)
+defines one :class:`Database` subclass naming the dialects it serves, and
+registers it when imported (``sqlalchemy_ulid.alembic`` imports them);
+:func:`database_for` finds it. Nothing else in the engine asks which database it runs on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
+
+from sqlalchemy.engine import Connection, Dialect
+
+from ..._dialects import LockSQL
+from .._inspect import quote
+from .._locks import Blocker, _read_blockers, _watching
+from .state import STATE_TABLE, StateSQL
+
+if TYPE_CHECKING:
+    from .step import Plan
+
+__all__ = ["DDLFrame", "Database", "UnsupportedDatabase", "database_for"]
+
+
+class DDLFrame(NamedTuple):
+    """The statements around a DDL step's own (online), for its lock timeout."""
+
+    #: before the step's statements (PostgreSQL: BEGIN, SET LOCAL lock_timeout)
+    begin: list[str]
+    #: each statement as sent (MariaDB: SET STATEMENT ... FOR it)
+    wrap: Callable[[str], str]
+    #: after them, the state row written in between (PostgreSQL: COMMIT)
+    end: list[str]
+    #: after a failure, once ``begin`` ran (PostgreSQL: ROLLBACK)
+    abort: list[str]
+
+
+_REGISTRY: dict[str, type[Database]] = {}
+
+
+class UnsupportedDatabase(ValueError):
+    """The op has no planner for this database."""
+
+
+class Database:
+    """A database's planners, its state table SQL and the errors the runner reads."""
+
+    #: the dialect names this class serves
+    __dialect__: ClassVar[tuple[str, ...]] = ()
+    #: the state table's SQL
+    state: ClassVar[StateSQL]
+    #: error codes of a statement that failed on rows written meanwhile (a
+    #: NOT NULL or CHECK that a new row without the value broke)
+    late_row_codes: ClassVar[frozenset[object]] = frozenset()
+    #: the session id, lock-timeout errors and blockers query
+    locks: ClassVar[LockSQL]
+    #: storage kinds whose ids the scripts make in SQL (empty: no script)
+    script_kinds: ClassVar[tuple[str, ...]] = ()
+    #: rows a script's batch may take at most, by key kind (the tie counter's range)
+    script_max_batch: ClassVar[dict[str, int]] = {"ulid": 65_535, "uuid7": 4_095}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in cls.__dialect__:
+            _REGISTRY[name] = cls
+
+    def __init__(self, dialect: Dialect) -> None:
+        self.dialect = dialect
+
+    def refuse_online(self, op_name: str) -> None:
+        """Raise :class:`UnsupportedDatabase` where online ops make no sense."""
+
+    def add_column(self, op: Any, facts: Any) -> Plan:
+        """The plan of ``add_ulid_column``/``add_uuid7_column(online=True)``."""
+        raise UnsupportedDatabase(f"{op.op_name}(online=True) is not supported on {self.name}")
+
+    def render(self, plan: Plan) -> str:
+        """The plan as a script for the database's client."""
+        raise UnsupportedDatabase(f"no offline script on {self.name}")
+
+    @property
+    def name(self) -> str:
+        """The dialect's name, in messages."""
+        return str(self.dialect.name)
+
+    def quote_table(self, schema: str | None) -> str:
+        """The state table's quoted, qualified name."""
+        return quote(self.dialect, STATE_TABLE, schema)
+
+    def ddl_frame(self, seconds: float) -> DDLFrame:
+        """How a DDL step's statements are framed so that each waits ``seconds`` at most."""
+        raise NotImplementedError
+
+    def run_concurrent(self, connection: Connection, statement: str, seconds: float) -> None:
+        """Run a statement that must not be in a transaction."""
+        raise NotImplementedError
+
+    def watching(
+        self, connection: Connection, pid: list[int], seconds: float, found: dict[int, Blocker]
+    ) -> contextlib.AbstractContextManager[None]:
+        """Note, from a second connection, who blocks session ``pid[0]`` meanwhile."""
+        return _watching(connection, self.locks, pid, seconds, found)
+
+    def read_blockers(self, connection: Connection, pid: int, found: dict[int, Blocker]) -> None:
+        """Add the sessions blocking ``pid`` now to ``found``."""
+        _read_blockers(connection, self.locks, pid, found)
+
+
+def database_for(dialect: Dialect) -> Database:
+    """The registered :class:`Database` of ``dialect``, or :class:`UnsupportedDatabase`."""
+    cls = _REGISTRY.get(dialect.name)
+    if cls is None:
+        raise UnsupportedDatabase(f"{dialect.name} has no migration planner")
+    return cls(dialect)

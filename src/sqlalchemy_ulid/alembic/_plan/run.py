@@ -1,0 +1,297 @@
+"""The online runner: a :class:`~.step.Plan` executed on a live connection.
+
+The connection is in autocommit mode (Alembic's ``autocommit_block()``):
+each step makes its own short transactions.
+
+1. Every ``check`` is asked first (``SELECT CASE WHEN <guard> THEN <message>
+   END``); a refusal raises :class:`ValueError` before any change.
+2. Each other step runs only while its guard says it is still to do:
+
+   * ``ddl``: in a transaction of its own on PostgreSQL, with
+     ``SET LOCAL lock_timeout`` (nothing is left on the session); on MariaDB
+     each statement as ``SET STATEMENT lock_wait_timeout=... FOR``. A lock
+     wait that times out is retried after a backoff, the sessions in the
+     way named in :class:`~.._locks.LockTimeoutError` at the last try.
+   * ``concurrent``: outside a transaction.
+   * ``batch`` and ``fill``: one batch a transaction until a batch changes
+     no row, each batch sized to take about 150 ms (unless the op fixed
+     its ``batch_size``), with progress after every batch.
+
+3. After each step, the state row (``state.py``) records it.
+
+A ``ddl`` step marked ``refill`` that fails on rows written meanwhile (a
+NOT NULL, a CHECK) sends the runner back to the first step still to do,
+at most :data:`ROUNDS` times: the fill's guard sees the new rows.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from .._backfill import LOG_EVERY, BackfillProgress, error_code
+from .._inspect import run
+from .._locks import Blocker, LockTimeoutError
+from .step import LIMIT, Step
+
+if TYPE_CHECKING:
+    from .database import Database
+    from .step import Plan
+
+__all__ = ["ROUNDS", "Again", "LateRows", "run_plan"]
+
+logger = logging.getLogger("alembic.runtime.migration")
+
+#: Rounds of "fill the rows written meanwhile, try the step again".
+ROUNDS = 3
+#: Tries of a DDL statement whose lock wait timed out.
+ATTEMPTS = 5
+_MAX_BACKOFF = 30.0
+#: What a batch should take, in seconds, when sized by time.
+BATCH_SECONDS = 0.15
+_MIN_BATCH = 100
+
+
+class Again(Exception):
+    """A step must be tried again from the first step still to do (internal)."""
+
+
+class LateRows(Again):
+    """A ``refill`` step failed on rows written meanwhile (internal)."""
+
+
+@dataclass
+class _Run:
+    connection: Connection
+    plan: Plan
+    database: Database
+    progress: Callable[[BackfillProgress], object] | None
+    sized_by_time: bool
+    late_error: Callable[[], Exception] | None
+    state_table: str
+    last_step: str = ""
+    sizes: dict[str, int] = field(default_factory=dict)
+
+    # -- SQL -----------------------------------------------------------------------
+
+    def sql(self, statement: str) -> Any:
+        return run(self.connection, statement)
+
+    def still_to_do(self, step: Step) -> bool:
+        if step.guard is None:
+            return True
+        return bool(self.sql(f"SELECT CASE WHEN ({step.guard}) THEN 1 ELSE 0 END").scalar())
+
+    def mark(self, step: str, done: bool = False) -> str:
+        return self.database.state.mark_sql(
+            self.state_table, self.plan.op, self.plan.target, self.plan.digest, step, done
+        )
+
+    # -- the plan ------------------------------------------------------------------
+
+    def checks(self) -> None:
+        for step in self.plan.checks:
+            assert step.guard is not None
+            assert step.message is not None
+            refusal = self.sql(f"SELECT CASE WHEN {step.guard} THEN {step.message} END").scalar()
+            if refusal is not None:
+                raise ValueError(str(refusal))
+
+    def steps(self) -> None:
+        self.sql(self.database.state.create_sql(self.state_table))
+        for round_ in range(ROUNDS + 1):
+            try:
+                for step in self.plan.steps:
+                    self.step(step)
+                break
+            except Again as again:
+                if round_ < ROUNDS:
+                    continue
+                if isinstance(again, LateRows) and self.late_error is not None:
+                    raise self.late_error() from None
+                if isinstance(again, LateRows):
+                    raise
+                # A concurrent build timed out on every round.
+                raise LockTimeoutError(
+                    str(again), ROUNDS + 1, self.plan.lock_timeout, []
+                ) from again.__cause__
+        forget, empty, drop = self.database.state.finish_sql(
+            self.state_table, self.plan.op, self.plan.target
+        )
+        self.sql(forget)
+        if self.sql(f"SELECT CASE WHEN {empty} THEN 1 ELSE 0 END").scalar():
+            self.sql(drop)
+
+    def step(self, step: Step) -> None:
+        if step.kind in ("check", "discover") or not self.still_to_do(step):
+            return
+        if step.kind == "ddl":
+            self.ddl(step)
+        elif step.kind == "concurrent":
+            for statement in step.statements:
+                self.concurrent(statement)
+            self.sql(self.mark(step.label))
+        else:
+            self.batches(step)
+            self.sql(self.mark(step.label))
+        self.last_step = step.label
+
+    # -- ddl -----------------------------------------------------------------------
+
+    def ddl(self, step: Step) -> None:
+        seconds = self.plan.lock_timeout
+        frame = self.database.ddl_frame(seconds)
+        locks = self.database.locks
+        pid = [0]
+        blockers: dict[int, Blocker] = {}
+        for attempt in range(1, ATTEMPTS + 1):
+            opened = False
+            try:
+                for statement in frame.begin:
+                    self.sql(statement)
+                    opened = True
+                # Read inside the step's transaction: behind a pooler, its session.
+                pid[0] = int(self.sql(locks.session_id).scalar_one())
+                with self.database.watching(self.connection, pid, seconds, blockers):
+                    for statement in step.statements:
+                        self.sql(frame.wrap(statement))
+                self.sql(self.mark(step.label))
+                for statement in frame.end:
+                    self.sql(statement)
+                return
+            except sa.exc.DBAPIError as exc:
+                if exc.connection_invalidated:
+                    raise
+                if opened:
+                    for statement in frame.abort:
+                        self.sql(statement)
+                code = error_code(exc)
+                if step.refill and code in self.database.late_row_codes:
+                    raise LateRows(step.label) from exc
+                if code not in locks.timeout_codes:
+                    raise
+                self.database.read_blockers(self.connection, pid[0], blockers)
+                if attempt == ATTEMPTS:
+                    raise LockTimeoutError(
+                        step.statements[0], attempt, seconds, list(blockers.values())
+                    ) from exc
+                pause = min(seconds * 2 ** (attempt - 1), _MAX_BACKOFF)
+                logger.warning(
+                    "lock timeout (%gs) on %s, try %d of %d; blocking: %s; next try in %gs",
+                    seconds,
+                    " ".join(step.statements[0].split())[:80],
+                    attempt,
+                    ATTEMPTS,
+                    "; ".join(map(str, blockers.values())) or "not seen",
+                    pause,
+                )
+                time.sleep(pause)
+
+    def concurrent(self, statement: str) -> None:
+        try:
+            self.database.run_concurrent(self.connection, statement, self.plan.lock_timeout)
+        except sa.exc.DBAPIError as exc:
+            if exc.connection_invalidated:
+                raise
+            if error_code(exc) in self.database.locks.timeout_codes:
+                # It left an INVALID index: the step before drops it, next round.
+                raise Again(statement) from exc
+            raise
+
+    # -- batches -------------------------------------------------------------------
+
+    def batches(self, step: Step) -> None:
+        size = self.sizes.get(step.label, self.plan.batch_size)
+        one: Callable[[int], int]
+        if step.kind == "fill":
+            assert step.fill is not None
+            fill = step.fill
+            cap = fill.max_batch
+            handle = fill.online(self.connection)
+            one = handle
+            names = (fill.table, fill.column)
+            total = fill.estimate(self.connection) if fill.estimate is not None else 0
+        else:
+            cap = 1_000_000
+            statement = step.statements[0]
+
+            def one(limit: int) -> int:
+                return int(self.sql(statement.replace(LIMIT, str(limit))).rowcount)
+
+            names = (self.plan.target, step.label)
+            total = 0
+        started = last_log = time.monotonic()
+        done = 0
+        while True:
+            began = time.monotonic()
+            filled = one(min(size, cap))
+            if not filled:
+                break
+            done += filled
+            now = time.monotonic()
+            if self.sized_by_time:
+                size = _next_size(size, now - began, cap)
+            report = _report(names, done, max(total, done), now - started)
+            if self.progress is not None:
+                self.progress(report)
+            if now - last_log >= LOG_EVERY:
+                logger.info("backfill %s", report)
+                last_log = now
+            if self.plan.pause:
+                time.sleep(self.plan.pause)
+        self.sizes[step.label] = size
+        if done:
+            logger.info("backfill %s", _report(names, done, done, time.monotonic() - started))
+
+
+def _next_size(size: int, elapsed: float, cap: int) -> int:
+    """The next batch's rows: toward :data:`BATCH_SECONDS`, at most double or half.
+
+    Never fewer than ``_MIN_BATCH`` rows (a batch too small costs its round
+    trips more than its rows), never more than ``cap``.
+    """
+    wanted = size * 2.0 if elapsed <= 0 else size * BATCH_SECONDS / elapsed
+    stepped = min(size * 2.0, max(size / 2.0, wanted))
+    return min(cap, max(_MIN_BATCH, int(stepped)))
+
+
+def _report(names: tuple[str, str], done: int, total: int, elapsed: float) -> BackfillProgress:
+    rate = done / elapsed if elapsed > 0 else 0.0
+    eta = (total - done) / rate if rate else None
+    return BackfillProgress(names[0], names[1], done, total, rate, eta)
+
+
+def run_plan(
+    connection: Connection,
+    plan: Plan,
+    database: Database,
+    *,
+    progress: Callable[[BackfillProgress], object] | None = None,
+    sized_by_time: bool = True,
+    late_error: Callable[[], Exception] | None = None,
+    before_changes: Callable[[], None] | None = None,
+) -> None:
+    """Run ``plan`` on ``connection`` (in autocommit mode); see the module docstring.
+
+    ``before_changes`` runs after the checks and before the first change (the
+    op's own checks that need Python, such as dating every row).
+    """
+    runner = _Run(
+        connection,
+        plan,
+        database,
+        progress,
+        sized_by_time,
+        late_error,
+        database.quote_table(plan.schema),
+    )
+    runner.checks()
+    if before_changes is not None:
+        before_changes()
+    runner.steps()

@@ -1,0 +1,167 @@
+"""One state table for every op: ``sqlalchemy_ulid_migrations``.
+
+A row per op and target (``add_ulid_column``, ``orders.public_id``) while
+the op runs: the plan's digest and the last step done. A finished op
+deletes its row, and the last one drops the table. The runner
+and the scripts write it after each step, in the step's own transaction
+where the database has one. The guards, not this row, decide what a rerun
+does (a step killed between its DDL and its row is still skipped, since
+its guard sees the change); the row says where an op stands and that the
+plan a rerun makes is the one that began.
+
+Releases before this one kept state in tables of their own; :func:`read_legacy`
+reads them, so that a conversion they began is found by the new one.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+__all__ = ["STATE_TABLE", "LegacyState", "StateRow", "StateSQL", "read_legacy", "read_state"]
+
+STATE_TABLE = "sqlalchemy_ulid_migrations"
+
+#: The tables of earlier releases: (table, the op it belongs to).
+LEGACY_TABLES = (
+    ("ulid_storage_conversions", "alter_ulid_storage"),
+    ("ulid_key_conversions", "convert_primary_key_to_ulid"),
+    ("ulid_key_conversions_offline", "convert_primary_key_to_ulid"),
+)
+
+
+def literal(text: str, backslashes: bool = False) -> str:
+    """A SQL string literal (``backslashes``: MariaDB's, which escape them)."""
+    if backslashes:
+        text = text.replace("\\", "\\\\")
+    return "'" + text.replace("'", "''") + "'"
+
+
+@dataclass(frozen=True)
+class StateSQL:
+    """A database's SQL for the state table (each planner module has one)."""
+
+    #: CREATE TABLE IF NOT EXISTS, ``{table}`` the quoted, qualified name
+    create: str
+    #: an upsert of one row, ``{table}``, ``{op}``, ``{target}``, ``{plan}``,
+    #: ``{step}`` literals and ``{done}`` (TRUE/FALSE)
+    upsert: str
+    backslashes: bool = False
+
+    def create_sql(self, table: str) -> str:
+        """CREATE TABLE IF NOT EXISTS of the state table."""
+        return self.create.format(table=table)
+
+    def finish_sql(self, table: str, op: str, target: str) -> tuple[str, str, str]:
+        """(forget the op's row, SQL true when no row is left, drop the table).
+
+        A finished op leaves nothing behind: autogenerate would offer to drop
+        a table the models do not know.
+        """
+        return (
+            f"DELETE FROM {table} WHERE op = {literal(op, self.backslashes)} "
+            f"AND target = {literal(target, self.backslashes)}",
+            f"NOT EXISTS (SELECT 1 FROM {table})",
+            f"DROP TABLE IF EXISTS {table}",
+        )
+
+    def mark_sql(self, table: str, op: str, target: str, plan: str, step: str, done: bool) -> str:
+        """The statement that records ``step`` of ``op`` on ``target`` as done."""
+
+        def lit(text: str) -> str:
+            return literal(text, self.backslashes)
+
+        return self.upsert.format(
+            table=table,
+            op=lit(op),
+            target=lit(target),
+            plan=lit(plan),
+            step=lit(step),
+            done="TRUE" if done else "FALSE",
+        )
+
+
+@dataclass(frozen=True)
+class StateRow:
+    """A row of the state table."""
+
+    op: str
+    target: str
+    plan: str
+    step: str
+    done: bool
+
+
+def read_state(connection: Connection, op: str, target: str, schema: str | None) -> StateRow | None:
+    """This op's row on ``target``, or None (no row, or no table yet)."""
+    if not sa.inspect(connection).has_table(STATE_TABLE, schema=schema):
+        return None
+    table = sa.table(
+        STATE_TABLE,
+        *(sa.column(c) for c in ("op", "target", "plan", "step", "done")),
+        schema=schema,
+    )
+    row = connection.execute(
+        sa.select(table).where(table.c.op == op, table.c.target == target)
+    ).first()
+    if row is None:
+        return None
+    return StateRow(str(row.op), str(row.target), str(row.plan), str(row.step), bool(row.done))
+
+
+@dataclass(frozen=True)
+class LegacyState:
+    """A conversion in flight under an earlier release's state table."""
+
+    op: str
+    #: ``table`` or ``table.column``
+    target: str
+    #: the table it was read from
+    source: str
+    #: the last step recorded (``None``: begun, no step recorded)
+    step: str | None
+    #: the row as it was stored
+    detail: dict[str, Any]
+
+
+def read_legacy(connection: Connection, schema: str | None = None) -> list[LegacyState]:
+    """Every in-flight conversion recorded in an earlier release's state tables."""
+    inspector = sa.inspect(connection)
+    found: list[LegacyState] = []
+    for name, op in LEGACY_TABLES:
+        if not inspector.has_table(name, schema=schema):
+            continue
+        columns = [c["name"] for c in inspector.get_columns(name, schema=schema)]
+        table = sa.table(name, *(sa.column(c) for c in columns), schema=schema)
+        rows = [dict(row) for row in connection.execute(sa.select(table)).mappings()]
+        if name == "ulid_key_conversions_offline":
+            rows = _by_conversion(rows)
+        found.extend(_legacy(name, op, row) for row in rows)
+    return found
+
+
+def _by_conversion(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The offline script's steps (a row each) as one row per conversion: its last done."""
+    last: dict[str, dict[str, Any]] = {}
+    for row in sorted(rows, key=lambda r: (str(r.get("name")), int(r.get("seq") or 0))):
+        name = str(row.get("name"))
+        if name not in last or row.get("done"):
+            last[name] = row
+    return list(last.values())
+
+
+def _legacy(source: str, op: str, row: dict[str, Any]) -> LegacyState:
+    if source == "ulid_storage_conversions":
+        target = f"{row['table_name']}.{row['column_name']}"
+        last = row.get("last_key")
+        return LegacyState(op, target, source, None if last is None else f"copy:{last}", row)
+    if source == "ulid_key_conversions":
+        done = json.loads(row.get("done") or "[]")
+        return LegacyState(op, str(row["name"]), source, done[-1] if done else None, row)
+    # The offline MariaDB script's steps: one row a step, done or not.
+    step = f"{row.get('seq')}:{row.get('label')}" if row.get("done") else None
+    return LegacyState(op, str(row.get("name")), source, step, row)

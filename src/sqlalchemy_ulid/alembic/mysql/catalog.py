@@ -1,0 +1,83 @@
+"""MariaDB's catalog (``information_schema``), as the SQL of guards and checks.
+
+Each function returns an SQL expression that reads the same online
+(``SELECT <guard>``) and in a script (``IF <guard> THEN``). ``where`` is the
+condition naming the table (:func:`table_where`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..._dialects import LockSQL
+from .._plan.state import StateSQL, literal
+
+__all__ = ["LOCKS", "STATE", "column", "column_exists", "lit", "table_where"]
+
+
+def lit(text: str) -> str:
+    """A MariaDB string literal (the scripts turn NO_BACKSLASH_ESCAPES off)."""
+    return literal(text, backslashes=True)
+
+
+def _no_set(seconds: float, in_transaction: bool) -> tuple[str, ...]:
+    return ()
+
+
+def _no_restore(row: tuple[Any, ...], in_transaction: bool) -> tuple[str, ...]:
+    return ()
+
+
+#: The session's id, the lock-timeout error, who blocks a session. A
+#: metadata lock is held by a session with an open transaction on the table,
+#: and INNODB_TRX lists those (a transaction that only read is there too).
+LOCKS = LockSQL(
+    session_id="SELECT CONNECTION_ID()",
+    read="SELECT @@SESSION.lock_wait_timeout, @@SESSION.innodb_lock_wait_timeout",
+    set=_no_set,
+    restore=_no_restore,
+    timeout_codes=frozenset({1205}),  # ER_LOCK_WAIT_TIMEOUT
+    blockers=(
+        "SELECT p.ID, TRIM(CONCAT_WS(' ', p.COMMAND, p.STATE)), "
+        "COALESCE(p.INFO, t.trx_query), "
+        "TIMESTAMPDIFF(SECOND, t.trx_started, NOW()) "
+        "FROM information_schema.INNODB_TRX t "
+        "JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id "
+        "WHERE p.ID <> {pid} ORDER BY p.ID"
+    ),
+    transactional=False,
+)
+
+STATE = StateSQL(
+    create=(
+        "CREATE TABLE IF NOT EXISTS {table} (op VARCHAR(64) NOT NULL, "
+        "target VARCHAR(190) NOT NULL, plan VARCHAR(64) NOT NULL, step VARCHAR(190) NOT NULL, "
+        "done BOOL NOT NULL DEFAULT FALSE, PRIMARY KEY (op, target)) "
+        "ENGINE=InnoDB CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
+    ),
+    upsert=(
+        "INSERT INTO {table} (op, target, plan, step, done) "
+        "VALUES ({op}, {target}, {plan}, {step}, {done}) "
+        "ON DUPLICATE KEY UPDATE plan = VALUES(plan), step = VALUES(step), done = VALUES(done)"
+    ),
+    backslashes=True,
+)
+
+
+def table_where(table: str, schema: str | None, alias: str = "") -> str:
+    """The condition naming the table in an ``information_schema`` view (``alias.``)."""
+    in_schema = "DATABASE()" if schema is None else lit(schema)
+    return f"{alias}TABLE_SCHEMA = {in_schema} AND {alias}TABLE_NAME = {lit(table)}"
+
+
+def column(where: str, name: str, condition: str = "TRUE") -> str:
+    """SQL true when the table has the column and ``condition`` holds for it."""
+    return (
+        f"EXISTS (SELECT 1 FROM information_schema.COLUMNS WHERE {where} "
+        f"AND COLUMN_NAME = {lit(name)} AND {condition})"
+    )
+
+
+def column_exists(where: str, name: str) -> str:
+    """SQL true when the table has the column."""
+    return column(where, name)

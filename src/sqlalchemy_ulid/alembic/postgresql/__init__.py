@@ -1,0 +1,85 @@
+"""PostgreSQL's migration planners, catalog and script renderer.
+
+Registered for the ``postgresql`` dialect (:class:`PostgreSQL`); the engine
+finds it with :func:`~.._plan.database.database_for`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from sqlalchemy.engine import Connection
+
+from .._inspect import run
+from .._plan.database import Database, DDLFrame
+from .._plan.render_pg import render_pg
+from .._plan.step import Plan
+from .._proxy import behind_a_proxy
+from .add_column import plan_add_column
+from .catalog import LOCKS, STATE
+
+__all__ = ["PostgreSQL"]
+
+logger = logging.getLogger("alembic.runtime.migration")
+
+#: A concurrent build waits for every older transaction, but writers never
+#: wait for it: each try may wait this long.
+CONCURRENT_WAIT = 30.0
+
+
+def _ms(seconds: float) -> str:
+    return f"'{max(1, round(seconds * 1000))}ms'"
+
+
+class PostgreSQL(Database):
+    """PostgreSQL 11+ (``COMMIT`` inside ``DO`` blocks)."""
+
+    __dialect__ = ("postgresql",)
+    state = STATE
+    locks = LOCKS
+    # check_violation (VALIDATE), not_null_violation (SET NOT NULL)
+    late_row_codes = frozenset({"23514", "23502"})
+    script_kinds = ("uuid", "binary")
+
+    def add_column(self, op: Any, facts: Any) -> Plan:
+        """See :meth:`Database.add_column`."""
+        return plan_add_column(op, facts)
+
+    def render(self, plan: Plan) -> str:
+        """See :meth:`Database.render`."""
+        return render_pg(plan, self.state, self.quote_table(plan.schema))
+
+    def ddl_frame(self, seconds: float) -> DDLFrame:
+        """See :meth:`Database.ddl_frame`."""
+        # SET LOCAL: the timeout ends with the step's transaction, on any pooler.
+        return DDLFrame(
+            ["BEGIN", f"SET LOCAL lock_timeout = {_ms(seconds)}"],
+            lambda statement: statement,
+            ["COMMIT"],
+            ["ROLLBACK"],
+        )
+
+    def run_concurrent(self, connection: Connection, statement: str, seconds: float) -> None:
+        """See :meth:`Database.run_concurrent`."""
+        # Outside a transaction SET LOCAL does nothing: on a direct connection
+        # the session's own setting is set for the one statement and put back
+        # after it; through a pooler the two could land on two server
+        # sessions, so it runs under the server's own (writers never wait
+        # for a concurrent build).
+        if behind_a_proxy(connection):
+            logger.warning(
+                "%s: the connection goes through a proxy or pooler; it runs under the "
+                "server's own lock_timeout. Run migrations on a direct connection for a "
+                "bounded wait",
+                " ".join(statement.split())[:80],
+            )
+            run(connection, statement)
+            return
+        saved = str(run(connection, "SELECT current_setting('lock_timeout')").scalar())
+        run(connection, f"SET lock_timeout = {_ms(max(seconds, CONCURRENT_WAIT))}")
+        try:
+            run(connection, statement)
+        finally:
+            if not connection.invalidated:
+                run(connection, "SET lock_timeout = '" + saved.replace("'", "''") + "'")

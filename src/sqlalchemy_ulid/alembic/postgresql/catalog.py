@@ -1,0 +1,113 @@
+"""PostgreSQL's catalog, as the SQL of guards and checks (one place for it).
+
+Each function takes SQL literals (the quoted, qualified table as a string
+literal, a bare name as a string literal) and returns an SQL expression, so
+that a guard reads the same online (``SELECT <guard>``) and in a script
+(``IF <guard> THEN``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..._dialects import LockSQL
+from .._plan.state import StateSQL, literal
+
+__all__ = [
+    "LOCKS",
+    "STATE",
+    "column_default_missing",
+    "column_exists",
+    "column_nullable",
+    "constraint_exists",
+    "index_named",
+    "literal",
+    "unique_elsewhere",
+]
+
+
+def _lock_set(seconds: float, in_transaction: bool) -> tuple[str, ...]:
+    return (f"SET LOCAL lock_timeout = '{max(1, round(seconds * 1000))}ms'",)
+
+
+def _lock_restore(row: tuple[Any, ...], in_transaction: bool) -> tuple[str, ...]:
+    return ()
+
+
+#: The session's id, the lock-timeout error, who blocks a session.
+LOCKS = LockSQL(
+    session_id="SELECT pg_backend_pid()",
+    read="SELECT current_setting('lock_timeout')",
+    set=_lock_set,
+    restore=_lock_restore,
+    timeout_codes=frozenset({"55P03"}),  # lock_not_available
+    blockers=(
+        "SELECT a.pid, a.state, a.query, "
+        "EXTRACT(EPOCH FROM clock_timestamp() - a.xact_start) "
+        "FROM pg_stat_activity a WHERE a.pid = ANY(pg_blocking_pids({pid})) ORDER BY a.pid"
+    ),
+    transactional=True,
+)
+
+STATE = StateSQL(
+    create=(
+        "CREATE TABLE IF NOT EXISTS {table} (op text NOT NULL, target text NOT NULL, "
+        "plan text NOT NULL, step text NOT NULL, done boolean NOT NULL DEFAULT false, "
+        "PRIMARY KEY (op, target))"
+    ),
+    upsert=(
+        "INSERT INTO {table} (op, target, plan, step, done) "
+        "VALUES ({op}, {target}, {plan}, {step}, {done}) "
+        "ON CONFLICT (op, target) DO UPDATE SET plan = EXCLUDED.plan, step = EXCLUDED.step, "
+        "done = EXCLUDED.done"
+    ),
+)
+
+
+def _attribute(table: str, column: str, where: str = "TRUE") -> str:
+    return (
+        f"EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = to_regclass({table}) "
+        f"AND a.attname = {column} AND a.attnum > 0 AND NOT a.attisdropped AND {where})"
+    )
+
+
+def column_exists(table: str, column: str) -> str:
+    """SQL true when the table has the column."""
+    return _attribute(table, column)
+
+
+def column_nullable(table: str, column: str) -> str:
+    """SQL true when the column exists and takes NULL."""
+    return _attribute(table, column, "NOT a.attnotnull")
+
+
+def column_default_missing(table: str, column: str) -> str:
+    """SQL true when the column exists without a DEFAULT."""
+    return _attribute(table, column, "NOT a.atthasdef")
+
+
+def constraint_exists(table: str, name: str, where: str = "TRUE") -> str:
+    """SQL true when the table has the constraint ``name`` (``where`` on ``c``)."""
+    return (
+        "EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conrelid = to_regclass("
+        f"{table}) AND c.conname = {name} AND {where})"
+    )
+
+
+def index_named(table: str, name: str, where: str = "TRUE") -> str:
+    """An index ``name`` on the table (``where`` on ``x``, its pg_index row)."""
+    return (
+        "EXISTS (SELECT 1 FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
+        f"WHERE x.indrelid = to_regclass({table}) AND i.relname = {name} AND {where})"
+    )
+
+
+def unique_elsewhere(table: str, column: str, name: str) -> str:
+    """A valid unique index on the column alone, under another name than ``name``."""
+    return (
+        "EXISTS (SELECT 1 FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
+        "JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = x.indkey[0] "
+        f"WHERE x.indrelid = to_regclass({table}) AND x.indisunique AND x.indisvalid "
+        f"AND x.indnkeyatts = 1 AND x.indpred IS NULL AND x.indexprs IS NULL "
+        f"AND a.attname = {column} AND i.relname <> {name})"
+    )

@@ -1,0 +1,24 @@
+"""SQLite in the migration engine: no online ops and no scripts.
+
+SQLite has one writer at a time, so an op that keeps writers going has
+nothing to do there; the op without ``online=True`` is the one to run.
+"""
+
+from __future__ import annotations
+
+from ._plan.database import Database, UnsupportedDatabase
+
+__all__ = ["SQLite"]
+
+
+class SQLite(Database):
+    """SQLite: every online plan refused, with the reason."""
+
+    __dialect__ = ("sqlite",)
+
+    def refuse_online(self, op_name: str) -> None:
+        """Refused: SQLite has one writer at a time."""
+        raise UnsupportedDatabase(
+            f"{op_name}(online=True) is for PostgreSQL and MariaDB/MySQL, whose writers it "
+            "keeps going; SQLite has one writer at a time: drop online=True"
+        )

@@ -1,0 +1,97 @@
+"""The engine's state table reads the state tables of earlier releases.
+
+A conversion begun by today's code (the key conversion's stored plan, the
+online storage conversion's copy position) is found by
+``_plan.state.read_legacy``, which the ported ops use to go on from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
+from conftest import Backend, private_engine
+from sqlalchemy_ulid.alembic._plan.state import read_legacy, read_state
+from sqlalchemy_ulid.alembic._primary_key._plan import build_plan, mark_done, save_state
+from test_alembic_primary_key import _drop as _drop_pk
+from test_alembic_primary_key import _seed as _seed_pk
+from test_alembic_storage_online import _create, _run
+
+ITEMS = "eng_legacy_items"
+
+
+class Stop(Exception):
+    """Raised in place of a statement, to interrupt an op where today's code left state."""
+
+
+@pytest.fixture(params=["postgresql", "mysql"])
+def server(request: pytest.FixtureRequest, backends: dict[str, Backend]) -> Iterator[Engine]:
+    with private_engine(backends[request.param], _drop_pk) as engine:
+        yield engine
+
+
+def test_a_key_conversion_in_flight_is_read(server: Engine) -> None:
+    _seed_pk(server)
+    with server.begin() as conn:
+        plan = build_plan(
+            conn, "pk_customers", direction="ulid", legacy_id="legacy_id", schema=None
+        )
+        save_state(conn, plan)
+        mark_done(conn, plan, [], "prepare")
+    with server.connect() as conn:
+        found = read_legacy(conn)
+        assert read_state(conn, "convert_primary_key_to_ulid", "pk_customers", None) is None
+    assert [(s.op, s.target, s.source, s.step) for s in found] == [
+        ("convert_primary_key_to_ulid", "pk_customers", "ulid_key_conversions", "prepare")
+    ]
+
+
+@pytest.fixture
+def pg(backends: dict[str, Backend]) -> Iterator[Engine]:
+    def drop(engine: Engine) -> None:
+        with engine.begin() as conn:
+            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {ITEMS} CASCADE")
+            conn.exec_driver_sql(
+                "DO $$ BEGIN IF to_regclass('ulid_storage_conversions') IS NOT NULL THEN "
+                f"DELETE FROM ulid_storage_conversions WHERE table_name = '{ITEMS}'; "
+                "IF NOT EXISTS (SELECT 1 FROM ulid_storage_conversions) THEN "
+                "DROP TABLE ulid_storage_conversions; END IF; END IF; END $$"
+            )
+
+    with private_engine(backends["postgresql"], drop) as engine:
+        yield engine
+
+
+def test_a_storage_conversion_in_flight_is_read(pg: Engine) -> None:
+    _create(pg, ITEMS, "text", 3000)
+    copied = [0]
+
+    def stop(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        # After the second batch's position is recorded: the copy is half done.
+        if "ulid_storage_conversions SET last_key" in statement:
+            copied[0] += 1
+            if copied[0] == 2:
+                raise Stop(statement)
+
+    sa.event.listen(pg, "before_cursor_execute", stop)
+    try:
+        with pytest.raises(Stop):
+            _run(pg, ITEMS, "text", "auto", online=True, batch_size=1000)
+    finally:
+        sa.event.remove(pg, "before_cursor_execute", stop)
+    with pg.connect() as conn:
+        found = [s for s in read_legacy(conn) if s.target == f"{ITEMS}.ref"]
+    assert len(found) == 1
+    assert found[0].op == "alter_ulid_storage"
+    assert found[0].source == "ulid_storage_conversions"
+    assert found[0].step is not None
+    assert found[0].step.startswith("copy:")
+    # Today's op, rerun, finishes and forgets it.
+    _run(pg, ITEMS, "text", "auto", online=True, batch_size=1000)
+    with pg.connect() as conn:
+        assert not [s for s in read_legacy(conn) if s.target == f"{ITEMS}.ref"]

@@ -100,6 +100,8 @@ def tables(text: str) -> list[Table]:
         line = lines[i]
         if line.startswith("#"):
             heading = line.lstrip("#").strip()
+        elif line.startswith("<summary>"):  # a folded run's title is its heading
+            heading = line.removeprefix("<summary>").removesuffix("</summary>").strip()
         if line.startswith("|") and i + 1 < len(lines) and re.match(r"\|[-:| ]+\|$", lines[i + 1]):
             header = _cells(line)
             rows = []

@@ -149,6 +149,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="comma-separated backends that must be reachable (or 'all'); missing ones fail",
     )
+    group.addoption(
+        "--fuzz-n", type=int, default=None, help="statements per seed for the paging fuzzer"
+    )
 
 
 @dataclass

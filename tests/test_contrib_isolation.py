@@ -10,6 +10,7 @@ import sys
 import pytest
 
 THIRD_PARTY = (
+    "fastapi",
     "fastapi_pagination",
     "sqlakeyset",
     "ulid",
@@ -39,6 +40,8 @@ def test_core_and_its_lazy_names_import_no_integration() -> None:
 @pytest.mark.parametrize(
     ("module", "package", "extra"),
     [
+        ("fastapi", "fastapi", "fastapi"),
+        ("fastapi", "pydantic", "fastapi"),  # its dependency
         ("fastapi_pagination", "fastapi_pagination", "fastapi-pagination"),
         ("fastapi_pagination", "fastapi", "fastapi-pagination"),  # its dependency
         ("sqladmin", "sqladmin", "sqladmin"),

@@ -88,7 +88,7 @@ def test_order_by_a_label_is_wrapped_in_label_references() -> None:
 
 
 def test_select_setup_joins_and_from_obj_hold_the_joins() -> None:
-    # _paging._sort reads them to tell whether an outer join can make a NOT
+    # _paging._nulls reads them to tell whether an outer join can make a NOT
     # NULL sort key NULL, without compiling the statement.
     other = sa.Table("pinned_other", sa.MetaData(), sa.Column("id", ULIDType(), primary_key=True))
     joined = sa.select(_table).outerjoin(other, other.c.id == _table.c.id)
@@ -97,6 +97,26 @@ def test_select_setup_joins_and_from_obj_hold_the_joins() -> None:
     assert sa.select(_table)._setup_joins == ()
     froms = sa.select(_table).select_from(_table.outerjoin(other, other.c.id == _table.c.id))
     assert froms._from_obj[0].isouter
+
+
+def test_select_group_by_having_and_distinct_on_clauses() -> None:
+    # _paging._wrap reads them to page a grouped or DISTINCT ON statement as a
+    # subquery, and _paging._sort to find a paging column made unique by GROUP BY.
+    grouped = sa.select(_table.c.n, sa.func.count()).group_by(_table.c.n)
+    assert grouped._group_by_clauses[0].compare(_table.c.n)
+    assert sa.select(_table)._group_by_clauses == ()
+    assert grouped.having(sa.func.count() > 1)._having_criteria
+    assert sa.select(_table)._having_criteria == ()
+    assert sa.select(_table)._distinct_on == ()
+    assert sa.select(_table, _table.c.n)._raw_columns == [_table, _table.c.n]
+    assert getattr(sa.select(_table), "_pre_columns_clause", None) is None
+    try:  # SQLAlchemy 2.1: a syntax extension, placed before the columns
+        from sqlalchemy.dialects.postgresql import distinct_on
+    except ImportError:  # SQLAlchemy 2.0: a Select attribute
+        assert sa.select(_table).distinct(_table.c.n)._distinct_on
+    else:
+        extended = sa.select(_table).ext(distinct_on(_table.c.n))
+        assert extended._pre_columns_clause is not None
 
 
 def test_select_attributes_that_decide_how_a_uuid_is_read() -> None:

@@ -64,7 +64,10 @@ CHROMIUM_ARGS = [
 ]
 WIDTHS = {"desktop": 1280, "phone": 390}
 # Pages shot whole (the rest: the first screen, which is quicker).
-FULL_PAGE_SHOTS = {"/", "/quickstart/", "/pagination/", "/benchmarks/"}
+FULL_PAGE_SHOTS = {"/", "/quickstart/", "/tutorial/", "/fastapi/", "/pagination/", "/benchmarks/"}
+#: The smallest share of its own size a chart is drawn at: its text (10 pt,
+#: 13 px, in the SVG) stays at least 11 px high, on a phone too.
+MIN_CHART_SCALE = 0.85
 MAX_SHOT_HEIGHT = 6000  # px: the first several screens of a long page, not all 18,000
 ARTIFACTS = Path(os.environ.get("SQLALCHEMY_ULID_ARTIFACTS", ROOT / "build")) / "screenshots"
 
@@ -91,6 +94,9 @@ def _missing() -> str | None:
 # What a page runs in the browser: every check that needs the layout.
 _MEASURE = """
 () => {
+  // Folded blocks (<details>) are measured open, and folded again after.
+  const folded = [...document.querySelectorAll('details:not([open])')];
+  folded.forEach((el) => { el.open = true; });
   // The content column: Material lets code blocks and tables reach into its
   // padding (full-bleed on phones), so its box, not the text's, is the limit.
   const column = document.querySelector('.md-content');
@@ -105,7 +111,7 @@ _MEASURE = """
     ...[...document.querySelectorAll('.md-typeset__scrollwrap')].map(
       (el) => ['table', el]),
   ];
-  return {
+  const measured = {
     pageScrollWidth: document.documentElement.scrollWidth,
     viewportWidth: window.innerWidth,
     blocks: blocks.map(([kind, el]) => {
@@ -121,7 +127,13 @@ _MEASURE = """
       .filter((img) => !(img.complete && img.naturalWidth > 0))
       .map((img) => img.getAttribute('src')),
     links: [...document.querySelectorAll('a[href]')].map((a) => a.href),
+    charts: [...document.querySelectorAll('.md-typeset img[src*="assets/charts/"]')].map(
+      (img) => ({src: img.getAttribute('src'), width: img.getBoundingClientRect().width,
+                 natural: img.naturalWidth})),
+    version: (document.querySelector('.md-header__version') || {}).textContent || null,
   };
+  folded.forEach((el) => { el.open = false; });
+  return measured;
 }
 """
 
@@ -140,6 +152,9 @@ class Crawl:
     screenshots: list[Path] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)  # phase -> wall time
     blocks_seen: dict[str, int] = field(default_factory=dict)  # width -> blocks
+    small_charts: list[str] = field(default_factory=list)
+    charts_seen: int = 0
+    versions: set[str | None] = field(default_factory=set)  # in the header
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -212,6 +227,14 @@ def _visit(crawl: Crawl, browser: Any) -> None:
             measured = page.evaluate(_MEASURE)
             _check_blocks(crawl, where, width_name, measured)
             crawl.images += [f"{where}: {src} did not load" for src in measured["brokenImages"]]
+            crawl.versions.add(measured["version"])
+            for chart in measured["charts"]:
+                crawl.charts_seen += 1
+                if chart["width"] < MIN_CHART_SCALE * chart["natural"]:
+                    crawl.small_charts.append(
+                        f"{where}: {chart['src']} drawn {chart['width']:.0f} px wide, "
+                        f"{chart['width'] / chart['natural']:.0%} of its size"
+                    )
             for href in measured["links"]:
                 crawl.links.setdefault(href, set()).add(path)
             shot = ARTIFACTS / f"{name}-{width}.png"
@@ -332,6 +355,23 @@ def test_code_blocks_and_tables_fit_their_column(crawl: Crawl) -> None:
     assert crawl.blocks_seen.get("desktop", 0) > 100
     assert crawl.blocks_seen.get("phone", 0) > 100
     assert crawl.too_wide == [], "\n".join(crawl.too_wide)
+
+
+def test_charts_keep_their_text_size_on_a_phone(crawl: Crawl) -> None:
+    # At 390 px a chart scrolls sideways inside its own box rather than
+    # shrinking its labels to a few pixels.
+    assert crawl.charts_seen >= 8  # the charts of pagination and benchmarks, two widths
+    assert crawl.small_charts == [], "\n".join(crawl.small_charts)
+
+
+def test_the_header_shows_the_version(crawl: Crawl) -> None:
+    from sqlalchemy_ulid import __version__
+
+    assert crawl.versions == {__version__}
+
+
+def test_the_new_pages_are_there(crawl: Crawl) -> None:
+    assert {"/tutorial/", "/fastapi/", "/sqlmodel/"} <= set(crawl.pages)
 
 
 def test_the_crawl_stays_quick(crawl: Crawl) -> None:

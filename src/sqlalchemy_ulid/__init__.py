@@ -17,7 +17,14 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._codec import InvalidCursor, InvalidULID
+from ._errors import (
+    CursorSortMismatch,
+    InvalidCursor,
+    InvalidInput,
+    InvalidLimit,
+    InvalidTime,
+    InvalidULID,
+)
 from ._generator import MonotonicGenerator, new_ulid
 from ._ulid import ULID
 from ._uuid7 import UUIDv7Generator, new_uuid7, uuid7_max_at, uuid7_min_at
@@ -74,7 +81,11 @@ __all__ = [
     "ClockSkew",
     "ClockSkewError",
     "CursorSealer",
+    "CursorSortMismatch",
     "InvalidCursor",
+    "InvalidInput",
+    "InvalidLimit",
+    "InvalidTime",
     "InvalidTypeID",
     "InvalidULID",
     "MonotonicGenerator",
@@ -212,7 +223,11 @@ def __dir__() -> list[str]:
 
 for _obj in (
     ULID,
+    CursorSortMismatch,
     InvalidCursor,
+    InvalidInput,
+    InvalidLimit,
+    InvalidTime,
     InvalidULID,
     MonotonicGenerator,
     new_ulid,

@@ -14,6 +14,8 @@ import numbers
 
 from sqlalchemy.engine import Connection, Dialect, Engine
 
+from ._errors import InvalidLimit
+
 #: The largest ``limit=`` / ``max_limit=`` accepted: 2**31 - 1.
 MAX_LIMIT = 2**31 - 1
 
@@ -26,7 +28,7 @@ MAX_SECONDS = 86_400.0
 def check_limit(limit: object, max_limit: object) -> int:
     """Return ``limit`` if it is an int from 1 to ``max_limit`` (at most MAX_LIMIT).
 
-    Raises ValueError for anything else, ``True``, ``"10"`` and ``10**20``
+    Raises :class:`InvalidLimit` (a ValueError) for anything else, ``True``, ``"10"`` and ``10**20``
     included: a page size usually comes from a query string.
     """
     if (
@@ -36,7 +38,9 @@ def check_limit(limit: object, max_limit: object) -> int:
     ):
         raise ValueError(f"max_limit must be an int from 1 to {MAX_LIMIT}, got {max_limit!r}")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= max_limit:
-        raise ValueError(f"limit must be an int from 1 to max_limit={max_limit}, got {limit!r}")
+        raise InvalidLimit(
+            f"limit must be an int from 1 to max_limit={max_limit}, got {limit!r}", limit
+        )
     return limit
 
 

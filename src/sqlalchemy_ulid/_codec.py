@@ -15,8 +15,11 @@ from __future__ import annotations
 
 from itertools import repeat
 
+from ._errors import InvalidCursor, InvalidULID
+
 __all__ = [
     "ALPHABET",
+    "InvalidCursor",
     "InvalidULID",
     "decode",
     "decode_int",
@@ -45,35 +48,6 @@ _M15 = 0x7FFF
 _MAX = (1 << 128) - 1
 _HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
 _FIRST_MAX = ord("7")  # the largest first digit (in int()'s digits: the same)
-
-
-class InvalidULID(ValueError):
-    """Raised for every malformed ULID: bad text, wrong length, out of range.
-
-    It is a :class:`ValueError`, so web frameworks that turn ``ValueError``
-    into a 400 response handle it without extra code.
-
-    Example:
-        >>> from sqlalchemy_ulid import ULID, InvalidULID
-        >>> try:
-        ...     ULID("01HTQW311N1KR5G0Y75M3EF00U")
-        ... except InvalidULID as exc:
-        ...     print(exc)
-        invalid character 'U' at position 25 (Crockford base32 has no I, L, O or U)
-    """
-
-
-class InvalidCursor(InvalidULID):
-    """A page cursor that is malformed, altered, expired or made for another sort.
-
-    Raised before any SQL runs. A :class:`ValueError` (and an
-    :class:`InvalidULID`, so code written for bare-id cursors catches it too).
-
-    Example:
-        >>> from sqlalchemy_ulid import InvalidCursor
-        >>> issubclass(InvalidCursor, ValueError)
-        True
-    """
 
 
 def encode(data: bytes) -> str:

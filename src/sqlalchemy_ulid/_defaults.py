@@ -131,11 +131,13 @@ def drop_ulid_function(connection: Connection) -> None:
 
 
 def register_ulid_function(engine: Engine) -> None:
-    """Define ``gen_ulid()`` on every new SQLite connection of one engine.
+    """Define ``gen_ulid()`` on every SQLite connection of one engine.
 
-    The listener is attached to this engine only. Call it before the engine
-    opens its first connection (connections already in its pool do not get
-    the function). For an ``AsyncEngine`` pass ``async_engine.sync_engine``.
+    The listener is attached to this engine only. Call it whenever: the
+    connections the engine opened before the call (in its pool, or in use)
+    get the function before their next statement, new ones when they
+    connect. Calling it again does nothing. For an ``AsyncEngine`` pass
+    ``async_engine.sync_engine``.
     The function calls :func:`new_ulid`, so it is monotonic in this process.
 
     Example:

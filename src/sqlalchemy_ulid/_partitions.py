@@ -18,6 +18,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection, Dialect
 
 from ._dialects import dialect_row
+from ._errors import InvalidTime
 from ._keys import check_time_order, keys_of
 from ._types import ULIDType
 
@@ -29,7 +30,7 @@ Interval = Literal["day", "month"]
 def _utc_start(when: date | datetime, what: str) -> datetime:
     if isinstance(when, datetime):
         if when.tzinfo is None or when.utcoffset() is None:
-            raise ValueError(f"{what} is a naive datetime; pass an aware one or a date")
+            raise InvalidTime(f"{what} is a naive datetime; pass an aware one or a date")
         return when.astimezone(timezone.utc)
     if isinstance(when, date):
         return datetime(when.year, when.month, when.day, tzinfo=timezone.utc)
@@ -52,11 +53,11 @@ def _boundaries(
     start: date | datetime, end: date | datetime, interval: Interval
 ) -> list[tuple[datetime, datetime]]:
     if interval not in ("day", "month"):
-        raise ValueError(f"interval must be 'day' or 'month', got {interval!r}")
+        raise InvalidTime(f"interval must be 'day' or 'month', got {interval!r}")
     low = _floor(_utc_start(start, "start"), interval)
     high = _utc_start(end, "end")
     if low > high:
-        raise ValueError(f"start {start!r} is after end {end!r}")
+        raise InvalidTime(f"start {start!r} is after end {end!r}")
     spans = []
     while low < high:
         spans.append((low, _step(low, interval)))

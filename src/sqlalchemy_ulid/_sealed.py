@@ -28,6 +28,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from ._codec import InvalidCursor
+from ._errors import CursorSortMismatch
 from ._kinds import UUID_TEXT
 from ._ulid import ULID, _from_bytes
 
@@ -241,7 +242,7 @@ class CursorSealer:
             raise _invalid()
         token_descending = bool(flags & _DESCENDING)
         if descending is not None and descending != token_descending:
-            raise InvalidCursor(
+            raise CursorSortMismatch(
                 "the cursor was issued for the "
                 f"{'descending' if token_descending else 'ascending'} order"
             )

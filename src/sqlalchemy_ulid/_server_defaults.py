@@ -11,10 +11,8 @@ rendered. Nothing here runs at import.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import event
 from sqlalchemy.engine import Connection, Dialect, Engine
 from sqlalchemy.exc import CompileError
 from sqlalchemy.ext.compiler import compiles
@@ -25,6 +23,7 @@ from sqlalchemy.sql.visitors import InternalTraversal
 from ._dialects import dialect_row, dialects_with
 from ._generator_sql import GeneratorSQL
 from ._kinds import KeyKind, key_kind
+from ._sqlite_functions import SQLiteFunction
 
 __all__ = [
     "create_statements",
@@ -94,9 +93,11 @@ def uninstall_function(kind: KeyKind, connection: Connection) -> None:
 
 
 def register_function(kind: KeyKind, what: str, engine: Engine) -> None:
-    """Define the kind's function on every new connection of an engine whose row wants that.
+    """Define the kind's function on every connection of an engine whose row wants that.
 
-    ``what`` names the public function, for the message.
+    New connections get it when they connect; those the engine opened before
+    the call (pooled, or in use) before their next statement. ``what`` names
+    the public function, for the message.
     """
     if not dialect_row(engine.dialect).functions_per_connection:
         raise ValueError(
@@ -104,18 +105,14 @@ def register_function(kind: KeyKind, what: str, engine: Engine) -> None:
             f"{kind.function_name}() in the database with "
             f"{what.replace('register_', 'install_')}(connection)"
         )
-    event.listen(engine, "connect", _listener(kind.name))
+    _function(kind.name).register(engine)
 
 
 @functools.cache
-def _listener(name: str) -> Callable[[Any, Any], None]:
-    """One listener per kind, so that registering twice adds it once."""
+def _function(name: str) -> SQLiteFunction:
+    """One per kind, so that registering twice attaches it once."""
     kind = key_kind(name)
-
-    def on_connect(dbapi_connection: Any, connection_record: Any) -> None:
-        _register_on(kind, dbapi_connection)
-
-    return on_connect
+    return SQLiteFunction(kind.function_name, functools.partial(_register_on, kind))
 
 
 class _KeyServerDefault(ColumnElement[Any]):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from ._codec import InvalidULID
+from ._errors import InvalidTime
 
 __all__ = ["MAX_TIMESTAMP_MS", "check_ms", "datetime_from_ms", "to_ms"]
 
@@ -23,14 +24,14 @@ def to_ms(when: datetime | int) -> int:
     the local time zone silently shifts every boundary.
 
     Raises:
-        ValueError: ``when`` is a naive datetime, or a datetime before 1970
+        InvalidTime: ``when`` is a naive datetime, or a datetime before 1970
             (the message names it).
         InvalidULID: int ``when`` is outside 0 .. 2**48 - 1 ms (a ValueError too).
         TypeError: ``when`` is neither a datetime nor an int.
     """
     if isinstance(when, datetime):
         if when.tzinfo is None or when.utcoffset() is None:
-            raise ValueError(
+            raise InvalidTime(
                 f"naive datetime {when.isoformat()} refused: pass a timezone-aware "
                 "datetime, e.g. datetime.now(timezone.utc)"
             )
@@ -38,7 +39,7 @@ def to_ms(when: datetime | int) -> int:
         if ms < 0:
             # The argument is a moment, not an id: say what is wrong with it,
             # rather than raise InvalidULID about a timestamp the caller never wrote.
-            raise ValueError(
+            raise InvalidTime(
                 f"datetime {when.isoformat()} is before 1970: ULID and UUIDv7 times "
                 "start at 1970-01-01T00:00:00Z (Unix milliseconds outside "
                 "0 .. 2**48 - 1 are refused)"

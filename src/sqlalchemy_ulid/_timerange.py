@@ -17,6 +17,7 @@ from typing import Any, Union
 from sqlalchemy.orm import QueryableAttribute
 from sqlalchemy.sql.elements import ColumnElement
 
+from ._errors import InvalidTime
 from ._keys import column_expression, keys_of
 from ._time import to_ms
 
@@ -47,7 +48,7 @@ def created_since(column: KeyColumn, when: datetime | int) -> ColumnElement[bool
             parts are floored, as the ULID itself does.
 
     Raises:
-        ValueError: ``when`` is a naive datetime (raised before any SQL).
+        InvalidTime: ``when`` is a naive datetime (raised before any SQL).
         TimeOrderError: (a ValueError, when the statement is compiled) the
             database's native uuid type does not sort UUIDv7s in time order.
 
@@ -72,7 +73,7 @@ def created_before(column: KeyColumn, when: datetime | int) -> ColumnElement[boo
     """Return ``column < ULID.min_at(when)``: rows created strictly before ``when``.
 
     Raises:
-        ValueError: ``when`` is a naive datetime.
+        InvalidTime: ``when`` is a naive datetime.
 
     Example:
         >>> import sqlalchemy as sa
@@ -94,7 +95,7 @@ def created_between(
     ``start == end`` is an empty range.
 
     Raises:
-        ValueError: a naive datetime, or ``start`` after ``end``.
+        InvalidTime: a naive datetime, or ``start`` after ``end``.
 
     Example:
         >>> from datetime import datetime, timezone
@@ -107,5 +108,5 @@ def created_between(
     """
     start_ms, end_ms = to_ms(start), to_ms(end)
     if start_ms > end_ms:
-        raise ValueError(f"start {start!r} is after end {end!r}")
+        raise InvalidTime(f"start {start!r} is after end {end!r}")
     return _compare(column, start_ms, ">=") & _compare(column, end_ms, "<")

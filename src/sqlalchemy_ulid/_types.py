@@ -400,3 +400,9 @@ class ULIDType(TypeDecorator[ULID]):
     def sort_key_function(value: Any) -> Any:
         """Order ULIDs, their text and UUIDs alike (the ORM sorts primary keys)."""
         return to_bytes(value)
+
+
+# Alembic writes a custom type as "<its module>.<its repr>": name the public
+# module, which is what migrations import, however the class was reached
+# (the mixins import it from here, not through the package).
+ULIDType.__module__ = "sqlalchemy_ulid"

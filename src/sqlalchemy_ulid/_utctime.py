@@ -12,14 +12,15 @@ from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from ._comparator import COMPARISONS, IN_OPS  # the operators whose literals are checked
 from ._dialects import dialect_row
+from ._errors import InvalidTime
 
 __all__ = ["AwareComparator", "CreationTime", "UTCDateTime", "refuse_naive"]
 
 
 def refuse_naive(value: object) -> None:
-    """Raise ValueError for a naive datetime: which time zone it means is a guess."""
+    """Raise InvalidTime for a naive datetime: which time zone it means is a guess."""
     if isinstance(value, datetime) and (value.tzinfo is None or value.utcoffset() is None):
-        raise ValueError(
+        raise InvalidTime(
             f"naive datetime {value.isoformat()} refused: pass a timezone-aware "
             "datetime, e.g. datetime.now(timezone.utc)"
         )
@@ -28,7 +29,7 @@ def refuse_naive(value: object) -> None:
 class AwareComparator(TypeDecorator.Comparator[datetime]):
     """Refuse naive datetime operands when the comparison is built.
 
-    ``ulid_timestamp(col) > datetime(2024, 1, 1)`` raises ``ValueError`` at
+    ``ulid_timestamp(col) > datetime(2024, 1, 1)`` raises ``InvalidTime`` (a ``ValueError``) at
     once, as ``created_since`` does, rather than a ``StatementError`` (not a
     ``ValueError``) from the bind when the statement runs.
     """
@@ -57,7 +58,7 @@ class UTCDateTime(TypeDecorator[datetime]):
         >>> UTCDateTime().process_bind_param(datetime(2024, 1, 1), None)
         Traceback (most recent call last):
         ...
-        ValueError: naive datetime 2024-01-01T00:00:00 refused: ...
+        sqlalchemy_ulid.InvalidTime: naive datetime 2024-01-01T00:00:00 refused: ...
     """
 
     impl = sa.DateTime(timezone=True)

@@ -145,11 +145,13 @@ def drop_uuid7_function(connection: Connection) -> None:
 
 
 def register_uuid7_function(engine: Engine) -> None:
-    """Define ``gen_uuid7()`` on every new SQLite connection of one engine.
+    """Define ``gen_uuid7()`` on every SQLite connection of one engine.
 
     The function returns the 16 bytes of :func:`new_uuid7`, so it is ordered
-    within this process. Call it before the engine opens its first
-    connection. For an ``AsyncEngine`` pass ``async_engine.sync_engine``.
+    within this process. Call it whenever: the connections the engine opened
+    before the call (in its pool, or in use) get the function before their
+    next statement, new ones when they connect. Calling it again does
+    nothing. For an ``AsyncEngine`` pass ``async_engine.sync_engine``.
 
     Raises:
         TypeError: ``engine`` is not an ``Engine`` (a URL, an ``AsyncEngine``).

@@ -127,6 +127,11 @@ class PagingSQL:
     int_width_enforced: bool = False
     #: no NaN or infinity can be stored (nor bound: the driver refuses them)
     finite_numbers_only: bool = False
+    #: text can hold NUL characters (PostgreSQL's cannot, nor bind one)
+    text_holds_nul: bool = True
+    #: dates such as '0000-00-00' can be stored (MariaDB/MySQL without
+    #: NO_ZERO_DATE, their default); the driver returns them as text
+    zero_dates: bool = False
 
 
 _Sql = Callable[[str], str]

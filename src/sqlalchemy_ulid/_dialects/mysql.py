@@ -272,6 +272,7 @@ ROW = DialectRow(
         single_float=_mysql_single_float,
         int_width_enforced=True,
         finite_numbers_only=True,
+        zero_dates=True,
         explain="EXPLAIN FORMAT=JSON ",
         estimate=_mysql_estimate,
     ),

@@ -338,6 +338,7 @@ ROW = DialectRow(
         estimate=_pg_estimate,
         single_float=pg_single_float,
         int_width_enforced=True,
+        text_holds_nul=False,
     ),
     # Drivers build a uuid.UUID per value (psycopg in C, asyncpg a subclass);
     # bytes cost them next to nothing, and a ULID is made from bytes directly.

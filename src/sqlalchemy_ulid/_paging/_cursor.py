@@ -33,6 +33,8 @@ from decimal import Decimal, InvalidOperation
 from typing import Any, Union
 
 from .._codec import InvalidCursor, InvalidULID
+from .._errors import CursorSortMismatch
+from .._kinds import UUID_TEXT as _UUID_TEXT
 from .._ulid import ULID
 
 __all__ = ["Cursor", "InvalidCursor", "decode", "encode", "fingerprint", "looks_keyset"]
@@ -112,6 +114,19 @@ _DECODERS: dict[str, Any] = {
 }
 
 
+def _is_id_text(text: object) -> bool:
+    """Whether ``text`` is an id's text (26 or 36 characters: never a multi-key cursor)."""
+    if not isinstance(text, str) or len(text) not in (26, 36):
+        return False
+    if _UUID_TEXT.fullmatch(text):
+        return True
+    try:
+        ULID(text)
+    except InvalidULID:
+        return False
+    return True
+
+
 def _bad() -> Any:
     raise ValueError("malformed value")
 
@@ -153,8 +168,8 @@ def decode(text: object, sort: bytes, count: int) -> list[Any]:
         ...     print(exc)
         the cursor is malformed (truncated or altered)
     """
-    if isinstance(text, (ULID, uuid.UUID)):
-        raise InvalidCursor(
+    if isinstance(text, (ULID, uuid.UUID)) or _is_id_text(text):
+        raise CursorSortMismatch(
             "a bare id is a cursor of the id order; this statement is sorted by several "
             "keys: pass the next_cursor or prev_cursor of one of its pages"
         )
@@ -176,7 +191,7 @@ def decode(text: object, sort: bytes, count: int) -> list[Any]:
     if _check(head, body) != check:
         raise malformed
     if head[1:] != sort:
-        raise InvalidCursor(
+        raise CursorSortMismatch(
             "the cursor was made for another sort (another ORDER BY or paging column)"
         )
     try:

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 import sqlalchemy as sa
 from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.types import TypeEngine
 
 from .._dialects import PagingSQL
 
@@ -46,6 +47,8 @@ class SortKey:
         nulls: the explicit ``nulls_first()``/``nulls_last()``, else None.
         nullable: the key can be NULL in the result.
         nulls_after: in the statement's order, NULLs come after every value.
+        raw: the database type the key is read and bound as, where its own
+            type (a TypeDecorator) processes the values it returns; else None.
     """
 
     expr: ColumnElement[Any]
@@ -54,6 +57,12 @@ class SortKey:
     nulls: Literal["first", "last"] | None
     nullable: bool
     nulls_after: bool
+    raw: TypeEngine[Any] | None = None
+
+    @property
+    def type(self) -> TypeEngine[Any]:
+        """The type the key's values are read and bound as."""
+        return self.expr.type if self.raw is None else self.raw
 
     def describe(self) -> str:
         """The key as the fingerprint of the sort sees it."""

@@ -1,11 +1,11 @@
-"""Paging a statement: the one planner, and its sync and async executors.
+"""Paging a statement: the executors of the plan (:mod:`._plan`), sync and async.
 
 A page is ``WHERE <caller's filters> AND id >= :cursor ORDER BY id LIMIT n + 2``:
 the cursor's own row tells whether a page lies behind, the row past the page
 whether another one follows, so no COUNT ever runs, and the primary-key index
 finds the start of every page as fast as the first one.
 
-One planner serves both entry points: :func:`_steps` is a generator that
+One plan serves both entry points: :func:`_steps` is a generator that
 yields each statement to run (horizon, page, probe) and receives its result
 (or has its database error thrown in, which the horizon may answer with
 another statement), so :func:`paginate` and :func:`apaginate` are loops of a
@@ -21,37 +21,25 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Dialect, Result, Row
 from sqlalchemy.orm import Session, scoped_session
-from sqlalchemy.sql.elements import ColumnElement
 
-from .._checks import check_limit
-from .._codec import InvalidULID
-from .._dialects import PagingSQL, dialect_row
-from .._keys import Keys, KeyValue, column_expression, keys_of
-from .._keys import table_column as _table_column
 from .._settle import (
     DEFAULT_MARGIN,
-    Horizon,
     Settle,
-    Step,
-    check_settle,
-    plan_horizon,
 )
-from ._cursor import Cursor, InvalidCursor, looks_keyset
-from ._page import Page, Total, check_total, count_step
+from .._settle import Step as _Step
+from ._cursor import Cursor
+from ._page import Page, Total
+from ._plan import Plan, plan_page
 from ._sort import (
     PaginationError,
-    Sort,
     ULIDColumn,
-    _reader,
-    check_unique,
-    read_sort,
 )
 
 if TYPE_CHECKING:
@@ -60,226 +48,6 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_scoped_session
 
 __all__ = ["apaginate", "paginate"]
-
-# -- planning a page ----------------------------------------------------------
-
-#: One statement for an executor to run, and how to read its result.
-_Step = Step
-
-
-@dataclass(frozen=True)
-class _Plan:
-    statement: sa.Select[Any]  # ordered and limited; the horizon is added later
-    column: ColumnElement[Any]
-    keys: Keys
-    value_of: Callable[[Row[Any]], Any]  # the paging column of a row, as read
-    id_of: Callable[[Row[Any]], str]  # the paging column of a row, as text
-    position_of: Callable[[Row[Any]], str]  # the cursor of a row
-    scalar: bool
-    backward: bool  # paging with before=: the SQL ran against display order
-    cursor: str | None  # the cursor's canonical text
-    cursor_id: str | None  # the paging column's value in the cursor, as text
-    # "Any row on the other side of the cursor?", asked only when the page,
-    # fetched from the cursor inclusive, does not start with the cursor's row
-    # (built only then: most pages never need it).
-    probe: Callable[[], sa.Select[Any]] | None
-    limit: int
-    horizon: Horizon | None
-    count: Step | None  # total=: the COUNT or the EXPLAIN, after the page
-
-
-def _plan(
-    stmt: sa.Select[Any],
-    column: ULIDColumn,
-    after_cursor: Cursor | None,
-    before_cursor: Cursor | None,
-    limit: int,
-    descending: bool | None,
-    orm: bool,
-    *,
-    max_limit: int = 1000,
-    settle: Settle | None = None,
-    margin: timedelta = DEFAULT_MARGIN,
-    dialect: Callable[[], Dialect] | None = None,
-    total: Total = None,
-) -> _Plan:
-    # Every check runs before any SQL: bad cursors and limits are the
-    # caller's input and must fail without touching the database.
-    if after_cursor is not None and before_cursor is not None:
-        raise ValueError("pass after= or before=, not both")
-    limit = check_limit(limit, max_limit)  # the rule follow() shares (a cap of 2**31 - 1)
-    if not isinstance(stmt, sa.Select):
-        raise TypeError(f"paginate() pages a select(), not {type(stmt).__name__}")
-    if descending is not None and not isinstance(descending, bool):
-        raise TypeError(f"descending must be None, True or False, not {descending!r}")
-    paging = _paging_of(dialect)
-    check_total(total, paging)
-    cursor = after_cursor if before_cursor is None else before_cursor
-    expr = column_expression(column)
-    keys = keys_of(expr)
-    orm_descending, sort = read_sort(stmt, expr, descending, orm, _known(dialect))
-    if sort is not None:
-        if settle is not None:
-            raise ValueError(
-                "settle= follows a feed in id order: order the statement by the paging "
-                "column alone (or not at all)"
-            )
-        backward = before_cursor is not None
-        return _sorted_plan(stmt, sort, expr, keys, cursor, backward, limit, orm, total, paging)
-    descending = orm_descending
-    value = None if cursor is None else _parse_id(keys, cursor)
-    if settle is not None:
-        check_settle(settle, margin)
-        if before_cursor is not None or descending:
-            raise ValueError(
-                "settle= follows a feed forward: page with after= in ascending order "
-                "(no before=, no descending=True)"
-            )
-    ulid_of, scalar = _reader(stmt, expr, orm)
-    check_unique(stmt, expr, ())
-    table_column = _table_column(expr)
-    horizon = None
-    if settle is not None:
-        assert dialect is not None
-        horizon = plan_horizon(settle, margin, dialect(), expr)
-
-    count = count_step(stmt, total, paging)
-    if table_column is None or table_column.nullable:
-        # NULL has no place in id order: such rows are never paged.
-        stmt = stmt.where(expr.is_not(None))
-    backward = before_cursor is not None
-    # Paging backward runs the SQL in the opposite order, nearest rows first,
-    # and the page is reversed into display order afterwards.
-    sql_descending = descending != backward
-    paged = stmt.order_by(None).order_by(expr.desc() if sql_descending else expr.asc())
-    probe = None
-    fetch = limit + 1
-    if value is not None and settle is None:
-        # Whether a page lies behind this one: the cursor's own row usually
-        # still exists, so fetch from it inclusive and look. Only when it is
-        # gone (deleted, filtered out, made up) does a second query ask
-        # whether any row lies on the other side of the cursor.
-        bound = keys.bind(expr, value)
-        paged = paged.where(expr <= bound if sql_descending else expr >= bound)
-        fetch += 1
-        behind = expr >= bound if sql_descending else expr <= bound
-
-        def probe() -> sa.Select[Any]:
-            return sa.select(stmt.order_by(None).where(behind).exists())
-
-    elif value is not None:
-        bound = keys.bind(expr, value)
-        paged = paged.where(expr < bound if sql_descending else expr > bound)
-    text = None if value is None else keys.format(value)
-
-    def id_of(row: Row[Any]) -> str:
-        return keys.format(ulid_of(row))
-
-    return _Plan(
-        statement=paged.limit(fetch),
-        column=expr,
-        keys=keys,
-        value_of=ulid_of,
-        id_of=id_of,
-        position_of=id_of,
-        scalar=scalar,
-        backward=backward,
-        cursor=text,
-        cursor_id=text,
-        probe=probe,
-        limit=limit,
-        horizon=horizon,
-        count=count,
-    )
-
-
-def _sorted_plan(
-    stmt: sa.Select[Any],
-    sort: Sort,
-    expr: ColumnElement[Any],
-    keys: Keys,
-    cursor: Cursor | None,
-    backward: bool,
-    limit: int,
-    orm: bool,
-    total: Total,
-    paging: Callable[[], PagingSQL],
-) -> _Plan:
-    """The plan of a page sorted by several keys: the same shape, keyset cursors."""
-    values = None if cursor is None else sort.parse(cursor, keys)  # InvalidCursor, no SQL
-    ulid_of, scalar = _reader(stmt, expr, orm)
-    check_unique(stmt, expr, [key.expr for key in sort.keyset.keys[:-1]])
-    count = count_step(stmt, total, paging)
-    table_column = _table_column(expr)
-    base, paged = stmt, sort.statement
-    if table_column is None or table_column.nullable:
-        base, paged = stmt.where(expr.is_not(None)), paged.where(expr.is_not(None))
-    paged = paged.order_by(None).order_by(*sort.keyset.order_by(reverse=backward))
-    probe, fetch, text, cursor_id = None, limit + 1, None, None
-    if values is not None:
-        binds = sort.binds(values, keys)
-        paged = paged.where(sort.keyset.past(binds, reverse=backward, inclusive=True))
-        fetch += 1
-
-        def probe() -> sa.Select[Any]:
-            behind = sort.keyset.past(binds, reverse=not backward, inclusive=False)
-            return sa.select(base.order_by(None).where(behind).exists())
-
-        cursor_id = keys.format(values[-1])
-        assert isinstance(cursor, str)
-        text = cursor
-
-    def id_of(row: Row[Any]) -> str:
-        return keys.format(ulid_of(row))
-
-    def position_of(row: Row[Any]) -> str:
-        return sort.cursor(row, id_of(row))
-
-    return _Plan(
-        statement=paged.limit(fetch),
-        column=expr,
-        keys=keys,
-        value_of=ulid_of,
-        id_of=id_of,
-        position_of=position_of,
-        scalar=scalar,
-        backward=backward,
-        cursor=text,
-        cursor_id=cursor_id,
-        probe=probe,
-        limit=limit,
-        horizon=None,
-        count=count,
-    )
-
-
-def _parse_id(keys: Keys, cursor: Cursor) -> KeyValue:
-    """A bare-id cursor, strictly; a multi-key cursor here is one of another sort."""
-    try:
-        return keys.parse(cursor)
-    except InvalidULID:
-        if isinstance(cursor, str) and looks_keyset(cursor):
-            raise InvalidCursor(
-                "the cursor was made for a sort by several keys; this statement is in "
-                "id order (ordered by the paging column alone, or not at all)"
-            ) from None
-        raise
-
-
-def _known(dialect: Callable[[], Dialect] | None) -> Callable[[], Dialect]:
-    """The dialect, for checks that need it; only called once a plan needs it."""
-
-    def lookup() -> Dialect:
-        assert dialect is not None
-        return dialect()
-
-    return lookup
-
-
-def _paging_of(dialect: Callable[[], Dialect] | None) -> Callable[[], PagingSQL]:
-    """The dialect's paging facts, looked up only when a plan needs them."""
-    known = _known(dialect)
-    return lambda: dialect_row(known()).paging
 
 
 def _rows(result: Result[Any]) -> Sequence[Row[Any]]:
@@ -296,7 +64,7 @@ def _scalar(result: Result[Any]) -> Any:
     return result.scalar()
 
 
-def _steps(plan: _Plan) -> Generator[_Step, Any, Page[Any]]:
+def _steps(plan: Plan) -> Generator[_Step, Any, Page[Any]]:
     """Yield each statement of a page and receive its result; return the Page."""
     statement = plan.statement
     if plan.horizon is not None:
@@ -329,7 +97,7 @@ def _steps(plan: _Plan) -> Generator[_Step, Any, Page[Any]]:
     return _page(plan, rows, behind, total)
 
 
-def _page(plan: _Plan, rows: Sequence[Row[Any]], behind: bool, total: int | None) -> Page[Any]:
+def _page(plan: Plan, rows: Sequence[Row[Any]], behind: bool, total: int | None) -> Page[Any]:
     more = len(rows) > plan.limit
     rows = list(rows[: plan.limit])
     if plan.backward:
@@ -425,16 +193,13 @@ def paginate(
     when that row is gone does a second indexed query (``EXISTS``) look
     for a row on the other side of the cursor.
 
-    Sorting by other columns: the statement's ORDER BY is the sort, and it
-    ends with ``column``, the unique tiebreaker, e.g.
-    ``order_by(Order.total.desc(), Order.id.desc())``. Keys may be in mixed
-    directions, be NULL (placed by ``nulls_first()``/``nulls_last()``, else
-    where the database sorts NULLs), and be expressions such as
-    ``func.lower(name)``. The page then reads ``(keys) >= (cursor's keys)``
-    (a row value where the database range-scans one, else an expansion with
-    a leading range), and its cursors are opaque strings that carry the
-    key values exactly, refused with :class:`InvalidCursor` under another
-    sort. The comparison runs in SQL, under the database's collation.
+    Sorting by other columns: the ORDER BY is the sort, and it ends with
+    ``column``, the unique tiebreaker (``order_by(Order.total.desc(),
+    Order.id.desc())``); its cursors are opaque strings that carry the key
+    values exactly, refused with :class:`InvalidCursor` under another sort.
+    The pagination docs ("Sorting by any columns") say how NULLs sort, which
+    key types page, and which statements are paged as a subquery (GROUP BY
+    with an aggregate key, window functions, DISTINCT ON) or refused.
 
     The column holds ULIDs (``ULIDType``) or UUIDv7s (``sa.Uuid``,
     ``postgresql.UUID``, or a type over them such as advanced-alchemy's
@@ -447,29 +212,13 @@ def paginate(
     Tailing a feed (reading "what was added after my cursor" while writers
     run) needs ``settle=``: ids are made before their rows commit, so
     without it a row that commits late can land behind a cursor that
-    already moved past it, and is never seen. With ``settle=`` only rows
-    whose id is older than a horizon asked of the database server are
-    returned, and ``next_cursor`` always holds the position to resume from:
-
-    * ``settle=timedelta(...)``: the horizon is the server's ``now - settle``.
-      Every committed row is delivered exactly once, in id order, while each
-      writer commits within ``settle`` of making its id (clock skew included).
-    * ``settle="auto"`` (PostgreSQL, MariaDB/MySQL): the horizon follows the
-      transactions in flight, ``margin`` behind the oldest writer of the
-      table (PostgreSQL, needs ``pg_read_all_stats``) or behind the server's
-      clock with a locking read that waits for uncommitted rows (MariaDB).
-      ``margin`` (by default 0.2 s on PostgreSQL, 1 s on MariaDB/MySQL)
-      must cover the time from making an id to
-      sending its INSERT, plus clock skew: :func:`guard_ulid_age` makes the
-      writers keep to it. It raises :class:`SettleError` on SQLite,
-      on a PostgreSQL hot standby and on a Galera node, which cannot see
-      the transactions open elsewhere: pass a ``timedelta`` there.
-
-    Both need READ COMMITTED or autocommit (the data query must see what
-    committed before the horizon was taken); REPEATABLE READ raises
-    :class:`SettleError`, except on MariaDB in a transaction that has not
-    read yet (a fresh Connection or Session). See the "Tailing a feed" docs
-    for the proof.
+    already moved past it. With ``settle=timedelta(...)``, or ``"auto"``
+    (PostgreSQL, MariaDB/MySQL: the horizon follows the transactions in
+    flight, ``margin`` behind), only rows older than a horizon asked of the
+    server come back, and ``next_cursor`` always holds the position to
+    resume from. The pagination docs ("Tailing a feed") give the proof and
+    the isolation levels it needs (REPEATABLE READ raises
+    :class:`SettleError`).
 
     Items: when ``stmt`` selects one thing (an entity, as in
     ``select(Event)``, or one column) the items are those objects, as with
@@ -519,7 +268,11 @@ def paginate(
             not end with ``column`` or disagrees with ``descending``, a sort
             key the row cannot show, does not select ``column``, or
             ``column`` is not unique (declared so, or found repeated in the
-            result) (a :class:`ValueError`).
+            result), a sort key whose value a cursor cannot carry exactly
+            (a ``Numeric(asdecimal=False)`` of more than 15 digits, an
+            interval), or a sort that must be paged as a subquery (GROUP BY
+            with an aggregate key, a window function, DISTINCT ON) in a
+            statement that selects entities (a :class:`ValueError`).
         SettleError: ``settle="auto"`` cannot be sound here (SQLite, a view,
             a hot standby, a Galera node, missing privilege, on MariaDB/MySQL
             a paging column outside the primary key), or the session's
@@ -569,7 +322,7 @@ def paginate(
         ([], True)
     """
     orm = not isinstance(session, Connection)
-    plan = _plan(
+    plan = plan_page(
         stmt,
         column,
         after,
@@ -648,7 +401,7 @@ async def apaginate(
     from sqlalchemy.ext.asyncio import AsyncConnection  # only async callers need greenlet
 
     orm = not isinstance(session, AsyncConnection)
-    plan = _plan(
+    plan = plan_page(
         stmt,
         column,
         after,

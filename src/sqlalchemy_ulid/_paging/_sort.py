@@ -1,4 +1,4 @@
-"""The sort: read a statement's ORDER BY, check that it is unique, find its keys in the row.
+"""The sort: read a statement's ORDER BY into its keys, and find the keys in the row.
 
 The ORDER BY is the sort, and its last key is the paging column, the unique
 tiebreaker. A sort on the paging column alone (or none) keeps bare-id
@@ -8,120 +8,52 @@ checks, all before any SQL:
 * each key is a column expression whose value comes back with the row: it is
   selected (under any label), mapped by a selected entity, or added to the
   row as an extra column (when the items are entities, which hide it);
-* the paging column is unique, on its own, or together with columns that the
-  WHERE fixes by equality or that precede it in the ORDER BY;
-* where NULLs sort is known (explicit, or the database's own order).
+* a cursor can carry its value exactly (:mod:`._exact`);
+* whether it can be NULL, from the statement as selected (:mod:`._nulls`),
+  and where NULLs sort (explicit, or the database's own order).
 
-:func:`after` and :func:`before` are the one-column keyset conditions.
+A statement whose sort cannot go in a WHERE is paged as a subquery
+(:mod:`._wrap`); the paging column's uniqueness is :mod:`._unique`'s, and
+:func:`after` and :func:`before` are in :mod:`._clauses`.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, time
-from decimal import Decimal
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect, Row
-from sqlalchemy.orm import Mapper, QueryableAttribute
+from sqlalchemy.orm import Mapper
 from sqlalchemy.sql import operators
 from sqlalchemy.sql.elements import (
-    BinaryExpression,
-    BindParameter,
-    BooleanClauseList,
     ColumnElement,
     Label,
     UnaryExpression,
 )
 
 from .._codec import InvalidULID
-from .._dialects import PagingSQL, dialect_row
-from .._keys import Keys, KeyValue, column_expression, keys_of
-from .._keys import table_column as _table_column
-from ._cursor import Cursor, InvalidCursor, decode, encode, fingerprint
+from .._dialects import dialect_row
+from .._errors import InvalidInput
+from .._keys import Keys
+from ._clauses import ULIDColumn, after, before
+from ._cursor import InvalidCursor, decode, encode, fingerprint
+from ._exact import bind_type, check_key_type, checked_value, raw_type
 from ._keyset import Keyset, SortKey
+from ._nulls import may_be_null, outer_joined
+from ._wrap import may_need_subquery, paged_form
 
-__all__ = ["PaginationError", "ULIDColumn", "after", "before"]
-
-#: A ULID or UUID column: a Core column (or other column expression) or an ORM attribute.
-# (Union, not "|": these aliases are evaluated at run time on Python 3.10.)
-ULIDColumn = Union[ColumnElement[Any], QueryableAttribute[Any]]  # noqa: UP007
+__all__ = ["PaginationError", "ULIDColumn", "after", "before", "may_be_null"]
 
 
-class PaginationError(ValueError):
+class PaginationError(InvalidInput):
     """The statement cannot be paged without skipping or repeating rows.
 
     It has its own ORDER BY, LIMIT or OFFSET, does not select the paging
     column, or pages on a column that is not unique in its result. A
     :class:`ValueError`, so code that catches bad input catches this too.
     """
-
-
-# -- cursor clauses -----------------------------------------------------------
-
-
-def _parsed(column: ULIDColumn, cursor: Cursor) -> tuple[ColumnElement[Any], Keys, KeyValue]:
-    """The column's expression, its keys, and the cursor parsed strictly (no SQL)."""
-    expr = column_expression(column)
-    keys = keys_of(expr)
-    return expr, keys, keys.parse(cursor)  # InvalidULID for bad text, "" included
-
-
-def after(column: ULIDColumn, cursor: Cursor) -> ColumnElement[bool]:
-    """Return ``column > :cursor``: the rows after a cursor in id order.
-
-    Args:
-        column: the ULID or UUIDv7 column (Core column or ORM attribute):
-            ``ULIDType``, ``sa.Uuid``, ``postgresql.UUID`` or a type over
-            them, such as advanced-alchemy's ``GUID``.
-        cursor: a :class:`ULID` or its 26-character text on a ULID column; a
-            :class:`uuid.UUID` (or a ULID) or its canonical 36-character text
-            on a UUID column.
-
-    Raises:
-        InvalidULID: the cursor is malformed (the empty string too). Raised
-            here, before any SQL exists, so a web handler can answer 400.
-        TimeOrderError: (a ValueError, when the statement is compiled) the
-            database's native uuid type does not sort UUIDv7s in time order.
-
-    Example:
-        >>> import sqlalchemy as sa
-        >>> from sqlalchemy_ulid import ULIDType, after
-        >>> t = sa.table("events", sa.column("id", ULIDType()))
-        >>> print(after(t.c.id, "01HTQW311N1KR5G0Y75M3EF00H"))
-        events.id > :param_1
-        >>> after(t.c.id, "' OR 1=1 --")
-        Traceback (most recent call last):
-        ...
-        sqlalchemy_ulid.InvalidULID: ...
-        >>> u = sa.table("orders", sa.column("id", sa.Uuid()))
-        >>> after(u.c.id, "018EAFC1-8435-7000-8000-000000000000").right.value
-        UUID('018eafc1-8435-7000-8000-000000000000')
-    """
-    expr, keys, value = _parsed(column, cursor)
-    return expr > keys.bind(expr, value)
-
-
-def before(column: ULIDColumn, cursor: Cursor) -> ColumnElement[bool]:
-    """Return ``column < :cursor``: the rows before a cursor in id order.
-
-    Takes the same columns and cursors as :func:`after`.
-
-    Raises:
-        InvalidULID: the cursor is malformed, before any SQL is built.
-
-    Example:
-        >>> import sqlalchemy as sa
-        >>> from sqlalchemy_ulid import ULIDType, before
-        >>> t = sa.table("events", sa.column("id", ULIDType()))
-        >>> print(before(t.c.id, "01HTQW311N1KR5G0Y75M3EF00H"))
-        events.id < :param_1
-    """
-    expr, keys, value = _parsed(column, cursor)
-    return expr < keys.bind(expr, value)
 
 
 _Reader = Callable[[Row[Any]], Any]
@@ -134,8 +66,6 @@ _NULLS: dict[Any, Literal["first", "last"]] = {
 # stored wrapped in these (pinned in tests/test_private_api.py).
 _LABEL_REFERENCE = sa.sql.elements._label_reference
 _TEXT_LABEL_REFERENCE = sa.sql.elements._textual_label_reference
-# Key values checked against the type of their key when a cursor is read.
-_CHECKED = (bool, int, float, Decimal, str, bytes, datetime, date, time)
 
 
 @dataclass(frozen=True)
@@ -205,7 +135,7 @@ class Sort:
         values = decode(cursor, self.fingerprint, len(self.keyset.keys))
         *head, last = values
         for index, (key, value) in enumerate(zip(self.keyset.keys, head, strict=False)):
-            head[index] = _typed(key, value, self.keyset.dialect)
+            head[index] = checked_value(key, value, self.keyset.dialect)
         if not isinstance(last, str):
             raise InvalidCursor("the cursor is malformed (truncated or altered)")
         try:
@@ -217,71 +147,38 @@ class Sort:
         """One bound parameter per key, of the key's own type (None for NULL)."""
         *head, last = self.keyset.keys
         binds: list[ColumnElement[Any] | None] = [
-            None if value is None else sa.bindparam(None, value, type_=key.expr.type, unique=True)
+            None
+            if value is None
+            else sa.bindparam(None, value, type_=bind_type(key.type), unique=True)
             for key, value in zip(head, values, strict=False)
         ]
         return [*binds, keys.bind(last.expr, values[-1])]
 
 
-def _typed(key: SortKey, value: Any, facts: PagingSQL) -> Any:
-    """Check a decoded key value against its key's type (enums by name).
+def sort_exprs(stmt: sa.Select[Any]) -> list[ColumnElement[Any]]:
+    """The expressions of the statement's ORDER BY, in order."""
+    return [key.expr for key in _order_keys(stmt)]
 
-    A value no row of this database can hold is a forged cursor: refused
-    here, since binding it fails after SQL (an integer past the column's
-    width on PostgreSQL, a NaN on MariaDB/MySQL).
+
+def paged_statement(
+    stmt: sa.Select[Any], column: ColumnElement[Any], descending: bool | None, orm: bool
+) -> tuple[sa.Select[Any], ColumnElement[Any]]:
+    """The statement a page runs, and its paging column: ``stmt``, or its subquery.
+
+    A statement whose sort cannot go in a WHERE (GROUP BY with an aggregate
+    key, window functions, DISTINCT ON) is paged as a subquery (see
+    :mod:`._wrap`), or refused before any SQL.
     """
-    if value is None:
-        return None
-    type_ = key.expr.type
-    if isinstance(type_, sa.Enum) and type_.enum_class is not None:
-        if not isinstance(value, str) or value not in type_.enum_class.__members__:
-            raise InvalidCursor("the cursor is malformed (truncated or altered)")
-        return type_.enum_class[value]
-    try:
-        expected = type_.python_type
-    except NotImplementedError:
-        return value
-    numbers = (int, float, Decimal)
-    if (
-        expected in _CHECKED
-        and not isinstance(value, expected)
-        and not (expected in (float, Decimal) and isinstance(value, numbers))
-    ):
-        raise InvalidCursor("the cursor is malformed (truncated or altered)")
-    if isinstance(value, bool) and expected is not bool and expected in _CHECKED:
-        raise InvalidCursor("the cursor is malformed (truncated or altered)")
-    if expected is int and isinstance(value, int):
-        on_column = facts.int_width_enforced and _table_column(key.expr) is not None
-        low, high = _int_range(type_, on_column)
-        if not low <= value <= high:
-            raise InvalidCursor("the cursor is malformed (truncated or altered)")
-    if (
-        facts.finite_numbers_only
-        and isinstance(value, (float, Decimal))
-        and not math.isfinite(value)
-    ):
-        raise InvalidCursor("the cursor is malformed (truncated or altered)")
-    return value
-
-
-#: integer widths in bits by type name, where narrower than 64 (MySQL's names too)
-_INT_BITS = {"TINYINT": 8, "SMALLINT": 16, "MEDIUMINT": 24, "INTEGER": 32, "INT": 32}
-
-
-def _int_range(type_: Any, column_width: bool) -> tuple[int, int]:
-    """The values an integer key can hold.
-
-    The column type's width where the database enforces it on a table
-    column, else 64 bits; signed, or unsigned on MySQL (whose BIGINT
-    UNSIGNED goes past 2**63).
-    """
-    bits = 64
-    if column_width and not isinstance(type_, sa.BigInteger):
-        name = type(type_).__name__.upper()
-        bits = _INT_BITS.get(name, 16 if isinstance(type_, sa.SmallInteger) else 32)
-    if getattr(type_, "unsigned", False):
-        return 0, 2**bits - 1
-    return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+    if not may_need_subquery(stmt):
+        return stmt, column
+    order = _order_keys(stmt)
+    if order and not order[-1].expr.compare(column):
+        return stmt, column  # read_sort refuses it, naming the paging column
+    spec = [(key.expr, key.descending, key.nulls) for key in order]
+    paged, paged_column = paged_form(
+        stmt, spec or [(column, bool(descending), None)], orm, PaginationError
+    )
+    return (stmt, column) if paged is stmt else (paged, paged_column)
 
 
 def read_sort(
@@ -319,31 +216,12 @@ def read_sort(
     if len(order) == 1:
         return last.descending, None
     facts = dialect_row(dialect()).paging
-    outer = _outer_joined(stmt)
     keys = []
+    outer = outer_joined(stmt)
     for item in order:
-        type_ = item.expr.type
-        if facts.enum_compares_as_text and isinstance(type_, sa.Enum) and type_.native_enum:
-            raise PaginationError(
-                f"the sort key {item.expr} is a native ENUM, which this database sorts in "
-                "declaration order but compares as text, so pages would skip rows: sort "
-                "by a text enum (sa.Enum(..., native_enum=False)) or another column"
-            )
-        if (
-            facts.single_float is not None
-            and isinstance(type_, sa.Float)
-            and facts.single_float(type_.compile(dialect=dialect()))
-        ):
-            raise PaginationError(
-                f"the sort key {item.expr} is a single-precision float "
-                f"({type_.compile(dialect=dialect())}), which this database returns "
-                "rounded, so a cursor could not find its row again: sort by a double "
-                "(sa.Double) or a Numeric column"
-            )
-        table_column = _table_column(item.expr)
-        nullable = item is not last and (
-            outer or table_column is None or bool(table_column.nullable)
-        )
+        if item is not last:  # (the paging column's type is checked by keys_of)
+            check_key_type(item.expr, facts, dialect, PaginationError)
+        nullable = item is not last and may_be_null(item.expr, stmt, outer)
         if item.nulls is not None:
             nulls_after = item.nulls == "last"
         elif not nullable:
@@ -355,34 +233,17 @@ def read_sort(
             )
         else:
             nulls_after = facts.nulls_largest != item.descending
+        raw = None if item is last else raw_type(item.expr.type, dialect)
         keys.append(
-            SortKey(item.expr, item.order, item.descending, item.nulls, nullable, nulls_after)
+            SortKey(item.expr, item.order, item.descending, item.nulls, nullable, nulls_after, raw)
         )
-    statement, readers = _key_readers(stmt, [k.expr for k in keys[:-1]], orm)
+    statement, readers = _key_readers(stmt, keys[:-1], orm)
     parts = [key.describe() for key in keys]
     return last.descending, Sort(Keyset(tuple(keys), facts), statement, readers, fingerprint(parts))
 
 
-def _outer_joined(stmt: sa.Select[Any]) -> bool:
-    """Whether ``stmt`` outer-joins anything (NOT NULL columns can then be NULL)."""
-    # Private attributes, read instead of get_final_froms(), which compiles
-    # (pinned in tests/test_private_api.py): the joins of .join()/.outerjoin(),
-    # and the FROMs of .select_from().
-    for *_, flags in stmt._setup_joins:
-        if flags.get("isouter") or flags.get("full"):
-            return True
-    stack: list[Any] = list(stmt._from_obj)
-    while stack:
-        item = stack.pop()
-        if isinstance(item, sa.Join):
-            if item.isouter or item.full:
-                return True
-            stack += [item.left, item.right]
-    return False
-
-
 def _key_readers(
-    stmt: sa.Select[Any], exprs: Sequence[ColumnElement[Any]], orm: bool
+    stmt: sa.Select[Any], keys: Sequence[SortKey], orm: bool
 ) -> tuple[sa.Select[Any], tuple[_Reader, ...]]:
     """How each sort key is read from a row, adding it to the row where it is hidden.
 
@@ -390,15 +251,30 @@ def _key_readers(
     extra labelled columns, read from the row, and never shown: the value
     the database sorted by, not an attribute that a loaded object may hold.
     Otherwise each key must be selected, or mapped by a selected entity
-    (whose objects the page then refreshes: ``populate_existing``).
+    (whose objects the page then refreshes: ``populate_existing``). A key
+    read as its database type (``raw_type``) is added as an extra column
+    only: a row shows it as its TypeDecorator returns it.
     """
     width = len(stmt.column_descriptions) if orm else len(stmt.selected_columns)
     if width == 1:
-        extra = [expr.label(f"sqlalchemy_ulid_key_{n}") for n, expr in enumerate(exprs)]
+        extra = [
+            (key.expr if key.raw is None else sa.type_coerce(key.expr, key.raw)).label(
+                f"sqlalchemy_ulid_key_{n}"
+            )
+            for n, key in enumerate(keys)
+        ]
         readers = tuple(_column(width + n) for n in range(len(extra)))
         return stmt.add_columns(*extra), readers
     found = []
-    for expr in exprs:
+    for key in keys:
+        expr = key.expr
+        if key.raw is not None:
+            raise PaginationError(
+                f"the sort key {expr} is of type {key.expr.type!r}, which processes the "
+                "values it returns, so a cursor of the value a row shows might not find "
+                "its row again: select one entity or column (the key is then read as the "
+                f"database holds it), or sort by sa.type_coerce({expr}, <its database type>)"
+            )
         reader = _find(stmt, expr, orm)
         if reader is None:
             raise PaginationError(
@@ -412,57 +288,6 @@ def _key_readers(
         # sorted by, so the page refreshes the objects it loads.
         stmt = stmt.execution_options(populate_existing=True)
     return stmt, tuple(found)
-
-
-def _fixed(where: ColumnElement[Any] | None) -> set[tuple[Any, str]]:
-    """The table columns that ``where`` fixes by equality to a value."""
-    fixed: set[tuple[Any, str]] = set()
-    stack = [] if where is None else [where]
-    while stack:
-        clause = stack.pop()
-        if isinstance(clause, BooleanClauseList) and clause.operator is operators.and_:
-            stack.extend(clause.clauses)
-        elif isinstance(clause, BinaryExpression) and clause.operator is operators.eq:
-            for side, other in ((clause.left, clause.right), (clause.right, clause.left)):
-                table_column = _table_column(side)
-                if table_column is not None and isinstance(other, BindParameter):
-                    fixed.add((table_column.table, table_column.name))
-    return fixed
-
-
-def check_unique(
-    stmt: sa.Select[Any], column: ColumnElement[Any], preceding: Sequence[ColumnElement[Any]]
-) -> None:
-    """Refuse a paging column that is not unique in the result.
-
-    Unique on its own, or within a composite key (primary key, unique
-    constraint or index) whose other columns the WHERE fixes by equality, or
-    that precede it, NOT NULL, in the ORDER BY.
-    """
-    table_column = _table_column(column)
-    if table_column is None or _is_unique(table_column):
-        return
-    table = table_column.table
-    fixed = _fixed(stmt.whereclause)
-    for expr in preceding:
-        ahead = _table_column(expr)
-        if ahead is not None and not ahead.nullable:
-            fixed.add((ahead.table, ahead.name))
-    groups = [list(table.primary_key.columns)]
-    groups += [list(c.columns) for c in table.constraints if isinstance(c, sa.UniqueConstraint)]
-    groups += [list(i.columns) for i in table.indexes if i.unique]
-    for group in groups:
-        names = [c.name for c in group]
-        if table_column.name in names and all(
-            name == table_column.name or (table, name) in fixed for name in names
-        ):
-            return
-    raise PaginationError(
-        f"the paging column {table_column} is not unique, so rows sharing a value would be "
-        "skipped at a page boundary; page on the primary key or a unique column, or fix the "
-        "other columns of its composite key by equality in the WHERE, or put them before it "
-        "in the ORDER BY"
-    )
 
 
 def _matches(candidate: Any, column: ColumnElement[Any]) -> bool:
@@ -479,11 +304,13 @@ def _entity_key(entity: Any, column: ColumnElement[Any]) -> str | None:
     mapper: Mapper[Any] | None = getattr(info, "mapper", None)
     if mapper is None:
         return None
-    for prop in mapper.column_attrs:
-        if any(_matches(c, column) for c in prop.columns):
-            return prop.key
-    # An aliased entity's attribute compares equal to the alias's column,
-    # not to the table's, so try the entity's own attributes too.
+    # An aliased entity (aliased(Model), a self-join's other side) maps the
+    # alias's columns, not the table's: matched by its own attributes only,
+    # or select(parent, Node) would read Node's keys from parent.
+    if not getattr(info, "is_aliased_class", False):
+        for prop in mapper.column_attrs:
+            if any(_matches(c, column) for c in prop.columns):
+                return prop.key
     for prop in mapper.column_attrs:
         if _matches(getattr(entity, prop.key), column):
             return prop.key
@@ -520,7 +347,9 @@ class _Attribute:
         self.index, self.key = index, key
 
     def __call__(self, row: Row[Any]) -> Any:
-        return getattr(row[self.index], self.key)
+        entity = row[self.index]
+        # None: an outer join found no row, so each of its columns is NULL.
+        return None if entity is None else getattr(entity, self.key)
 
 
 def _attribute(index: int, key: str) -> _Reader:
@@ -536,19 +365,4 @@ def _reader(stmt: sa.Select[Any], column: ColumnElement[Any], orm: bool) -> tupl
     raise PaginationError(
         f"the paging column {column} is not selected: select it (a label is fine), or "
         "select the entity that maps it"
-    )
-
-
-def _is_unique(column: sa.Column[Any]) -> bool:
-    """Whether the table declares ``column`` unique on its own."""
-    table = column.table
-    if column.unique or [c.name for c in table.primary_key.columns] == [column.name]:
-        return True
-    for constraint in table.constraints:
-        if isinstance(constraint, sa.UniqueConstraint) and [c.name for c in constraint.columns] == [
-            column.name
-        ]:
-            return True
-    return any(
-        index.unique and [c.name for c in index.columns] == [column.name] for index in table.indexes
     )

@@ -1,0 +1,130 @@
+"""One family of errors for every refusal of a caller's input.
+
+Everything a request can carry into the library (an id, a cursor, a page
+size, a time or an interval, a sort) is checked before any SQL runs, and a
+bad one raises a subclass of :class:`InvalidInput`. One handler for
+:class:`InvalidInput` therefore answers 400 for all of them; a handler that
+needs the reason catches a subclass first.
+
+No import of SQLAlchemy here: the value layer raises these too.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CursorSortMismatch",
+    "InvalidCursor",
+    "InvalidInput",
+    "InvalidLimit",
+    "InvalidTime",
+    "InvalidULID",
+]
+
+
+class InvalidInput(ValueError):
+    """The base of every refusal of input: catch it to answer 400 to all of them.
+
+    Raised before any SQL runs, so nothing was read or written. A
+    :class:`ValueError`. Its subclasses say what was wrong:
+    :class:`InvalidULID` (an id), :class:`InvalidCursor` (a page cursor;
+    :class:`CursorSortMismatch` for one made under another sort),
+    :class:`InvalidLimit` (a page size), :class:`InvalidTime` (a naive or
+    out-of-range datetime, an interval that ends before it starts) and
+    :class:`PaginationError` (a sort that cannot be paged).
+
+    Example:
+        >>> from sqlalchemy_ulid import InvalidInput, ULID
+        >>> try:
+        ...     ULID("not an id")
+        ... except InvalidInput as exc:
+        ...     print(type(exc).__name__)
+        InvalidULID
+    """
+
+
+class InvalidULID(InvalidInput):
+    """Raised for every malformed ULID: bad text, wrong length, out of range.
+
+    It is a :class:`ValueError`, so web frameworks that turn ``ValueError``
+    into a 400 response handle it without extra code.
+
+    Example:
+        >>> from sqlalchemy_ulid import ULID, InvalidULID
+        >>> try:
+        ...     ULID("01HTQW311N1KR5G0Y75M3EF00U")
+        ... except InvalidULID as exc:
+        ...     print(exc)
+        invalid character 'U' at position 25 (Crockford base32 has no I, L, O or U)
+    """
+
+
+class InvalidCursor(InvalidULID):
+    """A page cursor that is malformed, altered, expired or made for another sort.
+
+    Raised before any SQL runs. A :class:`ValueError` (and an
+    :class:`InvalidULID`, so code written for bare-id cursors catches it too).
+    A cursor made under another sort raises the subclass
+    :class:`CursorSortMismatch`.
+
+    Example:
+        >>> from sqlalchemy_ulid import InvalidCursor
+        >>> issubclass(InvalidCursor, ValueError)
+        True
+    """
+
+
+class CursorSortMismatch(InvalidCursor):
+    """A well-formed cursor made under another sort than the statement's.
+
+    A cursor of a multi-key sort passed to a statement in id order, one of
+    another ORDER BY, or a bare id passed to a statement sorted by several
+    keys. A client that kept a cursor across a change of sort sends one: it
+    should start again from the first page.
+
+    Example:
+        >>> from sqlalchemy_ulid import CursorSortMismatch, InvalidCursor
+        >>> issubclass(CursorSortMismatch, InvalidCursor)
+        True
+    """
+
+
+class InvalidLimit(InvalidInput):
+    """A page size that is not an int from 1 to ``max_limit``.
+
+    Attributes:
+        value: the refused page size, as it was passed.
+
+    Example:
+        >>> import sqlalchemy as sa
+        >>> from sqlalchemy.orm import Session
+        >>> from sqlalchemy_ulid import InvalidLimit, ULIDType, paginate
+        >>> t = sa.table("t", sa.column("id", ULIDType()))
+        >>> try:
+        ...     paginate(Session(), sa.select(t), t.c.id, limit=0)
+        ... except InvalidLimit as exc:
+        ...     print(exc.value)
+        0
+    """
+
+    def __init__(self, message: str, value: object = None) -> None:
+        super().__init__(message)
+        self.value = value
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return type(self), (str(self), self.value)
+
+
+class InvalidTime(InvalidInput):
+    """A naive datetime, one outside the ids' range, or an interval ending before it starts.
+
+    Example:
+        >>> from datetime import datetime
+        >>> import sqlalchemy as sa
+        >>> from sqlalchemy_ulid import InvalidTime, ULIDType, created_since
+        >>> t = sa.table("t", sa.column("id", ULIDType()))
+        >>> try:
+        ...     created_since(t.c.id, datetime(2024, 1, 1))
+        ... except InvalidTime as exc:
+        ...     print(str(exc).split(" refused")[0])
+        naive datetime 2024-01-01T00:00:00
+    """

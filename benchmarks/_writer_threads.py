@@ -4,18 +4,25 @@
 connection, calling ``insert(conn, key)`` (one statement and its commit)
 with keys of its own, ``pause`` seconds apart, until the ``with`` block ends.
 ``waits`` holds how long each call took.
+
+The threads are the test suite's (``tests/_writers.py``): one writers helper
+for the tests and the benchmarks.
 """
 
 from __future__ import annotations
 
-import threading
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import sqlalchemy as sa
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+import _writers
 
-class Writers:
+
+class Writers(_writers.Writers):
     def __init__(
         self,
         engine: sa.Engine,
@@ -25,32 +32,19 @@ class Writers:
         pause: float,
         join: float,
     ) -> None:
-        self.engine = engine
+        super().__init__(engine, count, settle=0.0, join=join)
         self.insert = insert
         self.pause = pause
-        self.join = join
-        self.waits: list[float] = []
-        self.stop = threading.Event()
-        self.threads = [
-            threading.Thread(target=self._write, args=(100_000_000 + n * 10_000_000,))
-            for n in range(count)
-        ]
 
-    def _write(self, key: int) -> None:
-        with self.engine.connect() as conn:
-            while not self.stop.is_set():
-                started = time.perf_counter()
+    @property
+    def waits(self) -> list[float]:
+        """How long each ``insert`` took."""
+        return self.latencies
+
+    def write(self, conn: sa.Connection, n: int) -> None:
+        key = 100_000_000 + n * 10_000_000
+        while not self.stop.is_set():
+            with self.timing():
                 self.insert(conn, key)
-                self.waits.append(time.perf_counter() - started)
-                key += 1
-                time.sleep(self.pause)
-
-    def __enter__(self) -> Writers:
-        for thread in self.threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(timeout=self.join)
+            key += 1
+            time.sleep(self.pause)

@@ -15,6 +15,9 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy.engine import Engine
 
+#: The revisions' table: not ``alembic_version``, which a database may hold for another project.
+VERSION_TABLE = "alembic_version_offline"
+
 
 def alembic_sql(engine: Engine, tmp_path: Path, call: str, *, down: bool = False) -> str:
     """What a real ``alembic upgrade head --sql`` (or ``downgrade``) writes for ``call``."""
@@ -27,7 +30,10 @@ def alembic_sql(engine: Engine, tmp_path: Path, call: str, *, down: bool = False
 
             import sqlalchemy_ulid.alembic  # noqa: F401
 
-            context.configure(url=context.config.get_main_option("sqlalchemy.url"))
+            context.configure(
+                url=context.config.get_main_option("sqlalchemy.url"),
+                version_table="alembic_version_offline",
+            )
             with context.begin_transaction():
                 context.run_migrations()
             """

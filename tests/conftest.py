@@ -15,6 +15,19 @@ A backend that cannot be found is skipped, with the reason in the summary,
 unless it is required: ``--require-backends=postgresql,mysql`` (or ``all``),
 or ``SQLALCHEMY_ULID_REQUIRE_BACKENDS``. A required backend that is missing
 fails every test that wanted it. ``.ci/run`` requires all three.
+
+Under pytest-xdist (``make test`` runs ``-n``), each worker runs in databases
+of its own on each server, ``<database>_<worker>`` (``test_gw0``, ...), made
+fresh from the configured URL at the start and dropped at the end; the
+configured database itself is only used to create them. The worker's URLs
+are also put in the environment, for tests that run a subprocess.
+
+Every test that touches a database is watched (``_leftover_guard``): a table,
+view or schema it leaves behind fails it, and is dropped. Tables a database
+held before are the test's business only if it made them:
+``SQLALCHEMY_ULID_SEED_TABLES=alembic_version,offline_live`` creates those
+(with a row) in every database the session uses, as another tool could have
+left them, and fails the session if they are not there unchanged at the end.
 """
 
 from __future__ import annotations
@@ -30,7 +43,14 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine, make_url
 
+import _databases
+
 BACKENDS = ("sqlite", "postgresql", "mysql")
+SERVERS = ("postgresql", "mysql")
+#: the pytest-xdist worker this process is ("gw0", ...), or None without xdist
+#: (from pytest's config, not PYTEST_XDIST_WORKER: a pytest the suite runs in
+#: a subprocess inherits that variable but is no worker)
+WORKER: str | None = None
 
 _LOCAL = {
     "postgresql": ("127.0.0.1", 5432, "postgresql+psycopg://postgres@127.0.0.1:5432/test"),
@@ -41,6 +61,83 @@ _ASYNC_DRIVERS = {
     "mysql": ("asyncmy",),
     "sqlite": ("aiosqlite",),
 }
+
+
+#: The server-behaviour tier (marker ``server``): tests of what the database
+#: servers do under the library, not of the Python or SQLAlchemy it runs on:
+#: migrations online and offline under concurrent writers, through psql and
+#: mariadb, killed and rerun; fault soaks; big tables; feed and settle
+#: concurrency. The Python-version CI jobs leave it out (``-m "not server"``);
+#: ``make test`` and CI's main job run it. Code that branches on the Python or
+#: SQLAlchemy version is covered by the other tier (types, paging, the ops'
+#: plans and --sql output, the guard, the integrations).
+SERVER_TIER = frozenset(
+    {
+        "test_alembic_concurrent_index",
+        "test_alembic_faults",
+        "test_alembic_locks",
+        "test_alembic_online",
+        "test_alembic_online_offline",
+        "test_alembic_primary_key_offline_adversarial",
+        "test_alembic_primary_key_offline_mariadb",
+        "test_alembic_primary_key_offline_postgresql",
+        "test_alembic_storage_adversarial",
+        "test_alembic_storage_offline",
+        "test_alembic_storage_offline_adversarial",
+        "test_alembic_storage_offline_mariadb",
+        "test_alembic_storage_online",
+        "test_alembic_storage_shadow",
+        "test_alembic_uuid7_faults",
+        "test_alembic_uuid7_storage_online",
+        "test_feed_faults",
+        "test_settle_isolation",
+        "test_settle_soundness",
+    }
+)
+#: Tests of a server-tier module that every job runs: they depend on the
+#: SQLAlchemy version (follow() survives kills through SQLAlchemy's
+#: disconnect handling, which changed in 2.1; an expected failure on 2.0).
+EVERY_JOB = ("test_feed_faults.py::test_follow_survives_three_kills",)
+#: Modules whose tests share one worker under pytest-xdist (``--dist
+#: loadgroup``): a module fixture too costly to build twice (the site test
+#: builds the docs and starts a browser); the pooler tests' PgBouncer on a
+#: fixed port, started by the session that finds it down and stopped by it.
+GROUPS = {
+    "test_site": "site",
+    "test_pooler_feed": "pgbouncer",
+    "test_pooler_harness": "pgbouncer",
+    "test_pooler_migrations": "pgbouncer",
+}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        module = item.path.stem
+        if module in SERVER_TIER and not item.nodeid.split("/")[-1].startswith(EVERY_JOB):
+            item.add_marker(pytest.mark.server)
+        if module in GROUPS:
+            item.add_marker(pytest.mark.xdist_group(GROUPS[module]))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global WORKER
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        WORKER = str(workerinput["workerid"])
+        _hypothesis_per_worker(WORKER)
+
+
+def _hypothesis_per_worker(worker: str) -> None:
+    """Under pytest-xdist, each worker keeps its own Hypothesis example database."""
+    from hypothesis import settings
+    from hypothesis.database import DirectoryBasedExampleDatabase
+
+    settings.register_profile(
+        f"xdist-{worker}",
+        database=DirectoryBasedExampleDatabase(f".hypothesis/examples-{worker}"),
+    )
+    settings.load_profile(f"xdist-{worker}")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -128,15 +225,35 @@ def _find(config: pytest.Config, name: str, tmp_dir: str) -> Backend:
     )
 
 
+def _seed_tables() -> list[str]:
+    raw = os.environ.get("SQLALCHEMY_ULID_SEED_TABLES", "")
+    return [name.strip() for name in raw.split(",") if name.strip()]
+
+
 @pytest.fixture(scope="session")
 def backends(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, Backend]]:
     tmp_dir = str(tmp_path_factory.mktemp("sqlite"))
     found = {name: _find(request.config, name, tmp_dir) for name in BACKENDS}
+    made: dict[str, str] = {}  # backend -> the configured URL its worker database was made from
+    seeded = {}
     for backend in found.values():
         if backend.url is None:
             continue
+        if backend.name in SERVERS:
+            try:
+                if WORKER is not None:
+                    configured = backend.url
+                    backend.url = _databases.worker_url(configured, WORKER)
+                    made[backend.name] = configured
+                    os.environ[f"SQLALCHEMY_ULID_{backend.name.upper()}_URL"] = backend.url
+                if _seed_tables():
+                    seeded[backend.url] = _databases.seed(backend.url, _seed_tables())
+            except Exception as exc:
+                backend.reason = f"{backend.name}: cannot connect to {backend.url}: {exc}"
+                backend.url = None
+                continue
         engine = sa.create_engine(backend.url)
         try:
             with engine.connect():
@@ -148,11 +265,51 @@ def backends(
             continue
         backend.engine = engine
     yield found
+    changed = [
+        problem for url, rows in seeded.items() for problem in _databases.check_seeded(url, rows)
+    ]
     for backend in found.values():
         if backend.engine is not None:
             backend.engine.dispose()
+        if backend.name in made and backend.url is not None:
+            _databases.drop_database(made[backend.name], str(make_url(backend.url).database))
         if backend._container is not None:
             backend._container.stop()  # type: ignore[attr-defined]
+    assert not changed, changed
+
+
+@pytest.fixture(scope="session")
+def _catalogs(backends: dict[str, Backend]) -> Iterator[dict[str, _databases.Catalog]]:
+    catalogs = {
+        name: _databases.Catalog(backends[name].url)  # type: ignore[arg-type]
+        for name in SERVERS
+        if backends[name].engine is not None
+    }
+    yield catalogs
+    for catalog in catalogs.values():
+        catalog.dispose()
+
+
+@pytest.fixture(autouse=True)
+def _leftover_guard(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail a test that leaves a table, view or schema behind on a server (then drop it).
+
+    Only tests that use the databases (the ``backends`` fixture, which every
+    database fixture builds on) are watched.
+    """
+    if "backends" not in request.fixturenames:
+        yield
+        return
+    catalogs: dict[str, _databases.Catalog] = request.getfixturevalue("_catalogs")
+    before = {name: catalog.objects() for name, catalog in catalogs.items()}
+    yield
+    left = {}
+    for name, catalog in catalogs.items():
+        extra = catalog.objects() - before[name]
+        if extra:
+            left[name] = sorted(extra)
+            catalog.drop(extra)
+    assert not left, f"the test left these behind (now dropped): {left}"
 
 
 @pytest.fixture(params=BACKENDS)

@@ -9,16 +9,19 @@ fails with a NameError (the pitfall the docs warn about).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
 import textwrap
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
+import _databases
 from conftest import Backend
 
 ORM_MODELS = """
@@ -119,6 +122,24 @@ def _drop(url: str, *tables: str) -> None:
                 conn.execute(sa.text(f"DROP TABLE IF EXISTS {name}"))
     finally:
         engine.dispose()
+
+
+@pytest.fixture
+def backend(backend: Backend) -> Iterator[Backend]:
+    """The backend, on a server in a database of these tests' own.
+
+    ``alembic check`` compares the whole database with the models: a table of
+    another tool's (or another test's) must not be there.
+    """
+    if backend.name == "sqlite" or backend.url is None:
+        yield backend
+        return
+    with _databases.own_database(backend.url, "init") as url:
+        engine = sa.create_engine(url)
+        try:
+            yield dataclasses.replace(backend, url=url, engine=engine)
+        finally:
+            engine.dispose()
 
 
 @pytest.mark.parametrize(

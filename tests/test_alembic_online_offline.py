@@ -11,9 +11,7 @@ from __future__ import annotations
 import io
 import os
 import re
-import shutil
 import subprocess
-import textwrap
 import threading
 import time
 from collections.abc import Iterator
@@ -22,14 +20,14 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
 from alembic.migration import MigrationContext
 from alembic.operations import Operations
 from alembic.util import CommandError
 from sqlalchemy.engine import Engine
 
+import _clients
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
+from _offline_scripts import VERSION_TABLE, alembic_sql
 from conftest import Backend, private_engine
 from sqlalchemy_ulid import ULID
 from sqlalchemy_ulid._time import to_ms
@@ -57,17 +55,7 @@ def _script(table: str) -> str:
 
 def _psql(engine: Engine, script: str, stop: bool = True) -> subprocess.CompletedProcess[str]:
     """Run the script with the real psql (``stop``: as the docs say, ON_ERROR_STOP=1)."""
-    psql = shutil.which("psql")
-    assert psql is not None, "psql is needed to run an offline script"
-    url = engine.url
-    return subprocess.run(
-        [psql, "-X", "-q", *(["-v", "ON_ERROR_STOP=1"] if stop else []),
-         "-h", url.host or "127.0.0.1",
-         "-p", str(url.port or 5432), "-U", url.username or "postgres",
-         "-d", url.database or "", "-f", "-"],
-        input=script, text=True, capture_output=True, timeout=60, check=False,
-        env={**os.environ, "PGPASSWORD": url.password or ""},
-    )  # fmt: skip
+    return _clients.psql(engine, script, stop=stop, timeout=60)
 
 
 def _make(engine: Engine, table: str, time_type: str, values: list[str]) -> str:
@@ -225,6 +213,9 @@ def test_offline_script_rerun_drops_an_invalid_index_left_by_a_failed_build(pg: 
 
 #: The largest Unix millisecond a ULID holds.
 MAX_MS = 2**48 - 1
+#: A name of these tests' own: a database may hold an ``offline_live`` of
+#: another tool's (and alembic_sql's version table is not ``alembic_version``).
+LIVE = f"offline_live_{os.getpid()}"
 
 
 @pytest.fixture
@@ -232,37 +223,12 @@ def maria(backends: dict[str, Backend]) -> Iterator[Engine]:
     with private_engine(backends["mysql"]) as engine:
         yield engine
         with engine.begin() as conn:
-            conn.exec_driver_sql("DROP TABLE IF EXISTS alembic_version")
+            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {VERSION_TABLE}, {LIVE}")
 
 
 def _alembic_sql(engine: Engine, tmp_path: Path, call: str) -> str:
     """The script a real ``alembic upgrade head --sql`` writes for a revision running ``call``."""
-    (tmp_path / "versions").mkdir()
-    (tmp_path / "env.py").write_text(
-        textwrap.dedent(
-            """\
-            from alembic import context
-
-            import sqlalchemy_ulid.alembic  # noqa: F401
-
-            context.configure(url=context.config.get_main_option("sqlalchemy.url"))
-            with context.begin_transaction():
-                context.run_migrations()
-            """
-        )
-    )
-    (tmp_path / "versions" / "0001_add.py").write_text(
-        "from alembic import op\n\nrevision = '0001'\ndown_revision = None\n"
-        "branch_labels = None\ndepends_on = None\n\n\n"
-        f"def upgrade() -> None:\n    op.{call}\n"
-    )
-    buffer = io.StringIO()
-    config = Config(output_buffer=buffer)
-    config.set_main_option("script_location", str(tmp_path))
-    config.set_main_option("sqlalchemy.url", engine.url.render_as_string(hide_password=False))
-    config.attributes["configure_logger"] = False
-    command.upgrade(config, "head", sql=True)
-    return buffer.getvalue()
+    return alembic_sql(engine, tmp_path, call)
 
 
 def _ours(script: str) -> str:
@@ -274,13 +240,7 @@ def _ours(script: str) -> str:
 
 def _mariadb(engine: Engine, script: str, *options: str) -> subprocess.CompletedProcess[str]:
     """Run a script with the real mariadb client (it stops at the first error)."""
-    url = engine.url
-    return subprocess.run(
-        ["mariadb", "--batch", *options, "-h", url.host or "127.0.0.1", "-P", str(url.port or 3306),
-         "-u", url.username or "root", *([f"-p{url.password}"] if url.password else []),
-         url.database or ""],
-        input=script, capture_output=True, text=True, check=False, timeout=120,
-    )  # fmt: skip
+    return _clients.mariadb(engine, script, *options)
 
 
 def _maria_make(engine: Engine, quoted: str, columns: str, rows: str = "") -> None:
@@ -306,7 +266,7 @@ def _writer(engine: Engine, stop: threading.Event, written: list[int]) -> None:
     with engine.connect() as conn:
         conn.exec_driver_sql("SET SESSION innodb_lock_wait_timeout = 10, lock_wait_timeout = 10")
         while not stop.is_set() and time.monotonic() < deadline:
-            conn.exec_driver_sql("INSERT INTO offline_live (created_at) VALUES (UTC_TIMESTAMP(3))")
+            conn.exec_driver_sql(f"INSERT INTO {LIVE} (created_at) VALUES (UTC_TIMESTAMP(3))")
             conn.commit()
             written.append(1)
             time.sleep(0.002)
@@ -321,16 +281,16 @@ def test_mariadb_offline_script_fills_while_a_writer_inserts(maria: Engine, tmp_
     )
     _maria_make(
         maria,
-        "offline_live",
+        LIVE,
         "id bigint AUTO_INCREMENT PRIMARY KEY, created_at datetime(3) NOT NULL",
     )
     with maria.begin() as conn:
         conn.exec_driver_sql("SET time_zone = '+00:00'")
-        conn.exec_driver_sql(f"INSERT INTO offline_live VALUES {values}")
+        conn.exec_driver_sql(f"INSERT INTO {LIVE} VALUES {values}")
     script = _alembic_sql(
         maria,
         tmp_path,
-        "add_ulid_column('offline_live', 'public_id', 'created_at', online=True, "
+        f"add_ulid_column('{LIVE}', 'public_id', 'created_at', online=True, "
         "server_default=True, batch_size=200, pause=0.02)",
     )
     assert "BEGIN NOT ATOMIC" in script
@@ -350,7 +310,7 @@ def test_mariadb_offline_script_fills_while_a_writer_inserts(maria: Engine, tmp_
     assert done.returncode == 0, done.stderr
     # The rows, and the writer's rows inserted before the DEFAULT was set.
     filled = re.findall(
-        r"add_ulid_column: (\d+) rows of offline_live.public_id filled", done.stdout
+        rf"add_ulid_column: (\d+) rows of {LIVE}.public_id filled", done.stdout
     )
     assert int(filled[-1]) >= rows
     assert written, "the writer inserted no row"
@@ -358,9 +318,9 @@ def test_mariadb_offline_script_fills_while_a_writer_inserts(maria: Engine, tmp_
         conn.exec_driver_sql("SET time_zone = '+00:00'")
         table = conn.exec_driver_sql(
             "SELECT id, FLOOR(UNIX_TIMESTAMP(created_at) * 1000), public_id "
-            "FROM offline_live ORDER BY id"
+            f"FROM {LIVE} ORDER BY id"
         ).all()
-        unique = sa.inspect(conn).get_unique_constraints("offline_live")
+        unique = sa.inspect(conn).get_unique_constraints(LIVE)
     assert len(table) > rows
     ties: dict[tuple[int, int], int] = {}
     for key, ms, raw in table[:rows]:
@@ -373,7 +333,7 @@ def test_mariadb_offline_script_fills_while_a_writer_inserts(maria: Engine, tmp_
     for _key, ms, raw in table[rows:]:
         # The writer's rows: filled by the backfill, or by the DEFAULT (the time of insert).
         assert abs(ULID.from_bytes(raw).timestamp_ms - int(ms)) < 5000
-    assert _columns(maria, "offline_live")["public_id"] == ("BINARY(16)", False)
+    assert _columns(maria, LIVE)["public_id"] == ("BINARY(16)", False)
     assert [u["column_names"] for u in unique] == [["public_id"]]
     # The backfill block again: nothing to do, nothing changed.
     block = script[script.index("-- fill (fill)") : script.index("-- not null (ddl)")]
@@ -381,9 +341,9 @@ def test_mariadb_offline_script_fills_while_a_writer_inserts(maria: Engine, tmp_
     assert again.returncode == 0, again.stderr
     assert "filled" not in again.stdout
     with maria.connect() as conn:
-        after = conn.exec_driver_sql("SELECT id, public_id FROM offline_live ORDER BY id").all()
+        after = conn.exec_driver_sql(f"SELECT id, public_id FROM {LIVE} ORDER BY id").all()
     assert [(r[0], r[2]) for r in table] == [tuple(r) for r in after[: len(table)]]
-    _drop(maria, "offline_live")
+    _drop(maria, LIVE)
 
 
 def test_mariadb_offline_script_runs_for_odd_names(maria: Engine, tmp_path: Path) -> None:

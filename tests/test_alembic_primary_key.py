@@ -806,7 +806,9 @@ def test_a_writer_between_two_tables_is_not_the_swaps_deadlock_victim(
             held.set()
             for _ in range(200):  # the swap now waits for pk_orders
                 waiting = writer.exec_driver_sql(
-                    "SELECT count(*) FROM pg_locks WHERE NOT granted AND pid <> pg_backend_pid()"
+                    "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+                    "WHERE NOT l.granted AND l.pid <> pg_backend_pid() "
+                    "AND a.datname = current_database()"
                 ).scalar()
                 if waiting:
                     break

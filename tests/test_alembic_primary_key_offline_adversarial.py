@@ -14,6 +14,7 @@ and indexes the swap recreates come back with them.
 
 from __future__ import annotations
 
+import os
 import random
 import subprocess
 import threading
@@ -43,6 +44,11 @@ from test_alembic_primary_key_offline_postgresql import (
 TABLES = ("adv_events", "adv_slots", "adv_orders", "adv_regions", "adv_customers")
 
 
+#: A role of this process's own: roles are the server's, and other test runs
+#: (another pytest-xdist worker, another CI job) may grant and drop theirs at once.
+READER = f"adv_reader_{os.getpid()}"
+
+
 def _drop(engine: Engine) -> None:
     with engine.begin() as conn:
         for name in TABLES:
@@ -50,8 +56,8 @@ def _drop(engine: Engine) -> None:
         conn.exec_driver_sql("DROP TABLE IF EXISTS alembic_version_pk_test")
         conn.exec_driver_sql("DROP TABLE IF EXISTS ulid_key_conversions")  # online's state
         conn.exec_driver_sql(
-            "DO $$ BEGIN IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'adv_reader') "
-            "THEN DROP OWNED BY adv_reader; DROP ROLE adv_reader; END IF; END $$"
+            f"DO $$ BEGIN IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{READER}') "
+            f"THEN DROP OWNED BY {READER}; DROP ROLE {READER}; END IF; END $$"
         )
 
 
@@ -184,7 +190,7 @@ USED = [
      "GENERATED ALWAYS AS ('C' || customer_id::text) STORED",
      "the generated column tag"),
     # column privileges go with the column
-    ("CREATE ROLE adv_reader", "GRANT SELECT (customer_id) ON adv_orders TO adv_reader",
+    (f"CREATE ROLE {READER}", f"GRANT SELECT (customer_id) ON adv_orders TO {READER}",
      "GRANTs on the column"),
     # a foreign key to a table that keeps its integer key
     ("ALTER TABLE adv_orders ADD CONSTRAINT fk_adv_orders_region "
@@ -308,6 +314,7 @@ def _waiting(engine: Engine, wait: float = 20) -> None:
         while time.monotonic() < deadline:
             found = conn.exec_driver_sql(
                 "SELECT 1 FROM pg_stat_activity WHERE application_name = %(app)s "
+                "AND datname = current_database() "
                 "AND wait_event_type = 'Lock'",
                 {"app": APP},
             ).first()

@@ -29,6 +29,7 @@ from alembic.config import Config
 from alembic.util import CommandError
 from sqlalchemy.engine import Engine
 
+import _clients
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from conftest import Backend, private_engine
 from sqlalchemy_ulid import ULID, new_ulid
@@ -160,19 +161,12 @@ def _script(config: Config, action: str) -> str:
 
 
 def _client(engine: Engine) -> list[str]:
-    url = engine.url
-    return [
-        "mariadb", "--batch", "--unbuffered", "-h", url.host or "127.0.0.1",
-        "-P", str(url.port or 3306), "-u", url.username or "root",
-        *([f"-p{url.password}"] if url.password else []), url.database or "",
-    ]  # fmt: skip
+    return _clients.mariadb_args(engine, "--unbuffered")
 
 
 def _mariadb(engine: Engine, script: str) -> subprocess.CompletedProcess[str]:
     """Run a script with the real mariadb client (it stops at the first error)."""
-    return subprocess.run(
-        _client(engine), input=script, capture_output=True, text=True, check=False, timeout=120
-    )
+    return _clients.mariadb(engine, script, "--unbuffered")
 
 
 def _applied(engine: Engine, script: str) -> str:
@@ -772,7 +766,7 @@ def test_client_killed_inside_the_fill_then_rerun(maria: Engine, tmp_path: Path)
                 return bool(
                     conn.exec_driver_sql(
                         "SELECT COUNT(*) FROM information_schema.PROCESSLIST "
-                        "WHERE INFO LIKE 'DO GET_LOCK(%%'"
+                        "WHERE INFO LIKE 'DO GET_LOCK(%%' AND DB = DATABASE()"
                     ).scalar()
                 )
 

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import io
 import itertools
-import os
-import shutil
 import subprocess
 import threading
 import time
@@ -32,6 +30,7 @@ from alembic.config import Config
 from alembic.util import CommandError
 from sqlalchemy.engine import Engine
 
+import _clients
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from conftest import Backend, private_engine
 from sqlalchemy_ulid._time import to_ms
@@ -136,14 +135,7 @@ def _script(config: Config, action: str) -> str:
 
 
 def _psql_command(engine: Engine) -> tuple[list[str], dict[str, str]]:
-    psql = shutil.which("psql")
-    assert psql is not None, "psql is needed to run an offline script"
-    url = engine.url
-    args = [psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", url.host or "127.0.0.1",
-            "-p", str(url.port or 5432), "-U", url.username or "postgres",
-            "-d", url.database or "", "-f", "-"]  # fmt: skip
-    env = {**os.environ, "PGPASSWORD": url.password or "", "PGAPPNAME": APP}
-    return args, env
+    return _clients.psql_args(engine), _clients.psql_env(engine, APP)
 
 
 def _psql(engine: Engine, script: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -610,6 +602,7 @@ def _blocked(pg: Engine, hold: str, wait: float = 20) -> int:
         while time.monotonic() < deadline:
             pid = conn.exec_driver_sql(
                 "SELECT pid FROM pg_stat_activity WHERE application_name = %(app)s "
+                "AND datname = current_database() "
                 "AND wait_event_type = 'Lock'",
                 {"app": APP},
             ).scalar()

@@ -12,8 +12,6 @@ second rerun does nothing. Writers go on while the script runs.
 from __future__ import annotations
 
 import io
-import os
-import shutil
 import subprocess
 import textwrap
 import threading
@@ -29,9 +27,10 @@ from alembic.migration import MigrationContext
 from alembic.operations import Operations
 from sqlalchemy.engine import Connection, Engine
 
+import _clients
 import _writers
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
-from _offline_scripts import alembic_sql
+from _offline_scripts import VERSION_TABLE, alembic_sql
 from conftest import Backend, private_engine
 from sqlalchemy_ulid import ULID, ULIDType, new_ulid, new_uuid7
 
@@ -55,7 +54,7 @@ def engine(backends: dict[str, Backend]) -> Iterator[Engine]:
 
 def _drop(engine: Engine) -> None:
     with engine.begin() as conn:
-        for name in (TABLE, TWIN, "alembic_version"):
+        for name in (TABLE, TWIN, VERSION_TABLE):
             conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name} CASCADE")
         for name in (TABLE, TWIN):
             conn.exec_driver_sql(f"DROP FUNCTION IF EXISTS {name}_ref__ulid_sync()")
@@ -163,16 +162,7 @@ def _op_sql(op: str, from_: str, to: str, **options: Any) -> str:
 
 
 def _psql(engine: Engine, script: str, app: str = "sf-offline") -> subprocess.CompletedProcess[str]:
-    psql = shutil.which("psql")
-    assert psql is not None, "psql is needed to run an offline script"
-    url = engine.url
-    return subprocess.run(
-        [psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", url.host or "127.0.0.1",
-         "-p", str(url.port or 5432), "-U", url.username or "postgres",
-         "-d", url.database or "", "-f", "-"],
-        input=script, text=True, capture_output=True, timeout=90, check=False,
-        env={**os.environ, "PGPASSWORD": url.password or "", "PGAPPNAME": app},
-    )  # fmt: skip
+    return _clients.psql(engine, script, app=app)
 
 
 def _call(op: str, from_: str, to: str, **options: Any) -> str:
@@ -367,7 +357,7 @@ def _terminate_when(engine: Engine, app: str, sql: str) -> threading.Thread:
                 if ready:
                     conn.exec_driver_sql(
                         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                        f"WHERE application_name = '{app}'"
+                        f"WHERE application_name = '{app}' AND datname = current_database()"
                     )
                     return
                 conn.rollback()

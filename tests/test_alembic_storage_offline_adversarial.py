@@ -11,10 +11,7 @@ the same refusals where it shares the cause.
 from __future__ import annotations
 
 import io
-import os
-import shutil
 import subprocess
-import textwrap
 import threading
 import time
 import uuid
@@ -24,13 +21,13 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
 from alembic.migration import MigrationContext
 from alembic.operations import Operations
 from sqlalchemy.engine import Engine
 
+import _clients
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
+from _offline_scripts import VERSION_TABLE, alembic_sql
 from conftest import Backend, private_engine
 from sqlalchemy_ulid import ULID, new_ulid
 
@@ -47,7 +44,7 @@ def engine(backends: dict[str, Backend]) -> Iterator[Engine]:
 
 def _drop(engine: Engine) -> None:
     with engine.begin() as conn:
-        for name in (TABLE, f"{TABLE}_a", f"{TABLE}_b", f"{TABLE}_kid", "alembic_version"):
+        for name in (TABLE, f"{TABLE}_a", f"{TABLE}_b", f"{TABLE}_kid", VERSION_TABLE):
             conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name} CASCADE")
         conn.exec_driver_sql(f"DROP SCHEMA IF EXISTS {OTHER_SCHEMA} CASCADE")
         conn.exec_driver_sql(f"DROP FUNCTION IF EXISTS {TABLE}_ref__ulid_sync()")
@@ -129,47 +126,17 @@ def _psql(
     engine: Engine, script: str, *options: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """The real psql on ``script`` (stdin), with ``options`` and nothing else."""
-    psql = shutil.which("psql")
-    assert psql is not None, "psql is needed to run an offline script"
-    url = engine.url
-    return subprocess.run(
-        [psql, "-X", "-q", *options, "-h", url.host or "127.0.0.1",
-         "-p", str(url.port or 5432), "-U", url.username or "postgres",
-         "-d", url.database or "", "-f", "-"],
-        input=script, text=True, capture_output=True, timeout=90, check=False,
-        env={**os.environ, "PGPASSWORD": url.password or "", **(env or {})},
-    )  # fmt: skip
+    return _clients.psql(engine, script, *options, stop=False, env=env)
 
 
 def _alembic_upgrade_sql(engine: Engine, tmp_path: Path) -> str:
     """What a real ``alembic upgrade head --sql`` writes for the conversion."""
-    (tmp_path / "versions").mkdir(parents=True)
-    (tmp_path / "env.py").write_text(
-        textwrap.dedent(
-            """\
-            from alembic import context
-
-            import sqlalchemy_ulid.alembic  # noqa: F401
-
-            context.configure(url=context.config.get_main_option("sqlalchemy.url"))
-            with context.begin_transaction():
-                context.run_migrations()
-            """
-        )
+    return alembic_sql(
+        engine,
+        tmp_path,
+        f"alter_ulid_storage('{TABLE}', 'ref', from_storage='text', to_storage='auto', "
+        "online=True)",
     )
-    (tmp_path / "versions" / "0001_convert.py").write_text(
-        "from alembic import op\n\nrevision = '0001'\ndown_revision = None\n"
-        "branch_labels = None\ndepends_on = None\n\n\ndef upgrade() -> None:\n"
-        f"    op.alter_ulid_storage('{TABLE}', 'ref', from_storage='text', "
-        "to_storage='auto', online=True)\n"
-    )
-    buffer = io.StringIO()
-    config = Config(output_buffer=buffer)
-    config.set_main_option("script_location", str(tmp_path))
-    config.set_main_option("sqlalchemy.url", engine.url.render_as_string(hide_password=False))
-    config.attributes["configure_logger"] = False
-    command.upgrade(config, "head", sql=True)
-    return buffer.getvalue()
 
 
 def _scalar(engine: Engine, sql: str) -> Any:
@@ -198,7 +165,7 @@ def test_without_on_error_stop_a_refusal_still_stops_the_script(
     assert done.returncode != 0, done.stderr
     assert "nothing was changed" in done.stderr
     assert _shape(engine) == before
-    assert _scalar(engine, "SELECT count(*) FROM alembic_version") == 0  # not stamped
+    assert _scalar(engine, f"SELECT count(*) FROM {VERSION_TABLE}") == 0  # not stamped
 
 
 def _partitioned(engine: Engine) -> None:
@@ -447,7 +414,7 @@ def test_killed_in_an_index_build_then_downgraded_then_run_again_under_four_writ
             while time.monotonic() < deadline:
                 found = watcher.exec_driver_sql(
                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE application_name = 'adv-kill' "
+                    "WHERE application_name = 'adv-kill' AND datname = current_database() "
                     "AND query LIKE 'CREATE %%INDEX CONCURRENTLY%%' AND wait_event_type = 'Lock'"
                 ).scalar()
                 watcher.rollback()
@@ -535,7 +502,8 @@ def test_killed_inside_the_swap_waiting_for_its_lock_the_rerun_finishes(engine: 
             while time.monotonic() < deadline:
                 found = watcher.exec_driver_sql(
                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE application_name = 'adv-kill' AND query LIKE 'DO $ulid$%%' "
+                    "WHERE application_name = 'adv-kill' AND datname = current_database() "
+                    "AND query LIKE 'DO $ulid$%%' "
                     "AND wait_event_type = 'Lock'"
                 ).scalar()
                 watcher.rollback()
@@ -581,6 +549,7 @@ def test_a_serializable_default_isolation_does_not_fail_the_copy_behind_a_writer
             time.monotonic() < deadline
             and not watcher.exec_driver_sql(
                 "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'adv-iso' "
+                "AND datname = current_database() "
                 "AND wait_event_type = 'Lock'"
             ).scalar()
         ):

@@ -27,10 +27,11 @@ from alembic.migration import MigrationContext
 from alembic.operations import Operations
 from sqlalchemy.engine import Connection, Engine
 
+import _clients
 import _sessions
 import _writers
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
-from _offline_scripts import alembic_sql
+from _offline_scripts import VERSION_TABLE, alembic_sql
 from conftest import Backend, private_engine
 from sqlalchemy_ulid import ULID, new_ulid, new_uuid7
 
@@ -59,7 +60,7 @@ def _drop(engine: Engine) -> None:
         conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {TABLE}_mine")
         for name in (f"{TABLE}_child", TABLE, f"_{TABLE}__new", f"_{TABLE}__old"):
             conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name}")
-        conn.exec_driver_sql("DROP TABLE IF EXISTS alembic_version")
+        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {VERSION_TABLE}")
         conn.exec_driver_sql(f"DROP TABLE IF EXISTS {TABLE}_session")
 
 
@@ -112,8 +113,11 @@ def _state(engine: Engine) -> dict[str, Any]:
                 f"SELECT id, seq, note, n, ref, g FROM {TABLE} ORDER BY seq"
             )
         ]
+        # This test's tables (the database may hold others').
         tables = sorted(
-            str(r[0]) for r in conn.exec_driver_sql("SHOW TABLES") if str(r[0]) != "alembic_version"
+            str(r[0])
+            for r in conn.exec_driver_sql("SHOW TABLES")
+            if str(r[0]).startswith((TABLE, f"_{TABLE}"))
         )
         triggers = [str(r[0]) for r in conn.exec_driver_sql("SHOW TRIGGERS")]
     return {"ddl": ddl, "rows": rows, "tables": tables, "triggers": triggers}
@@ -147,13 +151,7 @@ def _op_sql(op: str, column: str, from_: str, to: str, **options: Any) -> str:
 
 def _mariadb(engine: Engine, script: str) -> subprocess.CompletedProcess[str]:
     """Run a script with the real mariadb client (it stops at the first error)."""
-    url = engine.url
-    return subprocess.run(
-        ["mariadb", "--batch", "-h", url.host or "127.0.0.1", "-P", str(url.port or 3306),
-         "-u", url.username or "root", *([f"-p{url.password}"] if url.password else []),
-         url.database or ""],
-        input=script, capture_output=True, text=True, check=False, timeout=90,
-    )  # fmt: skip
+    return _clients.mariadb(engine, script, timeout=90)
 
 
 def _online(engine: Engine, op: str, column: str, from_: str, to: str) -> None:

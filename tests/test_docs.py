@@ -46,6 +46,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+import _databases
+
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
 
@@ -135,11 +137,12 @@ def test_page_runs(
     page: Path,
     backend: object,
     monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
 ) -> None:
     for module in requirements(page):
         pytest.importorskip(module, reason=f"{page.name} needs {module} (tests-integrations)")
-    engine: sa.Engine = backend.engine  # type: ignore[attr-defined]
     name: str = backend.name  # type: ignore[attr-defined]
+    engine = _page_engine(backend, request)
     url = engine.url.render_as_string(hide_password=False)
     monkeypatch.setenv("DATABASE_URL", url)
     monkeypatch.chdir(ROOT)
@@ -162,6 +165,25 @@ def test_page_runs(
             if isinstance(value, sa.Engine) and value is not engine:
                 value.dispose()
         _drop_new_tables(engine, tables_before, page_text)
+
+
+def _page_engine(backend: object, request: pytest.FixtureRequest) -> sa.Engine:
+    """The page's engine: on a server, in a database of its own, dropped after the test.
+
+    The pages use the names a user would (``alembic_version``, ``events``),
+    which the suite's database may already hold.
+    """
+    if backend.name == "sqlite":  # type: ignore[attr-defined]
+        return backend.engine  # type: ignore[attr-defined,no-any-return]
+    own = _databases.own_database(backend.url, "docs")  # type: ignore[attr-defined]
+    engine = sa.create_engine(own.__enter__())
+
+    def release() -> None:
+        engine.dispose()
+        own.__exit__(None, None, None)
+
+    request.addfinalizer(release)
+    return engine
 
 
 def _drop_new_tables(engine: sa.Engine, before: set[str], page_text: str) -> None:

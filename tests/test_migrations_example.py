@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
-import os
 import shutil
 import subprocess
 import sys
@@ -19,6 +19,8 @@ from alembic.config import Config
 from alembic.util import CommandError
 from sqlalchemy.engine import Engine
 
+import _clients
+import _databases
 from conftest import Backend
 from sqlalchemy_ulid import ULID, ULIDType, drop_ulid_function
 from sqlalchemy_ulid._time import to_ms
@@ -31,6 +33,29 @@ EVENT_IDS = {
     2: "01HF1Q8ZA0BC2DE3FG4HJ5KM6N",
     3: "7ZZZZZZZZZZZZZZZZZZZZZZZZZ",
 }
+
+
+@pytest.fixture
+def backend(backend: Backend, tmp_path: Path) -> Iterator[Backend]:
+    """The backend, in a database of these tests' own.
+
+    The example project keeps its revisions in ``alembic_version`` and
+    autogenerate compares the whole database with its models: tables of
+    another tool's (or another test's) must not be there.
+    """
+    if backend.name == "sqlite":
+        url = f"sqlite:///{tmp_path}/example.sqlite3"
+        engine = sa.create_engine(url)
+        yield dataclasses.replace(backend, url=url, engine=engine)
+        engine.dispose()
+        return
+    assert backend.url is not None
+    with _databases.own_database(backend.url, "example") as url:
+        engine = sa.create_engine(url)
+        try:
+            yield dataclasses.replace(backend, url=url, engine=engine)
+        finally:
+            engine.dispose()
 
 
 def _drop_all(engine: Engine) -> None:
@@ -169,12 +194,15 @@ def test_offline_sql_is_complete_and_runs(clean: Engine, backend: Backend) -> No
 
 @pytest.fixture
 def clean_mariadb(backends: dict[str, Backend]) -> Iterator[tuple[Backend, Engine]]:
-    backend = backends["mysql"]
-    if backend.engine is None:
-        pytest.fail(f"required backend missing: {backend.reason}", pytrace=False)
-    _drop_all(backend.engine)
-    yield backend, backend.engine
-    _drop_all(backend.engine)
+    found = backends["mysql"]
+    if found.url is None:
+        pytest.fail(f"required backend missing: {found.reason}", pytrace=False)
+    with _databases.own_database(found.url, "example") as url:
+        engine = sa.create_engine(url)
+        try:
+            yield dataclasses.replace(found, url=url, engine=engine), engine
+        finally:
+            engine.dispose()
 
 
 def test_offline_sql_stops_at_a_time_no_ulid_holds(clean_mariadb: tuple[Backend, Engine]) -> None:
@@ -198,13 +226,7 @@ def _mariadb(
     engine: Engine, script: str, *, check: bool = True
 ) -> subprocess.CompletedProcess[str]:
     """Run a script with the real mariadb client, stopping at the first error."""
-    url = engine.url
-    result = subprocess.run(
-        ["mariadb", "--batch", "-h", url.host or "127.0.0.1", "-P", str(url.port or 3306),
-         "-u", url.username or "root", *([f"-p{url.password}"] if url.password else []),
-         url.database or ""],
-        input=script, capture_output=True, text=True, check=False, timeout=120,
-    )  # fmt: skip
+    result = _clients.mariadb(engine, script)
     if check:
         assert result.returncode == 0, result.stderr
     return result
@@ -212,14 +234,7 @@ def _mariadb(
 
 def _psql(engine: Engine, script: str) -> None:
     """Run a script with the real psql, stopping at the first error."""
-    url = engine.url
-    env = {**os.environ, "PGPASSWORD": url.password or ""}
-    result = subprocess.run(
-        ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", url.host or "127.0.0.1",
-         "-p", str(url.port or 5432), "-U", url.username or "postgres", "-d", url.database or "",
-         "-f", "-"],
-        input=script, capture_output=True, text=True, env=env, check=False, timeout=120,
-    )  # fmt: skip
+    result = _clients.psql(engine, script, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "rows of orders.public_id filled" in result.stderr
 

@@ -1,0 +1,179 @@
+"""The suite's own databases: one per pytest-xdist worker, seeded leftovers, and the leftover guard.
+
+``worker_url(url, worker)`` makes ``<database>_<worker>`` afresh on the
+configured server and returns its URL; ``drop_database`` removes it at the
+end. ``Catalog`` lists what a database holds (tables, views, schemas) so the
+guard can fail a test that leaves something behind, then drop it.
+``seed``/``check_seeded`` create and verify the tables another tool could
+have left in a database (``SQLALCHEMY_ULID_SEED_TABLES``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Iterator
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine, make_url
+
+_PG_OBJECTS = """
+SELECT n.nspname, c.relname, c.relkind
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f')
+  AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+  AND n.nspname NOT LIKE 'pg\\_toast%%' AND n.nspname NOT LIKE 'pg\\_temp\\_%%'
+UNION ALL
+SELECT n.nspname, '', 'schema' FROM pg_namespace n
+WHERE n.nspname NOT IN ('pg_catalog', 'information_schema', 'public')
+  AND n.nspname NOT LIKE 'pg\\_%%'
+"""
+_MARIADB_OBJECTS = """
+SELECT table_schema, table_name, table_type FROM information_schema.tables
+WHERE table_schema = DATABASE()
+"""
+#: what a PostgreSQL relkind is dropped with
+_PG_DROP = {"v": "VIEW", "m": "MATERIALIZED VIEW", "f": "FOREIGN TABLE"}
+
+
+@contextlib.contextmanager
+def _admin(url: str) -> Iterator[Connection]:
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as conn:
+            yield conn
+    finally:
+        engine.dispose()
+
+
+def worker_url(url: str, worker: str) -> str:
+    """Make ``<database>_<worker>`` afresh beside ``url``'s database; its URL.
+
+    The new database gets the configured one's character set and collation
+    on MariaDB/MySQL.
+    """
+    parsed = make_url(url)
+    name = f"{parsed.database}_{worker}"
+    with _admin(url) as conn:
+        quote = conn.dialect.identifier_preparer.quote_identifier
+        if conn.dialect.name == "postgresql":
+            conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {quote(name)} WITH (FORCE)")
+            conn.exec_driver_sql(f"CREATE DATABASE {quote(name)}")
+        else:
+            charset, collation = conn.exec_driver_sql(
+                "SELECT default_character_set_name, default_collation_name "
+                "FROM information_schema.schemata WHERE schema_name = DATABASE()"
+            ).one()
+            conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {quote(name)}")
+            conn.exec_driver_sql(
+                f"CREATE DATABASE {quote(name)} CHARACTER SET {charset} COLLATE {collation}"
+            )
+    return parsed.set(database=name).render_as_string(hide_password=False)
+
+
+def drop_database(admin_url: str, name: str) -> None:
+    """Drop the worker's database ``name`` (from a session on ``admin_url``'s)."""
+    with _admin(admin_url) as conn:
+        quote = conn.dialect.identifier_preparer.quote_identifier
+        force = " WITH (FORCE)" if conn.dialect.name == "postgresql" else ""
+        conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {quote(name)}{force}")
+
+
+class Catalog:
+    """What one server database holds, asked on a connection of its own."""
+
+    def __init__(self, url: str) -> None:
+        self.engine: Engine = sa.create_engine(
+            url, poolclass=sa.pool.NullPool, isolation_level="AUTOCOMMIT"
+        )
+        self.conn: Connection | None = None
+
+    def _query(self, sql: str) -> set[tuple[str, str, str]]:
+        for attempt in range(2):  # a test may have ended the session: once more
+            try:
+                if self.conn is None:
+                    self.conn = self.engine.connect()
+                return {(str(a), str(b), str(c)) for a, b, c in self.conn.exec_driver_sql(sql)}
+            except sa.exc.DBAPIError:
+                self.close()
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+    def objects(self) -> set[tuple[str, str, str]]:
+        """(schema, name, kind) of every table, view and schema."""
+        postgresql = self.engine.dialect.name == "postgresql"
+        return self._query(_PG_OBJECTS if postgresql else _MARIADB_OBJECTS)
+
+    def drop(self, objects: Iterable[tuple[str, str, str]]) -> None:
+        """Drop what a test left behind."""
+        assert self.conn is not None
+        quote = self.engine.dialect.identifier_preparer.quote_identifier
+        postgresql = self.engine.dialect.name == "postgresql"
+        if not postgresql:
+            self.conn.exec_driver_sql("SET SESSION foreign_key_checks = 0")
+        for schema, name, kind in sorted(objects, key=lambda o: o[2] == "schema"):
+            with contextlib.suppress(sa.exc.DBAPIError):
+                if kind == "schema":
+                    self.conn.exec_driver_sql(f"DROP SCHEMA IF EXISTS {quote(schema)} CASCADE")
+                elif postgresql:
+                    what = _PG_DROP.get(kind, "TABLE")
+                    self.conn.exec_driver_sql(
+                        f"DROP {what} IF EXISTS {quote(schema)}.{quote(name)} CASCADE"
+                    )
+                else:
+                    what = "VIEW" if kind == "VIEW" else "TABLE"
+                    self.conn.exec_driver_sql(f"DROP {what} IF EXISTS {quote(name)}")
+        if not postgresql:
+            self.conn.exec_driver_sql("SET SESSION foreign_key_checks = 1")
+
+    def close(self) -> None:
+        if self.conn is not None:
+            with contextlib.suppress(Exception):
+                self.conn.close()
+            self.conn = None
+
+    def dispose(self) -> None:
+        self.close()
+        self.engine.dispose()
+
+
+def seed(url: str, tables: Iterable[str]) -> dict[str, list[tuple[object, ...]]]:
+    """Create each of ``tables`` with a row (unless there), as another tool would; their rows."""
+    seeded = {}
+    with _admin(url) as conn:
+        quote = conn.dialect.identifier_preparer.quote_identifier
+        for table in tables:
+            if not sa.inspect(conn).has_table(table):
+                conn.exec_driver_sql(f"CREATE TABLE {quote(table)} (seeded varchar(40))")
+                conn.exec_driver_sql(f"INSERT INTO {quote(table)} VALUES ('left by another tool')")
+            seeded[table] = _rows(conn, table)
+    return seeded
+
+
+def check_seeded(url: str, seeded: dict[str, list[tuple[object, ...]]]) -> list[str]:
+    """What changed in the seeded tables (empty: nothing)."""
+    changed = []
+    with _admin(url) as conn:
+        for table, rows in seeded.items():
+            if not sa.inspect(conn).has_table(table):
+                changed.append(f"{url}: the seeded table {table} is gone")
+            elif _rows(conn, table) != rows:
+                changed.append(f"{url}: the seeded table {table} changed")
+    return changed
+
+
+def _rows(conn: Connection, table: str) -> list[tuple[object, ...]]:
+    quote = conn.dialect.identifier_preparer.quote_identifier
+    return sorted(
+        (tuple(row) for row in conn.exec_driver_sql(f"SELECT * FROM {quote(table)}")), key=repr
+    )
+
+
+@contextlib.contextmanager
+def own_database(url: str, suffix: str) -> Iterator[str]:
+    """A database of the test's own beside ``url``'s (``<database>_<suffix>``), dropped after."""
+    made = worker_url(url, suffix)
+    try:
+        yield made
+    finally:
+        drop_database(url, str(make_url(made).database))

@@ -59,11 +59,16 @@ def test_stop_and_status_of_clusters_that_do_not_run(tmp_path: Path) -> None:
     env = {"SQLALCHEMY_ULID_CLUSTER_DIR": str(tmp_path)}
     stopped = cli("stop", env=env)
     assert stopped.returncode == 0
-    assert stopped.stdout.splitlines() == ["galera: stopped", "pg-standby: stopped"]
+    assert stopped.stdout.splitlines() == [
+        "galera: stopped",
+        "pg-standby: stopped",
+        "pgbouncer: stopped",
+    ]
     status = cli("status", env=env)
     assert status.returncode == 0
     assert "node1 :3311  down" in status.stdout
     assert "standby :5442  down" in status.stdout
+    assert "pgbouncer :6440  down" in status.stdout
 
 
 def test_start_is_a_no_op_on_a_running_cluster(galera: Galera, pg_standby: PgStandby) -> None:

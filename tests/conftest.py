@@ -33,6 +33,7 @@ left them, and fails the session if they are not there unchanged at the end.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import socket
 from collections.abc import Callable, Iterator
@@ -288,6 +289,28 @@ def _catalogs(backends: dict[str, Backend]) -> Iterator[dict[str, _databases.Cat
     yield catalogs
     for catalog in catalogs.values():
         catalog.dispose()
+
+
+def _enable_loggers() -> None:
+    for logger in logging.Logger.manager.loggerDict.values():
+        if isinstance(logger, logging.Logger) and logger.disabled:
+            logger.disabled = False
+
+
+@pytest.fixture(autouse=True)
+def _loggers_enabled() -> Iterator[None]:
+    """Every logger enabled again, before and after each test.
+
+    An Alembic project's ``env.py`` (the one ``alembic init`` writes, which the
+    tutorial runs in-process) calls ``logging.config.fileConfig()``, which
+    disables every logger that exists at that moment. Without this, the
+    library's own loggers stay silent for every later test on the same
+    worker, and tests that read their records (``caplog``) fail depending on
+    which worker ran the tutorial first.
+    """
+    _enable_loggers()
+    yield
+    _enable_loggers()
 
 
 @pytest.fixture(autouse=True)

@@ -39,7 +39,8 @@ from sqlalchemy_ulid import (
     uuid7_server_default,
 )
 from sqlalchemy_ulid._dialects import cockroachdb, dialect_row
-from sqlalchemy_ulid._paging._run import _plan, _steps
+from sqlalchemy_ulid._paging._plan import plan_page
+from sqlalchemy_ulid._paging._run import _steps
 from sqlalchemy_ulid.contrib.cockroachdb import hash_sharded_primary_key
 
 crdb = pytest.importorskip(
@@ -92,7 +93,7 @@ def test_the_dialect_has_its_own_row(dialect: Any) -> None:
 def _page_sql(dialect: Any, stmt: Any, column: Any, **kw: Any) -> str:
     defaults: dict[str, Any] = {"after": None, "before": None, "limit": 10, "descending": False}
     defaults.update(kw)
-    plan = _plan(
+    plan = plan_page(
         stmt,
         column,
         defaults["after"],

@@ -453,7 +453,26 @@ def test_checks_cost_nothing_per_call() -> None:
 
 
 def _in_c_child(produce: Callable[[], bytes]) -> bytes:
-    """Like _in_child, but fork with libc's fork(): no Python at-fork hooks run."""
+    """Like _in_child, but fork with libc's fork(): no Python at-fork hooks run.
+
+    A libc fork copies whatever lock another thread of this process holds at
+    that instant, the C library's own included; under pytest-xdist the worker's
+    I/O threads run outside the GIL, and a child can block on such a lock
+    before it reaches our code. A fork that timed out is tried again, at most
+    three times in all. That keeps every failure of ours: a lock of the
+    generator left held by the parent is held for the whole test, so each
+    attempt would block the same way.
+    """
+    for attempt in range(3):
+        try:
+            return _in_c_child_once(produce)
+        except TimeoutError:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _in_c_child_once(produce: Callable[[], bytes]) -> bytes:
     libc = ctypes.PyDLL(None)  # PyDLL: the GIL stays held across the call
     read_end, write_end = os.pipe()
     pid = libc.fork()

@@ -7,9 +7,10 @@ condition naming the table (:func:`table_where`).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from ..._dialects import LockSQL
+from ..._dialects._migration import MYSQL_LOCKS
 from .._plan.state import StateSQL, literal
 
 __all__ = ["LOCKS", "STATE", "column", "column_exists", "lit", "table_where"]
@@ -31,22 +32,7 @@ def _no_restore(row: tuple[Any, ...], in_transaction: bool) -> tuple[str, ...]:
 #: The session's id, the lock-timeout error, who blocks a session. A
 #: metadata lock is held by a session with an open transaction on the table,
 #: and INNODB_TRX lists those (a transaction that only read is there too).
-LOCKS = LockSQL(
-    session_id="SELECT CONNECTION_ID()",
-    read="SELECT @@SESSION.lock_wait_timeout, @@SESSION.innodb_lock_wait_timeout",
-    set=_no_set,
-    restore=_no_restore,
-    timeout_codes=frozenset({1205}),  # ER_LOCK_WAIT_TIMEOUT
-    blockers=(
-        "SELECT p.ID, TRIM(CONCAT_WS(' ', p.COMMAND, p.STATE)), "
-        "COALESCE(p.INFO, t.trx_query), "
-        "TIMESTAMPDIFF(SECOND, t.trx_started, NOW()) "
-        "FROM information_schema.INNODB_TRX t "
-        "JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id "
-        "WHERE p.ID <> {pid} ORDER BY p.ID"
-    ),
-    transactional=False,
-)
+LOCKS = replace(MYSQL_LOCKS, set=_no_set, restore=_no_restore)
 
 STATE = StateSQL(
     create=(

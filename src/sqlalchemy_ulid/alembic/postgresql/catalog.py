@@ -8,9 +8,10 @@ that a guard reads the same online (``SELECT <guard>``) and in a script
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from ..._dialects import LockSQL
+from ..._dialects._migration import PG_LOCKS
 from .._plan.state import StateSQL, literal
 
 __all__ = [
@@ -35,19 +36,7 @@ def _lock_restore(row: tuple[Any, ...], in_transaction: bool) -> tuple[str, ...]
 
 
 #: The session's id, the lock-timeout error, who blocks a session.
-LOCKS = LockSQL(
-    session_id="SELECT pg_backend_pid()",
-    read="SELECT current_setting('lock_timeout')",
-    set=_lock_set,
-    restore=_lock_restore,
-    timeout_codes=frozenset({"55P03"}),  # lock_not_available
-    blockers=(
-        "SELECT a.pid, a.state, a.query, "
-        "EXTRACT(EPOCH FROM clock_timestamp() - a.xact_start) "
-        "FROM pg_stat_activity a WHERE a.pid = ANY(pg_blocking_pids({pid})) ORDER BY a.pid"
-    ),
-    transactional=True,
-)
+LOCKS = replace(PG_LOCKS, set=_lock_set, restore=_lock_restore, peer=None)
 
 STATE = StateSQL(
     create=(

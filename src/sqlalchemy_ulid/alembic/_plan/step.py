@@ -143,3 +143,41 @@ class Plan:
             if step.kind == "check" and changed:
                 raise ValueError(f"the check {step.label!r} comes after a change")
             changed = changed or step.kind not in ("check", "discover")
+
+
+def null_fill_step(
+    *,
+    table: str,
+    column: str,
+    table_sql: str,
+    column_sql: str,
+    nullable: str,
+    script: str,
+    declare: str,
+    online: Any,
+) -> Step:
+    """The fill of a column's NULL rows: still to do while it may be NULL and a row is.
+
+    ``online`` (a Backfill, or None for a plan made only for a script) gives
+    the fill its Python body; ``script`` is the loop the script runs instead.
+    """
+
+    def start(connection: Any) -> Any:
+        if online is None:
+            raise RuntimeError("this plan was made for a script: it has no online fill")
+        return online.batches()
+
+    null_rows = f"EXISTS (SELECT 1 FROM {table_sql} WHERE {column_sql} IS NULL)"
+    return Step(
+        "fill",
+        "fill",
+        guard=f"CASE WHEN {nullable} THEN {null_rows} ELSE FALSE END",
+        fill=Fill(
+            start,
+            script,
+            declare=declare,
+            table=table,
+            column=column,
+            estimate=None if online is None else (lambda _c: online.estimate()),
+        ),
+    )

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..._dialects import mysql_ulid_sql
-from .._plan.step import Fill, Plan, Step
+from .._plan.step import Plan, Step, null_fill_step
 from .catalog import column, column_exists, lit, table_where
 
 if TYPE_CHECKING:
@@ -259,22 +259,13 @@ def _fill(n: AddNames, online: Any, nullable: str) -> Step:
       END IF;
     UNTIL filled = 0 END REPEAT;"""  # noqa: E501
 
-    def start(connection: Any) -> Any:
-        if online is None:
-            raise RuntimeError("this plan was made for a script: it has no online fill")
-        return online.batches()
-
-    null_rows = f"EXISTS (SELECT 1 FROM {table} WHERE {column_sql} IS NULL)"
-    return Step(
-        "fill",
-        "fill",
-        guard=f"CASE WHEN {nullable} THEN {null_rows} ELSE FALSE END",
-        fill=Fill(
-            start,
-            script,
-            declare=declare,
-            table=n.table,
-            column=n.column,
-            estimate=None if online is None else (lambda _c: online.estimate()),
-        ),
+    return null_fill_step(
+        table=n.table,
+        column=n.column,
+        table_sql=table,
+        column_sql=column_sql,
+        nullable=nullable,
+        script=script,
+        declare=declare,
+        online=online,
     )

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .._offline import _MILLIS_BY_TYPE, _dollar_quoted
-from .._plan.step import Fill, Plan, Step
+from .._plan.step import Plan, Step, null_fill_step
 from .catalog import (
     column_default_missing,
     column_exists,
@@ -248,22 +248,13 @@ def _fill(n: AddNames, online: Any, nullable: str) -> Step:
     END LOOP;"""
     declare = "  key_column name;\n  millis text;\n  filled bigint;\n  total bigint := 0;\n"
 
-    def start(connection: Any) -> Any:
-        if online is None:
-            raise RuntimeError("this plan was made for a script: it has no online fill")
-        return online.batches()
-
-    null_rows = f"EXISTS (SELECT 1 FROM {n.table_sql} WHERE {n.column_sql} IS NULL)"
-    return Step(
-        "fill",
-        "fill",
-        guard=f"CASE WHEN {nullable} THEN {null_rows} ELSE FALSE END",
-        fill=Fill(
-            start,
-            script,
-            declare=declare,
-            table=n.table,
-            column=n.column,
-            estimate=None if online is None else (lambda _c: online.estimate()),
-        ),
+    return null_fill_step(
+        table=n.table,
+        column=n.column,
+        table_sql=n.table_sql,
+        column_sql=n.column_sql,
+        nullable=nullable,
+        script=script,
+        declare=declare,
+        online=online,
     )

@@ -89,7 +89,13 @@ class PgBouncer:
         return pid if pid_alive(pid) else None
 
     def _answers(self) -> bool:
-        out = self.admin("SHOW VERSION")
+        # pgbouncer -d returns before the daemon listens: a refused
+        # connection means "not yet", not "failed" (wait_until gives up on
+        # a ClusterError at once, so it must not escape from here).
+        try:
+            out = self.admin("SHOW VERSION")
+        except ClusterError as exc:
+            raise RuntimeError(str(exc)) from None  # kept as wait_until's last error
         return "PgBouncer" in out
 
     def admin(self, command: str) -> str:

@@ -3,21 +3,21 @@
 Endpoints:
 
 * ``POST /events`` stores an event; the server assigns a ULID id.
-* ``GET /events?after=<id>&limit=<n>&since=<time>`` lists events in id
-  (creation) order, one page at a time. The response carries ``next``, the
-  URL of the following page, or null on the last page.
+* ``GET /events?after=<cursor>&limit=<n>&since=<time>`` lists events in id
+  (creation) order, one page at a time. The response carries the items and
+  ``next_cursor`` (pass it back as ``after=``) and ``prev_cursor`` (as
+  ``before=``); each is null where no page lies that way.
+* ``GET /events/by-kind`` lists them by kind, then newest first: a sort by
+  two keys, whose cursors are opaque text.
 * ``GET /events/{event_id}`` returns one event.
 
-Every identifier in a path or query parameter is typed ``ULID``, so FastAPI
-validates it before the handler runs. A malformed one is answered with
-400 Bad Request and a message that says what is wrong; no SQL runs.
-
-Every error has one shape, RFC 9457 problem details
-(``application/problem+json``): ``type``, ``title``, ``status``, ``detail``
-(one line for a person) and ``errors`` (one entry per bad field, each with
-``field`` and ``message``; empty when no field is to blame). A malformed
-path or query parameter is a 400, an invalid request body a 422, an
-unknown id or route a 404.
+No error handler is written here. sqlalchemy-ulid's FastAPI module gives the
+three pieces: ``Cursor`` types the cursor parameters (a cursor of the wrong
+shape is FastAPI's 422, naming the parameter), ``add_exception_handlers(app)``
+answers every refused input (a truncated, edited or foreign cursor, a page
+size out of range, a time before 1970 or without a zone) with a 400 problem
+document (RFC 9457), and ``KeysetPage`` is the response model of a page. No
+SQL runs for a refused request.
 
 The database URL comes from ``create_app(url)``, else from the environment
 variable ``EVENTS_DATABASE_URL``, else an in-memory SQLite database.
@@ -36,19 +36,16 @@ import os
 import warnings
 from collections.abc import Iterator
 from datetime import datetime
-from http import HTTPStatus
 from typing import Annotated, Any
 
 import sqlalchemy as sa
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
-from pydantic import AwareDatetime, BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from sqlalchemy.pool import StaticPool
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from sqlalchemy_ulid import ULID, ULIDType, created_since, new_ulid, paginate
+from sqlalchemy_ulid.contrib.fastapi import Cursor, KeysetPage, add_exception_handlers
 
 # -- the model -----------------------------------------------------------------
 
@@ -77,50 +74,12 @@ class EventOut(BaseModel):
     id: ULID  # serialized as its 26-character text
     kind: str
     detail: str
-    created_at: datetime
 
-
-class EventPage(BaseModel):
-    items: list[EventOut]
-    next: str | None
-
-
-def _out(event: Event) -> EventOut:
-    # The creation time is part of the id: no created_at column needed.
-    return EventOut(
-        id=event.id, kind=event.kind, detail=event.detail, created_at=event.id.datetime
-    )
-
-
-# -- errors: one shape for every status (RFC 9457 problem details) -------------
-
-
-def problem(
-    status: int, errors: list[dict[str, str]], detail: str = ""
-) -> JSONResponse:
-    """An ``application/problem+json`` response; ``detail`` defaults to the errors."""
-    lines = [f"{e['field']}: {e['message']}" for e in errors]
-    body = {
-        "type": "about:blank",  # no URL of our own: the status says it all
-        "title": HTTPStatus(status).phrase,
-        "status": status,
-        "detail": detail or "; ".join(lines),
-        "errors": errors,
-    }
-    return JSONResponse(body, status_code=status, media_type="application/problem+json")
-
-
-def field_errors(exc: RequestValidationError) -> tuple[bool, list[dict[str, str]]]:
-    """(whether the body is to blame, one {"field", "message"} per problem)."""
-    errors = []
-    in_body = False
-    for error in exc.errors():
-        location, *path = error["loc"]
-        in_body = in_body or location == "body"
-        message = str(error["msg"]).removeprefix("Value error, ")
-        field = ".".join(str(part) for part in path) or str(location)
-        errors.append({"field": field, "message": message})
-    return in_body, errors
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def created_at(self) -> datetime:
+        # The creation time is part of the id: no created_at column needed.
+        return self.id.datetime
 
 
 # -- the application -------------------------------------------------------------
@@ -132,7 +91,8 @@ def get_session(request: Request) -> Iterator[Session]:
 
 
 DbSession = Annotated[Session, Depends(get_session)]
-AFTER = "the last id of the previous page"
+AFTER = "the next_cursor of the previous page"
+BEFORE = "the prev_cursor of the following page"
 SINCE = "created at or after this time (with a zone)"
 
 
@@ -154,59 +114,50 @@ def create_app(database_url: str | None = None) -> FastAPI:
 
     app = FastAPI(title="events")
     app.state.engine = engine
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        # A malformed id in the URL is a bad request (400), with one readable
-        # line per problem, e.g. "after: invalid character 'U' at position 25".
-        # A well-formed request whose body fails the schema is a 422.
-        in_body, errors = field_errors(exc)
-        return problem(422 if in_body else 400, errors)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        # The handlers' own 400 and 404, and Starlette's (unknown route, ...).
-        errors = exc.detail if isinstance(exc.detail, list) else []
-        detail = "" if errors else str(exc.detail)
-        return problem(exc.status_code, errors, detail)
+    add_exception_handlers(app)  # every refused input: a 400 problem document
 
     @app.post("/events", status_code=201)
     def add_event(event: EventIn, db: DbSession) -> EventOut:
         row = Event(kind=event.kind, detail=event.detail)
         db.add(row)
         db.commit()
-        return _out(row)
+        return EventOut.model_validate(row, from_attributes=True)
 
     @app.get("/events")
     def list_events(
-        request: Request,
         db: DbSession,
-        after: Annotated[ULID | None, Query(description=AFTER)] = None,
-        since: Annotated[AwareDatetime | None, Query(description=SINCE)] = None,
-        limit: Annotated[int, Query(ge=1, le=100)] = 20,
-    ) -> EventPage:
+        after: Annotated[Cursor | None, Query(description=AFTER)] = None,
+        before: Annotated[Cursor | None, Query(description=BEFORE)] = None,
+        since: Annotated[datetime | None, Query(description=SINCE)] = None,
+        limit: int = 20,
+    ) -> KeysetPage[EventOut]:
         stmt = sa.select(Event)
         if since is not None:
-            try:
-                stmt = stmt.where(created_since(Event.id, since))
-            except ValueError as exc:
-                # Before 1970 no ULID exists: the client's mistake.
-                error = {"field": "since", "message": str(exc)}
-                raise HTTPException(status_code=400, detail=[error]) from None
-        # WHERE id >= :after ORDER BY id LIMIT limit + 2: the cursor's own row,
-        # the page, and one row to know another page follows. No OFFSET, no COUNT.
-        page = paginate(db, stmt, Event.id, after=after, limit=limit)
-        next_url = None
-        if page.next_cursor is not None:
-            next_url = str(request.url.include_query_params(after=page.next_cursor))
-        return EventPage(items=[_out(e) for e in page.items], next=next_url)
+            stmt = stmt.where(created_since(Event.id, since))  # naive or pre-1970: a 400
+        # A keyset WHERE on the id, ORDER BY id, LIMIT: no OFFSET, no COUNT.
+        # A bad cursor or a limit outside 1 .. 100 is a 400 before any SQL.
+        page = paginate(
+            db, stmt, Event.id, after=after, before=before, limit=limit, max_limit=100
+        )
+        return KeysetPage[EventOut].of(page)
+
+    @app.get("/events/by-kind")
+    def list_events_by_kind(
+        db: DbSession,
+        after: Annotated[Cursor | None, Query(description=AFTER)] = None,
+        limit: int = 20,
+    ) -> KeysetPage[EventOut]:
+        # Two keys: the cursor is opaque text, not an id (a bare id is a 400).
+        stmt = sa.select(Event).order_by(Event.kind, Event.id.desc())
+        page = paginate(db, stmt, Event.id, after=after, limit=limit, max_limit=100)
+        return KeysetPage[EventOut].of(page)
 
     @app.get("/events/{event_id}")
     def get_event(event_id: ULID, db: DbSession) -> EventOut:
         row = db.get(Event, event_id)
         if row is None:
             raise HTTPException(status_code=404, detail=f"no event {event_id}")
-        return _out(row)
+        return EventOut.model_validate(row, from_attributes=True)
 
     return app
 
@@ -228,16 +179,22 @@ def tour() -> None:
             return body
 
         for n in range(7):
-            show("POST", "/events", json={"kind": "click", "detail": f"button {n}"})
-        url = "/events?limit=3"
-        while url:
-            page = show("GET", url)
-            print("   ", [item["detail"] for item in page["items"]])
-            url = page["next"] and page["next"].removeprefix(str(client.base_url))
+            kind = "click" if n % 2 else "view"
+            show("POST", "/events", json={"kind": kind, "detail": f"button {n}"})
+        for path in ("/events", "/events/by-kind"):
+            cursor = None
+            while True:
+                query = f"?limit=3&after={cursor}" if cursor else "?limit=3"
+                page = show("GET", path + query)
+                print("   ", [item["detail"] for item in page["items"]])
+                cursor = page["next_cursor"]
+                if cursor is None:
+                    break
         first_id = show("GET", "/events?limit=1")["items"][0]["id"]
         print("   ", show("GET", f"/events/{first_id}"))
-        print("   ", show("GET", "/events?after=01HTQW311N1KR5G0Y75M3EF00U"))
-        print("   ", show("GET", "/events/not-a-ulid"))
+        print("   ", show("GET", f"/events/by-kind?after={first_id}"))
+        print("   ", show("GET", "/events?limit=0"))
+        print("   ", show("GET", "/events?after=not%20a%20cursor"))
         print("   ", show("GET", "/events/01HTQW311N1KR5G0Y75M3EF00H"))
         print("   ", show("POST", "/events", json={"kind": ""}))
     app.state.engine.dispose()

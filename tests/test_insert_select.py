@@ -7,7 +7,8 @@
   id (SQLAlchemy evaluates a Python default once per statement): a duplicate
   key on every server. The two ways out the docs give (``include_defaults=
   False`` with a server default; ids made in the SELECT) give one id per
-  row, on the three servers.
+  row, on the three servers; so does ``insert_from_select``, which puts the
+  database's generator in the SELECT.
 """
 
 from __future__ import annotations
@@ -21,12 +22,17 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy import exc
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from sqlalchemy_ulid import (
     ULID,
+    InvalidInput,
     ULIDType,
     drop_ulid_function,
+    drop_uuid7_function,
+    insert_from_select,
     install_ulid_function,
+    install_uuid7_function,
     new_ulid,
     new_uuid7,
     register_ulid_function,
@@ -195,3 +201,104 @@ def test_without_a_generator_rows_inserted_as_a_list_get_one_id_each(
     conn.execute(target.insert(), rows)  # executemany: the default runs per row
     ids = conn.scalars(sa.select(target.c.id)).all()
     assert len(set(ids)) == 25
+
+
+# -- insert_from_select: the database's generator in the SELECT -------------------
+
+
+def test_insert_from_select_is_one_id_per_row(server: tuple[Connection, sa.MetaData]) -> None:
+    conn, metadata = server
+    source = _source(metadata, conn)
+    target = _target(conn, metadata, server_default=False)  # default=new_ulid only
+    conn.execute(insert_from_select(target, ["n"], sa.select(source.c.n)))
+    rows = conn.execute(sa.select(target.c.id, target.c.n)).all()
+    assert sorted(n for _, n in rows) == list(range(25))
+    assert len({id_ for id_, _ in rows}) == 25  # the plain from_select: one id, a duplicate
+    assert all(isinstance(id_, ULID) for id_, _ in rows)
+    # and made now, by the database: within a minute of this process's clock
+    newest = new_ulid().timestamp_ms
+    assert all(newest - 60_000 < id_.timestamp_ms <= newest + 60_000 for id_, _ in rows)
+
+
+def test_insert_from_select_of_an_orm_class_with_a_binary_key(
+    server: tuple[Connection, sa.MetaData],
+) -> None:
+    conn, metadata = server
+    source = _source(metadata, conn)
+
+    class Base(DeclarativeBase):
+        metadata = sa.MetaData()
+
+    class Copy(Base):
+        __tablename__ = f"ins_sel_orm_{uuid.uuid4().hex[:6]}"
+        key: Mapped[ULID] = mapped_column(ULIDType("binary"), primary_key=True)
+        n: Mapped[int]
+
+    Copy.__table__.to_metadata(metadata)  # dropped by the fixture
+    Base.metadata.create_all(conn)
+    conn.commit()
+    conn.execute(insert_from_select(Copy, [Copy.__table__.c.n], sa.select(source.c.n + 1)))
+    keys = conn.scalars(sa.select(Copy.key)).all()
+    assert len(set(keys)) == 25
+    assert sorted(conn.scalars(sa.select(Copy.n))) == list(range(1, 26))
+
+
+def test_insert_from_select_fills_a_uuid7_key(
+    engine: Engine, server: tuple[Connection, sa.MetaData]
+) -> None:
+    conn, metadata = server
+    if engine.dialect.name == "sqlite":
+        register_uuid7_function(engine)
+    source = _source(metadata, conn)
+    target = sa.Table(
+        f"ins_sel_u7f_{uuid.uuid4().hex[:6]}",
+        metadata,
+        sa.Column("n", sa.Integer, nullable=False),
+        sa.Column("id", sa.Uuid(), primary_key=True, default=new_uuid7),
+    )
+    target.create(conn)
+    install_uuid7_function(conn)
+    try:
+        conn.execute(insert_from_select(target, ["n"], sa.select(source.c.n)))
+        ids = conn.scalars(sa.select(target.c.id)).all()
+    finally:
+        conn.rollback()
+        drop_uuid7_function(conn)
+        conn.commit()
+    assert len(set(ids)) == 25
+    assert {id_.version for id_ in ids} == {7}
+
+
+_KEYED = sa.Table(
+    "keyed",
+    sa.MetaData(),
+    sa.Column("id", ULIDType(), primary_key=True),
+    sa.Column("n", sa.Integer),
+)
+_TWO_KEYS = sa.Table(
+    "two_keys",
+    sa.MetaData(),
+    sa.Column("a", ULIDType(), primary_key=True),
+    sa.Column("b", ULIDType(), primary_key=True),
+)
+_TEXT_KEY = sa.Table("text_key", sa.MetaData(), sa.Column("id", ULIDType("text"), primary_key=True))
+_ONE = sa.select(sa.literal(1))
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "message"),
+    [
+        ((_TWO_KEYS, [], sa.select()), {}, "2 primary-key columns"),  # which key?
+        ((_KEYED, ["n"], _ONE), {"key": "nope"}, "no column 'nope'"),  # no such column
+        ((_KEYED, ["id"], _ONE), {}, "already gives the key"),  # nothing to fill
+        ((_KEYED, ["n"], sa.select(sa.literal(1), sa.literal(2))), {}, "2 columns"),
+        ((_KEYED, ["n"], sa.union(_ONE, _ONE)), {}, "wrap a UNION"),  # not a select()
+        ((_TEXT_KEY, [], sa.select()), {}, "stores ULIDs as text"),  # no generator
+        (("keyed", ["n"], _ONE), {}, "a Table or a mapped class"),  # a name
+    ],
+)
+def test_insert_from_select_refuses_before_sql(
+    args: tuple[Any, ...], kwargs: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(InvalidInput, match=message):
+        insert_from_select(*args, **kwargs)

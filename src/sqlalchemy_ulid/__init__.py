@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from ._feed import afollow, follow
     from ._guard import StaleULIDError, guard_ulid_age
     from ._guard_ddl import guard_ulid_age_ddl
+    from ._insert_select import insert_from_select
     from ._mixins import (
         ULIDAuditBase,
         ULIDBase,
@@ -121,6 +122,7 @@ __all__ = [
     "follow",
     "guard_ulid_age",
     "guard_ulid_age_ddl",
+    "insert_from_select",
     "install_ulid_function",
     "install_uuid7_function",
     "new_typeid",
@@ -175,6 +177,7 @@ _LAZY = {
     "StaleULIDError": "_guard",
     "guard_ulid_age": "_guard",
     "guard_ulid_age_ddl": "_guard_ddl",
+    "insert_from_select": "_insert_select",
     "create_partitions": "_partitions",
     "partition_ddl": "_partitions",
     "created_before": "_timerange",

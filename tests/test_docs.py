@@ -307,6 +307,81 @@ def test_every_chart_is_shown_small_and_with_text_as_text() -> None:
     assert "142.57" in (ROOT / "docs" / "benchmarks.md").read_text()
 
 
+#: A table longer than this (data rows) is folded on the benchmarks page.
+BIG_TABLE_ROWS = 10
+
+
+def _outline(text: str) -> list[tuple[int, str, list[str]]]:
+    """(level, title, body lines) per heading of a Markdown page, fences skipped."""
+    outline: list[tuple[int, str, list[str]]] = [(0, "", [])]
+    fence = False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fence = not fence
+        heading = None if fence else re.match(r"(#+) (.*)", line)
+        if heading:
+            outline.append((len(heading.group(1)), heading.group(2), []))
+        else:
+            outline[-1][2].append(line)
+    return outline
+
+
+def _tables_outside_details(lines: list[str]) -> list[tuple[int, str]]:
+    """(data rows, first row) of each table not inside a <details> block."""
+    found, depth, i = [], 0, 0
+    while i < len(lines):
+        line = lines[i]
+        depth += line.startswith("<details") - line.startswith("</details>")
+        if line.startswith("|") and i + 1 < len(lines) and re.match(r"\|[-:| ]+\|$", lines[i + 1]):
+            j = i + 2
+            while j < len(lines) and lines[j].startswith("|"):
+                j += 1
+            if depth == 0:
+                found.append((j - i - 2, line))
+            i = j
+            continue
+        i += 1
+    return found
+
+
+def test_benchmarks_page_structure() -> None:
+    """A summary first, then one ``##`` per area, one ``###`` per benchmark;
+    the long tables folded, so the page reads as an outline on a phone."""
+    text = (ROOT / "docs" / "benchmarks.md").read_text()
+    outline = _outline(text)
+    sections = [(level, title) for level, title, _ in outline[1:]]
+    assert sections[0] == (1, "Benchmarks")
+    assert sections[1] == (2, "Summary")
+    summary = outline[2][2]
+    assert any("assets/charts/" in line for line in summary)  # the summary chart
+    assert _tables_outside_details(summary), "the summary has a table"
+    areas = [title for level, title in sections if level == 2][1:]
+    assert len(areas) >= 4, areas
+    for index, (level, title, body) in enumerate(outline):
+        if level == 2 and title != "Summary":
+            # an area: a short introduction, then its benchmarks
+            assert outline[index + 1][0] == 3, f"area {title!r} opens with no ### benchmark"
+            assert not any(line.startswith(("|", "```")) for line in body), title
+    assert sum(level == 3 for level, _ in sections) >= 20
+    # Every area is linked from the summary, and every link lands on a heading.
+    slugs = {re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-") for _, title in sections}
+    for area in areas:
+        assert f"](#{re.sub(r'[^a-z0-9]+', '-', area.lower()).strip('-')})" in "\n".join(summary)
+    for link in re.findall(r"\]\(#([a-z0-9-]+)\)", "\n".join(summary)):
+        assert link in slugs, link
+    big = [
+        (rows, first)
+        for _, _, body in outline
+        for rows, first in _tables_outside_details(body)
+        if rows > BIG_TABLE_ROWS
+    ]
+    assert big == [], f"tables of more than {BIG_TABLE_ROWS} rows not folded: {big}"
+    # Each fold has a title and is closed.
+    lines = text.splitlines()
+    opened = [i for i, line in enumerate(lines) if line.startswith("<details")]
+    assert len(opened) == sum(line.startswith("</details>") for line in lines) >= 10
+    assert all(lines[i + 1].startswith("<summary>") for i in opened)
+
 # Words that speak of how the project is run, not to the reader.
 _INTERNAL = re.compile(r"\b(?:issue\s+\d+|the foundation issue|the issue)\b", re.IGNORECASE)
 

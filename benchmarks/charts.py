@@ -21,6 +21,11 @@ and searchable):
                    measurement: its timings are the explicit ones in
                    ``LATE_COMMIT`` below.
 
+Every chart is one column of panels, 4 inches wide, so that a phone shows it
+whole with legible text; before writing one, the script refuses it
+(``LayoutError``) if any of its text is under 9 pt, leaves the figure,
+overlaps other text or a legend, or is crossed by a plotted line.
+
 ``--check`` exits 1 if a chart on disk shows other text (titles, labels,
 the numbers written on it) than the tables give now; the test suite runs it.
 It compares the text, not the bytes, so another matplotlib release that
@@ -31,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import itertools
 import re
 import sys
 from dataclasses import dataclass
@@ -40,6 +46,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib.text import Text
+from matplotlib.transforms import Bbox
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "benchmarks.md"
@@ -132,9 +140,15 @@ def find(all_tables: list[Table], heading: str, first_column: str) -> Table:
 
 # -- the charts ----------------------------------------------------------------------
 
+#: Every chart is this wide (inches; 288 pt, 384 CSS px at its own size), so
+#: that a phone's column (330 to 360 px at 390 px) shows it at 86 % or more.
+WIDTH = 4.0
+#: The smallest text a chart may hold (pt in the SVG): at 86 % it is 10.3 px.
+MIN_FONT = 9.0
+
 
 def pagination(all_tables: list[Table]) -> plt.Figure:
-    fig, axes = plt.subplots(1, 2, figsize=(8, 3.3), sharey=True)
+    fig, axes = plt.subplots(2, 1, figsize=(WIDTH, 5.6), sharex=True)
     for ax, server in zip(axes, ("PostgreSQL", "MariaDB"), strict=True):
         table = find(all_tables, server, "depth")
         depths = [number(d) if d != "0" else 0.0 for d in table.column("depth")]
@@ -150,29 +164,34 @@ def pagination(all_tables: list[Table]) -> plt.Figure:
                 f"{values[-1]:g} ms",
                 (depths[-1], values[-1]),
                 textcoords="offset points",
-                # The keyset label under its line, the others above theirs.
-                xytext=(-4, -13 if column == "after(cursor)" else 7),
-                ha="right",
+                # Right of the last point, the keyset label below the others.
+                xytext=(7, -3 if column == "OFFSET" else (-9 if column == "after(cursor)" else 3)),
+                ha="left",
+                va="center",
                 color=color,
-                fontsize=9,
+                fontsize=MIN_FONT,
             )
         ax.set_yscale("log")
         ticks = [1, 2, 5, 10, 20, 50, 100, 200]
         ax.set_yticks(ticks, [str(t) for t in ticks])
         ax.minorticks_off()
-        ax.set_title(f"{server}, 1,000,000 rows")
-        ax.set_xlabel("page depth (% of the table)")
-        ax.set_xticks(depths)
+        ax.set_xlim(-5, 125)
+        ax.set_title(f"{server}, 1,000,000 rows", loc="left", fontsize=10)
+        ax.set_xticks(depths, [f"{d:g}" for d in depths])
         ax.grid(axis="y", color="#e2e8f0", linewidth=0.8)
-    axes[0].set_ylabel("one 50-row page (median ms, log scale)")
-    axes[1].legend(loc="center right", fontsize=9)
+        ax.set_ylabel("median ms (log)")
+    axes[1].set_xlabel("page depth (% of the table)")
+    axes[0].legend(loc="upper left", fontsize=MIN_FONT, bbox_to_anchor=(0, 1.0), borderaxespad=0.2)
+    axes[0].set_ylim(0.8, 2000)
+    axes[1].set_ylim(0.8, 2000)
+    fig.suptitle("One 50-row page, by depth", color=INK, fontweight="bold", x=0.02, ha="left")
     fig.tight_layout()
     return fig
 
 
 def storage(all_tables: list[Table]) -> plt.Figure:
     table = find(all_tables, "Storage study", "database")
-    fig, ax = plt.subplots(figsize=(8, 3.2))
+    fig, ax = plt.subplots(figsize=(WIDTH, 3.9))
     databases = list(dict.fromkeys(table.column("database")))
     keys = list(dict.fromkeys(table.column("key")))
     colors = {"ULID": TEAL, "UUIDv4": GREY, "CHAR(26)": AMBER}
@@ -182,7 +201,7 @@ def storage(all_tables: list[Table]) -> plt.Figure:
         primary = [number(row[table.header.index("primary key (MB)")]) for row in rows]
         secondary = [number(row[table.header.index("secondary index (MB)")]) for row in rows]
         xs = [d + (k - 1) * width for d in range(len(databases))]
-        ax.bar(xs, primary, width * 0.92, color=colors.get(key, INK), label=f"{key}: primary key")
+        ax.bar(xs, primary, width * 0.92, color=colors.get(key, INK), label=key)
         ax.bar(
             xs,
             secondary,
@@ -194,19 +213,24 @@ def storage(all_tables: list[Table]) -> plt.Figure:
             edgecolor="white",
         )
         for x, p, s in zip(xs, primary, secondary, strict=True):
-            ax.text(x, p + s + 1.5, f"{p + s:.0f}", ha="center", fontsize=9, color=INK)
+            ax.text(x, p + s + 1.5, f"{p + s:.0f}", ha="center", fontsize=MIN_FONT, color=INK)
     ax.set_xticks(range(len(databases)), databases)
     ax.set_ylabel("MB for 1,000,000 rows")
-    ax.set_title("Index size per key type (solid: primary key; hatched: a secondary index)")
-    ax.legend(loc="upper left", fontsize=9, ncols=3)
-    ax.set_ylim(0, max(number(r[-2]) + number(r[-1]) for r in table.rows) * 1.3)
+    ax.set_title("Index size per key type", loc="left", pad=16)
+    ax.text(
+        0, 1.0, "solid: primary key; hatched: a secondary index",
+        transform=ax.transAxes, fontsize=MIN_FONT, color=INK, va="bottom",
+    )  # fmt: skip
+    ax.legend(loc="upper left", fontsize=MIN_FONT, ncols=3, borderaxespad=0.2)
+    ax.set_ylim(0, max(number(r[-2]) + number(r[-1]) for r in table.rows) * 1.35)
     fig.tight_layout()
     return fig
 
 
 def feed_lag(all_tables: list[Table]) -> plt.Figure:
-    fig, axes = plt.subplots(1, 2, figsize=(8, 3.6), sharey=True)
+    fig, axes = plt.subplots(2, 1, figsize=(WIDTH, 5.8), sharex=True)
     scenario = "tx 0-200 ms + one 10 s"
+    top_lag = 0.0
     for ax, server in zip(axes, ("PostgreSQL 15", "MariaDB 10.11"), strict=True):
         table = find(all_tables, server, "transactions")
         rows = [row for row in table.rows if row[0] == scenario]
@@ -215,19 +239,22 @@ def feed_lag(all_tables: list[Table]) -> plt.Figure:
         p99 = [number(row[table.header.index("lag p99 (s)")]) for row in rows]
         missed = [number(row[table.header.index("missed")]) for row in rows]
         written = [number(row[table.header.index("rows written")]) for row in rows]
+        top_lag = max(top_lag, *p99)
         ys = range(len(modes))
         ax.barh([y + 0.18 for y in ys], p99, 0.36, color=MINT, label="lag p99")
         ax.barh([y - 0.18 for y in ys], p50, 0.36, color=TEAL, label="lag p50")
         for y, m, w, top in zip(ys, missed, written, p99, strict=True):
-            text, color = (f"missed {m:.0f} of {w:,.0f}", RED) if m else ("none missed", TEAL)
-            ax.text(top + 0.3, y, text, va="center", fontsize=8.5, color=color)
+            text, color = (f"missed {m:.0f}\nof {w:,.0f}", RED) if m else ("none\nmissed", TEAL)
+            ax.text(top + 0.3, y, text, va="center", fontsize=MIN_FONT, color=color)
         ax.set_yticks(list(ys), modes)
         ax.invert_yaxis()
-        ax.set_xlim(0, max(p99) * 1.75)
-        ax.set_xlabel("seconds from commit to delivery")
-        ax.set_title(server)
-    axes[0].legend(loc="lower right", fontsize=9)
-    fig.suptitle(f"Tailing a feed: {scenario} transactions", color=INK, fontweight="bold")
+        ax.set_title(server, loc="left", fontsize=10)
+    axes[1].set_xlim(0, top_lag * 1.6)
+    axes[1].set_xlabel("seconds from commit to delivery")
+    axes[0].legend(loc="upper right", fontsize=MIN_FONT)
+    fig.suptitle(
+        f"Tailing a feed:\n{scenario} transactions", color=INK, fontweight="bold", x=0.02, ha="left"
+    )
     fig.tight_layout()
     return fig
 
@@ -249,10 +276,10 @@ LATE_COMMIT = {
 
 def late_commit(_: list[Table]) -> plt.Figure:
     txns, polls = LATE_COMMIT["txns"], LATE_COMMIT["polls"]
-    fig, axes = plt.subplots(2, 1, figsize=(8, 4.4), sharex=True)
+    fig, axes = plt.subplots(2, 1, figsize=(WIDTH, 5.4), sharex=True)
     titles = [
-        "Without settle: the reader's cursor passes A while A is still open",
-        'settle="auto": the page stops before the oldest open transaction',
+        "Without settle: the cursor\npasses A while A is open",
+        'settle="auto": the page stops\nbefore the oldest open transaction',
     ]
     for ax, title, settled in zip(axes, titles, (False, True), strict=True):
         for row, txn in enumerate(txns):
@@ -260,33 +287,27 @@ def late_commit(_: list[Table]) -> plt.Figure:
             ax.plot([txn.begin, txn.commit], [y, y], color=TEAL, linewidth=7, solid_capstyle="butt")
             ax.text(txn.begin - 2, y, f"id {txn.name}", ha="right", va="center", color=INK)
             ax.plot(txn.commit, y, marker="D", color=INK)
-            ax.text(txn.commit + 1.5, y + 0.25, "commit", fontsize=8.5, color=INK)
         for n, at in enumerate(polls):
             ax.axvline(at, color=AMBER, linestyle="--", linewidth=1.2)
             open_then = [t for t in txns if t.begin <= at < t.commit]
             if not settled:
-                seen = [t.name for t in txns if t.commit <= at]
-                label = (
-                    f"poll 1: gets {', '.join(seen)}; cursor = B"
-                    if n == 0
-                    else "poll 2: ids after B: none.\nA is never read"
-                )
+                label = ("poll 1:\ngets B;\ncursor = B", "poll 2:\nnone after B;\nA never read")[n]
             else:
                 if open_then:
                     horizon = min(t.begin for t in open_then) - LATE_COMMIT["margin"]
                     ax.axvspan(horizon, at, color=AMBER, alpha=0.12)
-                    ax.text(horizon + 1, len(txns) + 0.45, "ids past the horizon wait",
-                            fontsize=8.5, color=AMBER)  # fmt: skip
-                label = "poll 1: A is open:\nnothing yet" if n == 0 else "poll 2: gets A,\nthen B"
-            ax.text(at + 1.5, 0.25, label, fontsize=8.5, color=AMBER if settled else RED)
+                label = "poll 1:\nA open:\nnothing yet" if n == 0 else "poll 2:\ngets A,\nthen B"
+            ax.text(at + 1.5, -0.05, label, fontsize=MIN_FONT, va="bottom",
+                    color=AMBER if settled else RED)  # fmt: skip
         if not settled:
-            ax.text(71.5, 2 - 0.45, "A commits behind the cursor", fontsize=8.5, color=RED)
-        ax.set_ylim(0, len(txns) + 0.8)
+            ax.text(97.5, 2, "A commits\nbehind\nthe cursor", fontsize=MIN_FONT, color=RED,
+                    va="center")  # fmt: skip
+        ax.set_ylim(-0.1, len(txns) + 0.9)
         ax.set_yticks([])
         ax.spines["left"].set_visible(False)
         ax.set_title(title, loc="left", fontsize=10)
-    axes[1].set_xlim(-15, 150)
-    axes[1].set_xlabel("time (ms); a diagram, not a measurement")
+    axes[1].set_xlim(-22, 150)
+    axes[1].set_xlabel("time (ms), \u25c6 commit: a diagram, not data")
     fig.tight_layout()
     return fig
 
@@ -299,8 +320,84 @@ CHARTS = {
 }
 
 
+# -- the layout check ----------------------------------------------------------------
+
+
+class LayoutError(ValueError):
+    """A chart whose text is too small, leaves the figure, overlaps or is crossed."""
+
+
+def _inside(box: Bbox, point: tuple[float, float]) -> bool:
+    return bool(box.x0 < point[0] < box.x1 and box.y0 < point[1] < box.y1)
+
+
+def layout_problems(figure: plt.Figure) -> list[str]:
+    """What makes ``figure`` hard to read on a phone: each piece of text
+    smaller than MIN_FONT, outside the figure, overlapping another, or
+    crossed by a plotted line (a data line, a dashed marker line)."""
+    renderer = figure.canvas.get_renderer()  # type: ignore[attr-defined]
+    undrawn = set()  # tick labels of ticks outside the view: kept, never drawn
+    for ax in figure.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            low, high = sorted(axis.get_view_interval())
+            for tick, at in zip(axis.get_major_ticks(), axis.get_majorticklocs(), strict=False):
+                if not low - 1e-9 <= at <= high + 1e-9:
+                    undrawn |= {id(tick.label1), id(tick.label2)}
+    labels = [
+        (text.get_text().replace("\n", " "), text.get_fontsize(), text.get_window_extent(renderer))
+        for text in figure.findobj(Text)
+        if text.get_visible() and text.get_text().strip() and id(text) not in undrawn
+    ]
+    problems = []
+    frame = figure.bbox
+    seen = set()
+    unique = []
+    for name, size, box in labels:
+        key = (name, tuple(round(v, 1) for v in box.extents))
+        if key not in seen:
+            seen.add(key)
+            unique.append((name, size, box))
+    for name, size, box in unique:
+        if size < MIN_FONT:
+            problems.append(f"{name!r} is {size:g} pt, under {MIN_FONT:g}")
+        if not frame.padded(0.5).contains(box.x0, box.y0) or not frame.padded(0.5).contains(
+            box.x1, box.y1
+        ):
+            problems.append(f"{name!r} leaves the figure")
+    for i, (name, _, box) in enumerate(unique):
+        inner, near = box.padded(-1.0), box.padded(1.5)  # a line may not touch text
+        for other, _, other_box in unique[i + 1 :]:
+            if inner.overlaps(other_box.padded(-1.0)):
+                problems.append(f"{name!r} overlaps {other!r}")
+        for ax in figure.axes:
+            for line in ax.get_lines():
+                points = [tuple(p) for p in line.get_transform().transform(line.get_xydata())]
+                if len(points) == 1:  # a marker alone
+                    points *= 2
+                for (x0, y0), (x1, y1) in itertools.pairwise(points):
+                    steps = [k / 40 for k in range(41)]
+                    if any(_inside(near, (x0 + (x1 - x0) * t, y0 + (y1 - y0) * t)) for t in steps):
+                        problems.append(f"{name!r} is crossed by a line")
+                        break
+    # A legend (its swatches too) covers no other text.
+    legends = [legend for ax in figure.axes if (legend := ax.get_legend()) is not None]
+    legends += list(figure.legends)
+    for legend in legends:
+        box = legend.get_window_extent(renderer)
+        own = {text.get_text() for text in legend.get_texts()}
+        for name, _, other in unique:
+            if name not in own and box.overlaps(other.padded(-1.0)):
+                problems.append(f"the legend covers {name!r}")
+    return sorted(set(problems))
+
+
 def render(name: str, all_tables: list[Table]) -> str:
     figure = CHARTS[name](all_tables)
+    figure.canvas.draw()
+    problems = layout_problems(figure)
+    if problems:
+        plt.close(figure)
+        raise LayoutError(f"{name}: " + "; ".join(problems))
     buffer = io.StringIO()
     figure.savefig(buffer, format="svg", metadata={"Date": None})
     plt.close(figure)

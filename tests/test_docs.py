@@ -40,6 +40,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Iterator
+from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -285,6 +286,54 @@ def test_charts_match_the_benchmark_tables() -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
 
+
+def test_the_chart_layout_check_refuses_what_a_phone_cannot_read() -> None:
+    """benchmarks/charts.py's check: small, overlapping, crossed or cut-off text."""
+    pytest.importorskip("matplotlib", reason="matplotlib is in the bench extra")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("charts", ROOT / "benchmarks" / "charts.py")
+    assert spec is not None
+    assert spec.loader is not None
+    charts = importlib.util.module_from_spec(spec)
+    sys.modules["charts"] = charts  # its dataclasses look their module up
+    try:
+        spec.loader.exec_module(charts)
+    finally:
+        del sys.modules["charts"]
+    plt = charts.plt
+
+    def problems(draw: Any) -> list[str]:
+        fig, ax = plt.subplots(figsize=(charts.WIDTH, 3))
+        ax.set_xlim(0, 100)
+        ax.set_ylim(0, 10)
+        draw(ax)
+        fig.canvas.draw()
+        try:
+            return list(charts.layout_problems(fig))
+        finally:
+            plt.close(fig)
+
+    assert problems(lambda ax: ax.text(10, 5, "fine", fontsize=10)) == []
+    assert problems(lambda ax: ax.text(10, 5, "tiny", fontsize=7)) == ["'tiny' is 7 pt, under 9"]
+    assert problems(lambda ax: (ax.text(10, 5, "one"), ax.text(11, 5, "two"))) == [
+        "'one' overlaps 'two'"
+    ]
+    assert problems(
+        lambda ax: (ax.axvline(20, linestyle="--"), ax.text(15, 5, "crossed"))
+    ) == ["'crossed' is crossed by a line"]
+    assert problems(lambda ax: ax.text(95, 5, "a label far too long for the figure")) == [
+        "'a label far too long for the figure' leaves the figure"
+    ]
+
+    def tiny(_: Any) -> Any:
+        fig = plt.figure(figsize=(2, 1))
+        fig.text(0.1, 0.5, "small", fontsize=5)
+        return fig
+
+    charts.CHARTS["tiny.svg"] = tiny  # render() writes nothing; it raises first
+    with pytest.raises(charts.LayoutError, match="'small' is 5 pt"):
+        charts.render("tiny.svg", [])
 
 def test_every_chart_is_shown_small_and_with_text_as_text() -> None:
     pages = "\n".join(page.read_text() for page in PAGES)

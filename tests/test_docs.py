@@ -40,9 +40,9 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Iterator
-from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa

@@ -163,14 +163,10 @@ class Horizon:
         return self.bound_ms(row)
 
     def prelude(self) -> sa.TextClause | None:
-        """A statement to run before :meth:`statement`, or None.
-
-        PostgreSQL keeps one snapshot of ``pg_stat_activity`` per transaction:
-        a reader polling inside one transaction would see writers' old
-        ``xact_start`` (stalling the feed) and not see new backends at all.
-        Clearing it in a statement of its own orders it before the read.
-        """
-        return sa.text("SELECT pg_stat_clear_snapshot()") if self.table is not None else None
+        """A statement to run before :meth:`statement` (the row's ``writers_prelude``), or None."""
+        if self.table is None or not self.sql.writers_prelude:
+            return None
+        return sa.text(self.sql.writers_prelude)
 
     def statement(self) -> sa.TextClause:
         """The horizon query: server now, isolation level, and in-flight writers."""

@@ -228,6 +228,9 @@ class SettleSQL:
     #: (None: no writer), or raises SettleError where the table or server
     #: cannot be watched (a view, a standby, a missing privilege...)
     read_writers: Callable[[Sequence[Any], str], int | None] | None = None
+    #: ``"writers"``: a statement to run before the horizon statement, in a
+    #: statement of its own ("": none)
+    writers_prelude: str = ""
     #: ``"locking_read"``: the index hint that makes the page read the
     #: clustered index, and SQL of the table type of ``:schema``.``:name``
     locking_hint: str = ""

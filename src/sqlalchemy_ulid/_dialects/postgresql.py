@@ -370,6 +370,11 @@ SETTLE = SettleSQL(
     auto="writers",
     writers=_WRITERS,
     read_writers=_read_writers,
+    # PostgreSQL keeps one snapshot of pg_stat_activity per transaction: a
+    # reader polling inside one transaction would see writers' old xact_start
+    # (stalling the feed) and not see new backends at all. Clearing it in a
+    # statement of its own orders it before the read.
+    writers_prelude="SELECT pg_stat_clear_snapshot()",
 )
 CLOCK_US = "SELECT floor(extract(epoch from clock_timestamp()) * 1000000)::bigint"
 

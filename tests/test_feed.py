@@ -40,6 +40,7 @@ from sqlalchemy_ulid import (
     new_ulid,
     paginate,
 )
+from sqlalchemy_ulid._dialects import dialect_row
 
 feed = sa.Table(
     "feed_events",
@@ -633,38 +634,85 @@ def test_sync_feed_imports_without_greenlet() -> None:
     assert result.stdout.split() == ["1", "False"]
 
 
+def _commit_when_waited_on(
+    writer: Connection, engine: Engine, reader_id: int | None, page_done: threading.Event
+) -> None:
+    """Commit ``writer`` once the page waits for its row, or once the page is done.
+
+    MariaDB's locking read also locks the first row past its range (A's, not
+    yet committed), so it waits for that commit: the lock wait shows in
+    INNODB_TRX (``reader_id``: the reader's connection id). PostgreSQL's page
+    waits for nothing, so the commit comes after it. Conditions, not delays:
+    however slow the machine, the order of events is the same.
+    """
+    query = sa.text(
+        "SELECT COUNT(*) FROM information_schema.INNODB_TRX "
+        "WHERE trx_mysql_thread_id = :id AND trx_state = 'LOCK WAIT'"
+    )
+    deadline = time.monotonic() + 30
+    with contextlib.ExitStack() as stack:
+        monitor = None if reader_id is None else stack.enter_context(engine.connect())
+        while not page_done.is_set() and time.monotonic() < deadline:
+            if monitor is not None and monitor.execute(query, {"id": reader_id}).scalar():
+                break
+            page_done.wait(0.01)
+    writer.commit()
+
+
+def _wait_for_server_clock_past(engine: Engine, ms: int) -> None:
+    """Return once the server's clock is past millisecond ``ms`` (bounded: 30 s)."""
+    clock = sa.text(dialect_row(engine.dialect).clock_us or "")
+    deadline = time.monotonic() + 30
+    with engine.connect() as conn:
+        while conn.execute(clock).scalar_one() // 1000 <= ms:
+            assert time.monotonic() < deadline, "the server's clock does not advance"
+            conn.rollback()
+            time.sleep(0.005)
+
+
 def test_auto_polls_inside_one_long_transaction(engine: Engine, table: sa.Table) -> None:
     # A Session polling without committing: PostgreSQL would serve it one
     # frozen pg_stat_activity for the whole transaction, blind to a writer
     # that connected after the first poll. The horizon clears it each time.
-    settle: Any = timedelta(milliseconds=100) if engine.dialect.name == "sqlite" else "auto"
+    sqlite = engine.dialect.name == "sqlite"
+    settle: Any = timedelta(milliseconds=100) if sqlite else "auto"
     read_committed = engine.execution_options(
-        isolation_level="AUTOCOMMIT" if engine.dialect.name == "sqlite" else "READ COMMITTED"
+        isolation_level="AUTOCOMMIT" if sqlite else "READ COMMITTED"
     )
     old = ULID.from_parts(int(time.time() * 1000) - 60_000, 1)
-    # A's id must stay newer than the horizon while B commits and the poll
-    # starts, however loaded the machine: a margin of 0.5 s, not 0.1 s.
-    margin = timedelta(milliseconds=500)
+    # While A is open, a margin of 30 s keeps A's id (made now) ahead of the
+    # horizon and B's (a minute old) behind it, however loaded the machine.
+    margin = timedelta(seconds=30)
+    late = new_ulid()
     with Session(read_committed) as session:
         assert paginate(session, ALL, feed.c.id, settle=settle, margin=margin).items == []
+        reader_id = None
+        if engine.dialect.name == "mysql":
+            reader_id = session.connection().exec_driver_sql("SELECT CONNECTION_ID()").scalar()
         with engine.connect() as writer:  # connects after the first poll
-            if engine.dialect.name != "sqlite":
-                writer.execute(feed.insert(), {"id": new_ulid(), "writer": "A"})
+            if not sqlite:
+                writer.execute(feed.insert(), {"id": late, "writer": "A"})
             with engine.begin() as conn:
                 conn.execute(feed.insert(), {"id": old, "writer": "B"})
-            # MariaDB's locking read also waits for the first row past the
-            # horizon (A's), so A commits from another thread meanwhile.
-            timer = threading.Timer(0.3, writer.commit)
-            timer.start()
-            page = paginate(session, ALL, feed.c.id, settle=settle, margin=margin)
-            timer.join()
+            page_done = threading.Event()
+            committer = threading.Thread(
+                target=_commit_when_waited_on, args=(writer, engine, reader_id, page_done)
+            )
+            committer.start()
+            try:
+                page = paginate(session, ALL, feed.c.id, settle=settle, margin=margin)
+            finally:
+                page_done.set()
+                committer.join()
             assert page.items == [old]
-        time.sleep(margin.total_seconds() * 3)
+        # A has committed and holds no lock: with no margin, the horizon is
+        # the server's now, past A's id once the server's clock is.
+        if not sqlite:
+            _wait_for_server_clock_past(engine, late.timestamp_ms)
         rest = paginate(
-            session, ALL, feed.c.id, after=page.next_cursor, settle=settle, margin=margin
+            session, ALL, feed.c.id, after=page.next_cursor, settle=settle, margin=timedelta(0)
         )
-        expected = 0 if engine.dialect.name == "sqlite" else 1
-        assert len(rest.items) == expected
+        assert rest.items == ([] if sqlite else [late])
 
 
 def test_auto_asks_standby_or_galera_in_the_horizon_statement(

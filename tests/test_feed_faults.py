@@ -290,7 +290,7 @@ def test_follow_checks_skew_on_its_first_poll(
     behind = skewed(2.0)
     clock_query = dialect_row(engine.dialect).clock_us
     monkeypatch.setattr(
-        _feed, "measure_skew", lambda conn, n: _clock.measure_skew(conn, n, clock=behind)
+        _feed._plan, "measure_skew", lambda conn, n: _clock.measure_skew(conn, n, clock=behind)
     )
     with recording(engine) as seen, pytest.raises(ClockSkewError):
         next(follow(engine, ALL, feed.c.id, check_skew="raise"))

@@ -15,16 +15,17 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from sqlalchemy_ulid import ULID, Page, SettleError, ULIDType, follow, new_ulid, paginate
+from sqlalchemy_ulid._dialects import dialect_row
 
 MARGIN = timedelta(milliseconds=100)
 events = sa.Table(
@@ -140,43 +141,87 @@ def test_the_horizon_statement_takes_no_snapshot(engine: Engine, table: sa.Table
         assert page.items == [before, between], settle
 
 
+def _server_ms(conn: Connection) -> int:
+    query = dialect_row(conn.dialect).clock_us
+    assert query is not None
+    value = int(conn.exec_driver_sql(query).scalar_one()) // 1000
+    conn.rollback()
+    return value
+
+
+def _until(condition: Callable[[], bool], what: str, seconds: float = 15) -> None:
+    """Wait for ``condition`` (polled), failing after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.005)
+
+
 def late_commit(engine: Engine, settle: Any) -> list[Any]:
     """A makes its id, B a later one and commits, a poll runs, A commits, a poll runs.
 
     Each poll runs in a fresh transaction of a plain connection (REPEATABLE
-    READ on MariaDB).
+    READ on MariaDB). Every step waits for a condition, never for a delay.
     """
-    a_id = new_ulid()
     first: list[Page[Any]] = []
+    waiting_id: list[int] = []
+    window = settle if isinstance(settle, timedelta) else MARGIN
+    locking_read = settle == "auto" and engine.dialect.name == "mysql"
 
     def poll() -> None:
         with engine.connect() as conn:
-            if engine.dialect.name == "mysql":
+            if locking_read:
+                waiting_id.append(conn.exec_driver_sql("SELECT CONNECTION_ID()").scalar_one())
                 conn.exec_driver_sql("SET SESSION innodb_lock_wait_timeout = 10")
                 conn.commit()
             first.append(paginate(conn, ALL, events.c.id, settle=settle, margin=MARGIN))
 
     polling = threading.Thread(target=poll)
-    with engine.connect() as writer:
+    with engine.connect() as writer, engine.connect() as clock:
+        writer.exec_driver_sql("SELECT 1")  # connected: A's id is made as its INSERT starts
+        writer.rollback()
+        a_id = new_ulid()
         writer.execute(events.insert(), {"id": a_id})
+        b_id = new_ulid()
         with engine.begin() as conn:
-            conn.execute(events.insert(), {"id": new_ulid()})
-        time.sleep(0.3)
+            conn.execute(events.insert(), {"id": b_id})
+        # Both ids behind now - margin, so the poll's range holds A's row.
+        _until(lambda: _server_ms(clock) > b_id.timestamp_ms + _ms(MARGIN), "the clock")
         polling.start()
-        if settle == "auto" and engine.dialect.name == "mysql":
-            polling.join(0.3)
-            assert polling.is_alive()  # the locking read waits for A's row
+        if locking_read:  # the locking read waits for A's row: seen, not assumed
+            with engine.connect() as monitor:
+                _until(lambda: _lock_waits(monitor, waiting_id), "the poll's lock wait")
+            assert polling.is_alive()
         else:
             polling.join(10)
         writer.commit()
-    polling.join(15)
-    assert first, "the poll did not finish"
-    time.sleep(0.3 + (settle.total_seconds() if isinstance(settle, timedelta) else 0.2))
+        polling.join(15)
+        assert first, "the poll did not finish"
+        # Both ids behind the next poll's horizon: now - settle (or - margin).
+        _until(lambda: _server_ms(clock) > b_id.timestamp_ms + _ms(window), "the clock")
     with Session(engine) as session:
         rest = paginate(
             session, ALL, events.c.id, after=first[0].next_cursor, settle=settle, margin=MARGIN
         )
     return [*first[0].items, *rest.items]
+
+
+def _ms(delta: timedelta) -> int:
+    return delta // timedelta(milliseconds=1)
+
+
+def _lock_waits(monitor: Connection, waiting_id: list[int]) -> bool:
+    if not waiting_id:
+        return False
+    found = monitor.execute(
+        sa.text(
+            "SELECT COUNT(*) FROM information_schema.INNODB_TRX "
+            "WHERE trx_mysql_thread_id = :id AND trx_state = 'LOCK WAIT'"
+        ),
+        {"id": waiting_id[0]},
+    ).scalar_one()
+    monitor.rollback()
+    return bool(found)
 
 
 def test_late_commit_at_the_default_isolation(engine: Engine, table: sa.Table) -> None:

@@ -24,6 +24,7 @@ from ._errors import (
     InvalidLimit,
     InvalidTime,
     InvalidULID,
+    SettleError,
 )
 from ._generator import MonotonicGenerator, new_ulid
 from ._ulid import ULID
@@ -62,7 +63,6 @@ if TYPE_CHECKING:
     from ._partitions import create_partitions, partition_ddl
     from ._retry import Retry
     from ._sealed import CursorSealer, PageKwargs
-    from ._settle import SettleError
     from ._sqltime import ulid_timestamp
     from ._timerange import created_before, created_between, created_since
     from ._typeid import InvalidTypeID, TypeID, new_typeid
@@ -167,7 +167,6 @@ _LAZY = {
     "UTCDateTime": "_utctime",
     "CursorSealer": "_sealed",
     "PageKwargs": "_sealed",
-    "SettleError": "_settle",
     "follow": "_feed",
     "afollow": "_feed",
     "Retry": "_retry",
@@ -232,6 +231,7 @@ for _obj in (
     InvalidLimit,
     InvalidTime,
     InvalidULID,
+    SettleError,
     MonotonicGenerator,
     new_ulid,
     UUIDv7Generator,

@@ -19,7 +19,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from ._dialects import dialect_row
-from ._settle import DEFAULT_MARGIN, SettleError, check_settle, margin_for
+from ._errors import SettleError
+from ._settle import DEFAULT_MARGIN, check_settle, margin_for
 
 __all__ = ["ClockSkew", "ClockSkewError", "check_clock_skew", "measure_skew"]
 

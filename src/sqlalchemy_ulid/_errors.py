@@ -6,6 +6,9 @@ bad one raises a subclass of :class:`InvalidInput`. One handler for
 :class:`InvalidInput` therefore answers 400 for all of them; a handler that
 needs the reason catches a subclass first.
 
+:class:`SettleError` is the other branch of the family: not a bad input but
+a database (or a session) where a feed's settle horizon cannot be sound.
+
 No import of SQLAlchemy here: the value layer raises these too.
 """
 
@@ -18,6 +21,7 @@ __all__ = [
     "InvalidLimit",
     "InvalidTime",
     "InvalidULID",
+    "SettleError",
 ]
 
 
@@ -127,4 +131,31 @@ class InvalidTime(InvalidInput):
         ... except InvalidTime as exc:
         ...     print(str(exc).split(" refused")[0])
         naive datetime 2024-01-01T00:00:00
+    """
+
+
+class SettleError(ValueError):
+    """The settle horizon cannot be computed soundly here.
+
+    Raised for ``settle="auto"`` on SQLite, on a view (PostgreSQL or
+    MariaDB/MySQL), on a PostgreSQL hot standby, on a Galera node, without
+    the privilege it needs, on MariaDB/MySQL for a paging column outside the
+    table's primary key (or read through a subquery), and for a session
+    whose isolation level could make the page skip rows (REPEATABLE READ on
+    PostgreSQL; on MariaDB, once the transaction has read). A
+    :class:`ValueError`, but not an :class:`InvalidInput`: it is about the
+    database or the session, not a client's request.
+
+    Example:
+        >>> from datetime import timedelta
+        >>> import sqlalchemy as sa
+        >>> from sqlalchemy.orm import Session
+        >>> from sqlalchemy_ulid import SettleError, ULIDType, paginate
+        >>> t = sa.Table("t", sa.MetaData(), sa.Column("id", ULIDType(), primary_key=True))
+        >>> try:
+        ...     paginate(Session(sa.create_engine("sqlite://")), sa.select(t), t.c.id,
+        ...              settle="auto")
+        ... except SettleError as exc:
+        ...     print(str(exc).split(" (")[0])
+        settle='auto' has nothing to read on SQLite
     """

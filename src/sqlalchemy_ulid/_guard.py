@@ -28,7 +28,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from ._settle import DEFAULT_MARGIN, SettleError, margin_for
+from ._errors import SettleError
+from ._settle import DEFAULT_MARGIN, margin_for
 from ._types import ULIDType, to_bytes
 from ._ulid import ULID
 

@@ -8,97 +8,35 @@ statement of its own, before the data query:
 
 * ``settle=timedelta``: ``horizon = server now - settle``. Sound while every
   writer commits within ``settle`` of making its id (clock skew included).
-* ``settle="auto"`` on PostgreSQL: ``horizon = min(server now, start of the
-  oldest transaction holding a write lock on the table) - margin``. A row
-  that is still invisible belongs to a transaction that either holds that
-  lock now (its ids were made at most ``margin`` before it started writing,
-  so after ``xact_start - margin``) or has not sent its INSERT yet (so its
-  ids are newer than ``now - margin``). PostgreSQL makes a commit visible
-  before it releases the locks, so a transaction that holds no lock when we
-  look has either committed, visibly, or written nothing yet. A holder
-  whose ``xact_start`` reads NULL has not necessarily ended: a session with
-  ``track_activities = off`` (state ``disabled``), or one that turned it on
-  mid-transaction, shows NULL while it holds its lock. Only state ``idle``
-  (or no row: the backend exited) means ended; any other holder counts from
-  ``backend_start``, which precedes every transaction of its backend, so the
-  horizon is held back until it releases the lock (see _dialects/postgresql.py).
-* ``settle="auto"`` on MariaDB/MySQL: ``horizon = server now - margin`` and
-  the data query is a locking read (``LOCK IN SHARE MODE`` / ``FOR SHARE``)
-  through the clustered index, ``FORCE INDEX (PRIMARY)``. A locking read
-  waits for every uncommitted row it meets in the range, then reads it if it
-  committed; a row not yet inserted when the horizon was taken has an id
-  newer than ``now - margin``. *Which index it scans matters*: InnoDB writes
-  a row's primary-key (clustered) entry first and its secondary-index
-  entries one by one after it, checking each foreign key just before the
-  entry of that key's index. An INSERT waiting on a foreign-key check (a
-  parent row locked by someone else) has its clustered entry in place, but
-  maybe not yet the entry of the index a filter would use (``INDEX(tenant)``
-  for ``WHERE tenant = 1``); a scan of that index passes the row without
-  waiting, the cursor moves past it, and it is lost. The clustered index is
-  the one index every row is in before the INSERT can wait on anything
-  after it. So the paging column must be in the primary key
-  (:class:`SettleError` otherwise, before any SQL):
+* ``settle="auto"``: each database's own way to know which writers are
+  still in flight, described beside its row in ``_dialects/``:
 
-  - ``id`` is the primary key: the page is a range scan of it.
-  - ``PRIMARY KEY (tenant, id)`` with the tenant fixed by ``=`` in the
-    WHERE: a range scan of that tenant's part of it. Without the tenant
-    fixed it is still sound, but a full scan that locks every row.
-  - ``id`` only a unique secondary key: refused. Through its own index it
-    is unsound (the INSERT may wait before that entry is written); through
-    the primary key, the ``id`` range is no index range, so every poll would
-    scan and lock the whole table and wait for every writer in flight.
-
-  What the margin must cover is therefore the time from making an id to
-  the INSERT's clustered entry: a wait that comes before it (a table lock,
-  a foreign key on a prefix of the primary key, a gap lock) counts too.
-  The hint is checked in the rendered SQL (an ORM statement renders its
-  table into a subquery for joined eager loads; the hint goes with it).
-  ``INFORMATION_SCHEMA.INNODB_TRX`` is not used: its ``trx_started`` has
-  whole-second precision and MariaDB serves it from a cache that is not
-  refreshed while it is read more often than every 100 ms, so a poller can
-  miss a transaction that just started.
+  - ``"writers"`` (PostgreSQL): ``horizon = min(server now, start of the
+    oldest transaction holding a write lock on the table) - margin``; the
+    row's ``read_writers`` reads that start, or refuses a view, a hot
+    standby, a missing privilege or a prepared transaction.
+  - ``"locking_read"`` (MariaDB/MySQL): ``horizon = server now - margin``
+    and the data query is a locking read through the clustered index (the
+    row's ``locking_hint``), so the paging column must be in the primary key
+    (:class:`SettleError` otherwise, before any SQL). The hint is checked in
+    the rendered SQL (an ORM statement renders its table into a subquery for
+    joined eager loads; the hint goes with it). A node of a multi-primary
+    cluster (the row's ``cluster_variable``) and a view are refused.
+  - no way (SQLite, and databases without a settle row): refused before
+    any SQL, with the row's reason.
 
 Both modes need the data query to read a snapshot taken after the horizon
 statement: READ COMMITTED (or autocommit); at REPEATABLE READ a row
 committed between an older snapshot and the horizon would be behind the
-horizon and invisible, the very skip this prevents.
+horizon and invisible, the very skip this prevents. The row's
+``safe_levels`` say which levels are sound, ``fresh_levels`` which are sound
+only in a transaction that has not read yet (MariaDB's REPEATABLE READ),
+and ``refused_why`` why a level is refused where the general reason would
+mislead (PostgreSQL's REPEATABLE READ).
 
-* MariaDB at REPEATABLE READ (its default) is accepted in a transaction
-  that has not touched InnoDB yet, which ``@@in_transaction = 0`` reports in
-  the horizon statement itself (a plain ``BEGIN`` or ``START TRANSACTION
-  WITH CONSISTENT SNAPSHOT`` sets it, as does any read or write of an InnoDB
-  table). InnoDB creates a transaction's read view at its first consistent
-  read of an InnoDB table, and the horizon statement reads none (NOW(),
-  variables, ``information_schema``: checked on MariaDB 10.11, where a row
-  committed right after the horizon statement is in the page, see
-  tests/test_settle_isolation.py). So the page's own read creates the view,
-  after the horizon, as READ COMMITTED would. With ``"auto"`` the page is a
-  locking read, which reads the newest committed version whatever the
-  view; its subqueries (a filter reading another table) read the view made
-  at the page, also after the horizon. One difference remains: at
-  REPEATABLE READ the locking read also takes gap locks, held until the
-  transaction ends, which make writers' INSERTs into the scanned range (and
-  past its end) wait. A poll should end its transaction at once, as
-  ``follow()`` does. MySQL has no ``@@in_transaction``: REPEATABLE READ is
-  refused there as before.
-* PostgreSQL at REPEATABLE READ is refused even in a new transaction: its
-  snapshot is taken at the transaction's first statement, which is the
-  horizon statement (or its ``pg_stat_clear_snapshot()`` prelude), before
-  that statement reads ``pg_locks``. A writer committing in between holds
-  no lock when the horizon looks, and is not in the page's snapshot: its
-  rows are behind the horizon and never seen. Sound alternatives would need
-  the horizon read outside the reader's transaction (a second connection).
-
-``settle="auto"`` is refused where the server it reads cannot see every
-writer's open transaction, checked in the horizon statement itself (no extra
-round trip): on a PostgreSQL hot standby (``pg_is_in_recovery()``) the
-writers run on the primary; on a Galera node (``@@global.wsrep_on``) a
-transaction open on another node sends nothing here until it commits, so the
-locking read has no row lock to wait for. A server built without wsrep
-(Oracle MySQL, some MariaDB builds) has no ``wsrep_on`` and answers error
-1193; it cannot be a Galera node, so the statement runs again without that
-column, and the engine's dialect is remembered so that later polls do not
-ask.
+The refusals that depend on the server (a standby, a cluster node, the
+table's kind) are read in the horizon statement itself, with no extra
+round trip.
 """
 
 from __future__ import annotations
@@ -113,7 +51,8 @@ from typing import Any, Literal, Union
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect, Result
 
-from ._dialects import SettleSQL, dialect_row
+from ._dialects import SettleSQL, all_rows, dialect_row, dialects_with
+from ._errors import SettleError
 from ._keys import table_column
 
 #: What ``settle=`` accepts: a fixed window, or "auto".
@@ -126,10 +65,6 @@ class _DatabaseDefault(timedelta):
     def __repr__(self) -> str:
         return "<the database's default: 0.2 s on PostgreSQL, 1 s on MariaDB/MySQL>"
 
-
-# The lock wait timeout of the locking read (ER_LOCK_WAIT_TIMEOUT, MariaDB and MySQL).
-_LOCK_WAIT_TIMEOUT = 1205
-_SUPPORTED = "it is supported on PostgreSQL, MariaDB/MySQL and SQLite"
 
 #: The default of every ``margin=``: resolved per database by :func:`margin_for`
 #: (0.2 s on PostgreSQL, 1 s elsewhere). Its value, 1 s, is what code that
@@ -154,11 +89,6 @@ def margin_for(margin: timedelta, dialect: Dialect) -> timedelta:
     return margin
 
 
-# Writers lock the tables they write: a plain ('r') or partitioned ('p')
-# table. A view's writers lock its base tables, never the view, so watching
-# the view would see none and skip their rows.
-_PG_TABLE_KINDS = {"r": "table", "p": "partitioned table"}
-_PG_OTHER_KINDS = {"v": "view", "m": "materialized view", "f": "foreign table"}
 # Dialects (one per engine) whose server has no cluster variable (a build
 # without wsrep: Oracle MySQL, MariaDB built WITH_WSREP=OFF). Weak, so a
 # disposed engine's dialect is not kept alive.
@@ -166,18 +96,6 @@ _NO_CLUSTER_VARIABLE: weakref.WeakSet[Dialect] = weakref.WeakSet()
 
 #: One statement for an executor to run, and how to read its result.
 Step = tuple[sa.Executable, Callable[[Result[Any]], Any]]
-
-
-class SettleError(ValueError):
-    """The settle horizon cannot be computed soundly here.
-
-    Raised for ``settle="auto"`` on SQLite, on a view (PostgreSQL or
-    MariaDB/MySQL), on a PostgreSQL hot standby, on a Galera node, without
-    the privilege it needs, on MariaDB/MySQL for a paging column outside the
-    table's primary key (or read through a subquery), and for a session
-    whose isolation level could make the page skip rows (REPEATABLE READ on
-    PostgreSQL; on MariaDB, once the transaction has read).
-    """
 
 
 @dataclass(frozen=True)
@@ -245,14 +163,10 @@ class Horizon:
         return self.bound_ms(row)
 
     def prelude(self) -> sa.TextClause | None:
-        """A statement to run before :meth:`statement`, or None.
-
-        PostgreSQL keeps one snapshot of ``pg_stat_activity`` per transaction:
-        a reader polling inside one transaction would see writers' old
-        ``xact_start`` (stalling the feed) and not see new backends at all.
-        Clearing it in a statement of its own orders it before the read.
-        """
-        return sa.text("SELECT pg_stat_clear_snapshot()") if self.table is not None else None
+        """A statement to run before :meth:`statement` (the row's ``writers_prelude``), or None."""
+        if self.table is None or not self.sql.writers_prelude:
+            return None
+        return sa.text(self.sql.writers_prelude)
 
     def statement(self) -> sa.TextClause:
         """The horizon query: server now, isolation level, and in-flight writers."""
@@ -320,40 +234,10 @@ class Horizon:
                     "Page on the base table's column, or pass a timedelta as settle="
                 )
         if self.table is not None:
-            writers_start, prepared, privileged, kind = row[3], int(row[4]), row[5], row[6]
-            if row[7]:
-                raise SettleError(
-                    "settle='auto' is not sound on a PostgreSQL hot standby "
-                    "(pg_is_in_recovery() is true): the transactions still open run on "
-                    "the primary, where this server cannot see them. Pass a timedelta as "
-                    "settle= that covers your longest transaction plus replay lag (see "
-                    "docs/distributed.md), or read from the primary"
-                )
-            if kind is None:
-                raise SettleError(f"settle='auto': no table {self.table} in this database")
-            if kind not in _PG_TABLE_KINDS:
-                other = _PG_OTHER_KINDS.get(kind, "relation of kind " + kind)
-                raise SettleError(
-                    f"settle='auto' watches the writers of the paging column's table, but "
-                    f"{self.table} is a {other}: writers lock the tables it reads, not it, "
-                    "so their rows could be skipped. Page on the base table's column, or "
-                    "pass a timedelta as settle="
-                )
-            if not privileged:
-                raise SettleError(
-                    "settle='auto' on PostgreSQL reads when other sessions' transactions "
-                    "started (pg_stat_activity.xact_start), which needs membership in "
-                    "pg_read_all_stats (GRANT pg_read_all_stats TO <reader role>); or "
-                    "pass a timedelta as settle="
-                )
-            if prepared:
-                raise SettleError(
-                    f"settle='auto': a prepared transaction holds {self.table}, and when it "
-                    "started is unknown; COMMIT PREPARED or ROLLBACK PREPARED it, or pass a "
-                    "timedelta as settle="
-                )
+            assert self.sql.read_writers is not None
+            writers_start = self.sql.read_writers(row, self.table)
             if writers_start is not None:
-                oldest = min(oldest, int(writers_start))
+                oldest = min(oldest, writers_start)
         return oldest - _ms(self.margin)
 
     def _check_isolation(self, row: Sequence[Any]) -> int:
@@ -424,7 +308,8 @@ def _settle_sql(dialect: Dialect) -> SettleSQL:
     """The database's horizon SQL, or SettleError (no SQL) where it has none."""
     sql = dialect_row(dialect).settle
     if sql is None:
-        raise SettleError(f"settle= is not supported on {dialect.name}: {_SUPPORTED}")
+        supported = dialects_with(lambda row: row.settle)
+        raise SettleError(f"settle= is not supported on {dialect.name}: only on {supported}")
     return sql
 
 
@@ -494,4 +379,7 @@ def is_lock_wait_timeout(error: BaseException) -> bool:
     error 1205. Nothing was delivered and the cursor has not moved, so a
     follower can simply poll again.
     """
-    return isinstance(error, sa.exc.OperationalError) and _error_code(error) == _LOCK_WAIT_TIMEOUT
+    if not isinstance(error, sa.exc.OperationalError):
+        return False
+    codes = {row.settle.lock_wait_timeout for row in all_rows() if row.settle is not None}
+    return _error_code(error) in codes - {None}

@@ -8,7 +8,7 @@ which database it is.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal
@@ -196,7 +196,8 @@ class SettleSQL:
     """One database's SQL and rules for the settle horizon (``paginate(settle=...)``).
 
     The horizon statement selects :attr:`now_ms`, then :attr:`isolation`, then
-    what ``settle="auto"`` reads (see ``_settle.py`` for why each is sound).
+    what ``settle="auto"`` reads. Why each database's way is sound is told
+    beside its row (``postgresql.py``, ``mysql.py``); ``_settle.py`` reads them.
     """
 
     #: the server clock as integer Unix milliseconds, at the statement's start
@@ -222,6 +223,14 @@ class SettleSQL:
     #: ``"writers"``: the whole horizon statement (``{now}``, ``{isolation}``;
     #: ``:table`` the quoted table name)
     writers: str = ""
+    #: ``"writers"``: reads that statement's row (after the isolation columns)
+    #: for the quoted table; returns the oldest writer's start in Unix ms
+    #: (None: no writer), or raises SettleError where the table or server
+    #: cannot be watched (a view, a standby, a missing privilege...)
+    read_writers: Callable[[Sequence[Any], str], int | None] | None = None
+    #: ``"writers"``: a statement to run before the horizon statement, in a
+    #: statement of its own ("": none)
+    writers_prelude: str = ""
     #: ``"locking_read"``: the index hint that makes the page read the
     #: clustered index, and SQL of the table type of ``:schema``.``:name``
     locking_hint: str = ""
@@ -231,3 +240,6 @@ class SettleSQL:
     #: writers (a server without it answers :attr:`unknown_variable`)
     cluster_variable: str = ""
     unknown_variable: object = None
+    #: ``"locking_read"``: the error number of a lock wait timeout, which a
+    #: follower answers by polling again (None: the page takes no row locks)
+    lock_wait_timeout: object = None

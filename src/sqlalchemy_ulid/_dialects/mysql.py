@@ -201,6 +201,41 @@ MARIADB_UUID7 = replace(
 
 # -- the settle horizon and the server clock -------------------------------------
 
+# settle="auto": horizon = server now - margin, and the page is a locking read
+# (LOCK IN SHARE MODE / FOR SHARE) through the clustered index, FORCE INDEX
+# (PRIMARY). A locking read waits for every uncommitted row it meets in the
+# range, then reads it if it committed; a row not yet inserted when the
+# horizon was taken has an id newer than now - margin. Which index it scans
+# matters: InnoDB writes a row's clustered (primary-key) entry first and its
+# secondary-index entries one by one after it, checking each foreign key just
+# before the entry of that key's index. An INSERT waiting on a foreign-key
+# check has its clustered entry in place but maybe not yet the entry of the
+# index a filter would use, so a scan of that index passes the row without
+# waiting and the cursor moves past it. The clustered index is the one index
+# every row is in before the INSERT can wait on anything after it: the paging
+# column must be in the primary key (a unique secondary key is refused: through
+# its own index it is unsound, through the primary key it would scan and lock
+# the whole table each poll). PRIMARY KEY (tenant, id) with the tenant fixed
+# by = is a range scan of that tenant's part. The margin must cover the time
+# from making an id to the INSERT's clustered entry, waits before it (a table
+# lock, a foreign key on a prefix of the primary key, a gap lock) included.
+# INFORMATION_SCHEMA.INNODB_TRX is not used: trx_started has whole seconds,
+# and MariaDB serves it from a cache refreshed at most every 100 ms.
+#
+# Isolation: MariaDB's REPEATABLE READ (its default) is accepted while
+# @@in_transaction = 0, read in the horizon statement itself: InnoDB creates
+# a read view at the first consistent read of an InnoDB table, and the
+# horizon statement reads none (NOW(), variables, information_schema; a row
+# committed right after it is in the page on 10.11, tests/test_settle_isolation.py).
+# The locking read takes gap locks at REPEATABLE READ, held until the
+# transaction ends: a poll should end its transaction at once, as follow()
+# does. MySQL has no @@in_transaction: REPEATABLE READ is refused there.
+#
+# Galera (@@global.wsrep_on = ON) is refused: a transaction open on another
+# node sends nothing here until it commits, so there is no row lock to wait
+# for. A server built without wsrep answers error 1193; it cannot be a Galera
+# node, so the statement runs again without that column (and the engine's
+# dialect is remembered, so later polls do not ask).
 # UTC_TIMESTAMP is timezone-free arithmetic (UNIX_TIMESTAMP(NOW()) is not, in
 # a DST fold); NOW() and UTC_TIMESTAMP() are the statement start.
 _NOW_MS = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000"
@@ -219,14 +254,15 @@ _MYSQL_SETTLE = SettleSQL(
     now_ms=_NOW_MS,
     isolation="@@transaction_isolation, @@autocommit",
     auto="locking_read",
-    # The page reads the clustered index (see _settle.py).
+    # The page reads the clustered index (see above).
     locking_hint="FORCE INDEX (PRIMARY)",
     table_type=_TABLE_TYPE,
     cluster_variable="wsrep_on",
     unknown_variable=1193,  # ER_UNKNOWN_SYSTEM_VARIABLE, MariaDB and MySQL
+    lock_wait_timeout=1205,  # ER_LOCK_WAIT_TIMEOUT, MariaDB and MySQL
 )
 # MariaDB: also REPEATABLE READ, while @@in_transaction says this transaction
-# has not touched InnoDB yet (so it has no read view; see _settle.py).
+# has not touched InnoDB yet (so it has no read view; see above).
 _MARIADB_SETTLE = replace(
     _MYSQL_SETTLE,
     isolation="@@tx_isolation, @@autocommit, @@in_transaction",

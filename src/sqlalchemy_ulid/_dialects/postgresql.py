@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -13,6 +14,7 @@ from sqlalchemy.types import TypeEngine
 
 from .._convert_sql import POSTGRESQL_CONVERT
 from .._convert_uuid_sql import POSTGRESQL_UUID_CONVERT
+from .._errors import SettleError
 from .._generator_sql import UUID7_FUNCTION, UUID7SQL, leading_version
 from ._migration import PG_LOCKS
 from ._row import FUNCTION_NAME, DialectRow, PagingSQL, ServerSQL, SettleSQL, TimeSQL
@@ -255,6 +257,17 @@ POSTGRESQL_UUID7 = UUID7SQL(
 
 # -- the settle horizon and the server clock -------------------------------------
 
+# settle="auto": horizon = min(server now, start of the oldest transaction
+# holding a write lock on the table) - margin. A row still invisible belongs
+# to a transaction that either holds that lock now (its ids were made at most
+# margin before it started writing, so after xact_start - margin) or has not
+# sent its INSERT yet (its ids are newer than now - margin). PostgreSQL makes
+# a commit visible before it releases the locks, so a transaction holding no
+# lock when we look has either committed, visibly, or written nothing yet.
+# Refused: REPEATABLE READ, even in a new transaction (its snapshot is taken
+# by the horizon statement itself, before it reads pg_locks, so a writer
+# committing in between is behind the horizon and not in the snapshot), and
+# a hot standby (the writers run on the primary, out of sight).
 # Transactions holding a lock that INSERT, UPDATE, DELETE, COPY or LOCK TABLE
 # take on the table or one of its partitions (not VACUUM's, not readers').
 # When a lock holder's transaction started (the statement reads pg_locks and
@@ -297,6 +310,50 @@ SELECT {now}, {isolation},
        pg_is_in_recovery()
 """
 
+# Writers lock the tables they write: a plain ('r') or partitioned ('p')
+# table. A view's writers lock its base tables, never the view, so watching
+# the view would see none and skip their rows.
+_TABLE_KINDS = {"r": "table", "p": "partitioned table"}
+_OTHER_KINDS = {"v": "view", "m": "materialized view", "f": "foreign table"}
+
+
+def _read_writers(row: Sequence[Any], table: str) -> int | None:
+    """The oldest writer's start (Unix ms) from the :data:`_WRITERS` row, or SettleError."""
+    writers_start, prepared, privileged, kind, standby = row[3:8]
+    if standby:
+        raise SettleError(
+            "settle='auto' is not sound on a PostgreSQL hot standby "
+            "(pg_is_in_recovery() is true): the transactions still open run on "
+            "the primary, where this server cannot see them. Pass a timedelta as "
+            "settle= that covers your longest transaction plus replay lag (see "
+            "docs/distributed.md), or read from the primary"
+        )
+    if kind is None:
+        raise SettleError(f"settle='auto': no table {table} in this database")
+    if kind not in _TABLE_KINDS:
+        other = _OTHER_KINDS.get(kind, "relation of kind " + kind)
+        raise SettleError(
+            f"settle='auto' watches the writers of the paging column's table, but "
+            f"{table} is a {other}: writers lock the tables it reads, not it, "
+            "so their rows could be skipped. Page on the base table's column, or "
+            "pass a timedelta as settle="
+        )
+    if not privileged:
+        raise SettleError(
+            "settle='auto' on PostgreSQL reads when other sessions' transactions "
+            "started (pg_stat_activity.xact_start), which needs membership in "
+            "pg_read_all_stats (GRANT pg_read_all_stats TO <reader role>); or "
+            "pass a timedelta as settle="
+        )
+    if int(prepared):
+        raise SettleError(
+            f"settle='auto': a prepared transaction holds {table}, and when it "
+            "started is unknown; COMMIT PREPARED or ROLLBACK PREPARED it, or pass a "
+            "timedelta as settle="
+        )
+    return None if writers_start is None else int(writers_start)
+
+
 SETTLE = SettleSQL(
     # The statement's start: never later than anything else it reads.
     now_ms="floor(extract(epoch from statement_timestamp()) * 1000)::bigint",
@@ -312,6 +369,12 @@ SETTLE = SettleSQL(
     ),
     auto="writers",
     writers=_WRITERS,
+    read_writers=_read_writers,
+    # PostgreSQL keeps one snapshot of pg_stat_activity per transaction: a
+    # reader polling inside one transaction would see writers' old xact_start
+    # (stalling the feed) and not see new backends at all. Clearing it in a
+    # statement of its own orders it before the read.
+    writers_prelude="SELECT pg_stat_clear_snapshot()",
 )
 CLOCK_US = "SELECT floor(extract(epoch from clock_timestamp()) * 1000000)::bigint"
 

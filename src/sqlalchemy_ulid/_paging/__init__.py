@@ -11,7 +11,7 @@ conditions, :mod:`._cursor` is the cursor format, :mod:`._plan` the planner,
 
 from __future__ import annotations
 
-from .._settle import SettleError
+from .._errors import SettleError
 from ._clauses import ULIDColumn, after, before
 from ._cursor import Cursor, InvalidCursor
 from ._page import Page

@@ -181,52 +181,15 @@ def paginate(
 ) -> Page[Any]:
     """Fetch one page of ``stmt`` in its ORDER BY (or id order), after or before a cursor.
 
-    Runs ``stmt`` with its WHERE kept, plus ``column >= :after`` (or
-    ``<= :before``), ``ORDER BY column`` and ``LIMIT limit + 2`` (the
-    cursor's own row and one row past the page; without a cursor
-    ``LIMIT limit + 1``, with ``settle=`` ``column > :after``); no COUNT.
-    A cursor is a position in id order, not a row number, so rows inserted
-    or deleted between two calls never shift a page. Rows whose ``column``
-    is NULL are never returned. ``prev_cursor`` (or ``next_cursor`` after
-    ``before=``) is set exactly when a page lies that way: a page reached
-    from a cursor is read from the cursor's own row, inclusive, and only
-    when that row is gone does a second indexed query (``EXISTS``) look
-    for a row on the other side of the cursor.
-
-    Sorting by other columns: the ORDER BY is the sort, and it ends with
-    ``column``, the unique tiebreaker (``order_by(Order.total.desc(),
-    Order.id.desc())``); its cursors are opaque strings that carry the key
-    values exactly, refused with :class:`InvalidCursor` under another sort.
-    The pagination docs ("Sorting by any columns") say how NULLs sort, which
-    key types page, and which statements are paged as a subquery (GROUP BY
-    with an aggregate key, window functions, DISTINCT ON) or refused.
-
-    The column holds ULIDs (``ULIDType``) or UUIDv7s (``sa.Uuid``,
-    ``postgresql.UUID``, or a type over them such as advanced-alchemy's
-    ``GUID``); the cursors are the column's own text form: 26 characters
-    for ULIDs, the canonical 36-character form for UUIDs. A database whose
-    native uuid type does not sort UUIDv7s in time order is refused with
-    ``TimeOrderError`` (a :class:`ValueError`) when the statement compiles,
-    before it runs.
-
-    Tailing a feed (reading "what was added after my cursor" while writers
-    run) needs ``settle=``: ids are made before their rows commit, so
-    without it a row that commits late can land behind a cursor that
-    already moved past it. With ``settle=timedelta(...)``, or ``"auto"``
-    (PostgreSQL, MariaDB/MySQL: the horizon follows the transactions in
-    flight, ``margin`` behind), only rows older than a horizon asked of the
-    server come back, and ``next_cursor`` always holds the position to
-    resume from. The pagination docs ("Tailing a feed") give the proof and
-    the isolation levels it needs (REPEATABLE READ raises
-    :class:`SettleError`).
-
-    Items: when ``stmt`` selects one thing (an entity, as in
-    ``select(Event)``, or one column) the items are those objects, as with
-    ``session.scalars()``; otherwise they are :class:`~sqlalchemy.engine.Row`
-    objects. Each item's id is read from the selected column that is
-    ``column`` (under any label), or from the attribute mapping ``column``
-    on a selected entity. Joined eager loads (``joinedload``) work: the
-    LIMIT counts parents, each with all its children.
+    Keeps ``stmt``'s WHERE and adds the cursor condition, the ORDER BY and a
+    LIMIT one row past the page: no COUNT, no OFFSET, and rows inserted or
+    deleted between two calls never shift a page. The items are the selected
+    objects when ``stmt`` selects one thing (an entity or one column), else
+    :class:`~sqlalchemy.engine.Row` objects. To sort by other columns, end the
+    ORDER BY with ``column`` as the unique tiebreaker; to read a table as a
+    feed while writers run, pass ``settle=``. The pagination docs cover
+    sorts, NULLs, composite keys, totals, UUIDv7 columns and the SQL it runs;
+    the feed docs cover ``settle=`` and the isolation levels it needs.
 
     Args:
         session: a Core :class:`~sqlalchemy.engine.Connection`, or anything
@@ -261,26 +224,23 @@ def paginate(
             (a count that stops at ``N`` rows). Read it as ``Page.total``.
 
     Raises:
-        InvalidULID: a cursor is malformed (before any SQL runs);
-            :class:`InvalidCursor` (a subclass) for the cursor of a sort by
-            several keys that is malformed, altered or made for another sort.
-        PaginationError: ``stmt`` has a LIMIT/OFFSET, an ORDER BY that does
-            not end with ``column`` or disagrees with ``descending``, a sort
-            key the row cannot show, does not select ``column``, or
-            ``column`` is not unique (declared so, or found repeated in the
-            result), a sort key whose value a cursor cannot carry exactly
-            (a ``Numeric(asdecimal=False)`` of more than 15 digits, an
-            interval), or a sort that must be paged as a subquery (GROUP BY
-            with an aggregate key, a window function, DISTINCT ON) in a
-            statement that selects entities (a :class:`ValueError`).
-        SettleError: ``settle="auto"`` cannot be sound here (SQLite, a view,
-            a hot standby, a Galera node, missing privilege, on MariaDB/MySQL
-            a paging column outside the primary key), or the session's
-            isolation level could skip rows (a :class:`ValueError`).
-        ValueError: ``limit`` is not an int from 1 to ``max_limit``, both
-            ``after`` and ``before``, ``settle=`` with ``before=``,
-            ``descending=True`` or a sort by several keys, or a bad
-            ``total`` (``"estimate"`` on SQLite). All before any SQL runs.
+        InvalidULID: a malformed cursor; :class:`InvalidCursor` (a subclass)
+            for a cursor of a sort by several keys that is malformed,
+            altered or made for another sort.
+        PaginationError: a statement that cannot be paged on ``column``: a
+            LIMIT/OFFSET, an ORDER BY that does not end with ``column``,
+            ``column`` not selected or not unique, a sort key a cursor
+            cannot carry exactly, or an entity query whose sort must be
+            paged as a subquery (see the pagination docs).
+        SettleError: ``settle="auto"`` cannot be sound here, or the
+            session's isolation level could skip rows (see the feed docs).
+        ValueError: a bad ``limit``, ``total`` or combination of arguments
+            (both ``after`` and ``before``; ``settle=`` with ``before=``,
+            ``descending=True`` or a sort by several keys).
+
+    All are :class:`ValueError` subclasses, raised before any SQL runs,
+    except a repeat of ``column`` found in the result and a refusal that
+    only the server can tell (a hot standby, a view), read with the horizon.
 
     Example:
         >>> import sqlalchemy as sa

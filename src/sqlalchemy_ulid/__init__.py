@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     from ._sqltime import ulid_timestamp
     from ._timerange import created_before, created_between, created_since
     from ._typeid import InvalidTypeID, TypeID, new_typeid
+    from ._typeid_type import TypeIDType, typeid_server_default
     from ._types import ULIDType
     from ._utctime import UTCDateTime
     from ._uuid7_defaults import (
@@ -96,6 +97,7 @@ __all__ = [
     "SettleError",
     "StaleULIDError",
     "TypeID",
+    "TypeIDType",
     "ULIDAuditBase",
     "ULIDBase",
     "ULIDPrimaryKey",
@@ -130,6 +132,7 @@ __all__ = [
     "partition_ddl",
     "register_ulid_function",
     "register_uuid7_function",
+    "typeid_server_default",
     "ulid_function_ddl",
     "ulid_server_default",
     "ulid_timestamp",
@@ -149,6 +152,8 @@ _LAZY = {
     "InvalidTypeID": "_typeid",
     "TypeID": "_typeid",
     "new_typeid": "_typeid",
+    "TypeIDType": "_typeid_type",
+    "typeid_server_default": "_typeid_type",
     "ULIDType": "_types",
     "Page": "_paging",
     "PaginationError": "_paging",

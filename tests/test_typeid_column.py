@@ -1,0 +1,307 @@
+"""TypeIDType: typed ids in 16 bytes, the prefix checked before any SQL (issue 35, item 2)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.dialects import mssql, mysql, postgresql, sqlite
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+
+from conftest import recording
+from sqlalchemy_ulid import (
+    ULID,
+    InvalidTypeID,
+    TypeID,
+    TypeIDType,
+    ULIDType,
+    drop_uuid7_function,
+    install_uuid7_function,
+    new_typeid,
+    typeid_server_default,
+)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+# The documented way to declare a typed-id primary key: the column's type
+# names the prefix, and the default makes ids with that prefix.
+class TUser(Base):
+    __tablename__ = "tid_users"
+
+    id: Mapped[TypeID] = mapped_column(
+        TypeIDType("user"), primary_key=True, default=lambda: new_typeid("user")
+    )
+    name: Mapped[str] = mapped_column(sa.String(40), default="")
+    org_id: Mapped[TypeID | None] = mapped_column(TypeIDType("org"))
+
+
+@pytest.fixture
+def session(engine: Engine) -> Iterator[Session]:
+    Base.metadata.create_all(engine)
+    try:
+        with Session(engine) as session:
+            yield session
+    finally:
+        Base.metadata.drop_all(engine)
+
+
+def _count(engine: Engine) -> int:
+    with engine.connect() as conn:
+        return int(conn.scalar(sa.select(sa.func.count()).select_from(TUser.__table__)) or 0)
+
+
+def _written(sent: list[str]) -> list[str]:
+    return [s for s in sent if s.lstrip().upper().startswith(("INSERT", "UPDATE", "DELETE"))]
+
+
+# -- round trips ---------------------------------------------------------------------
+
+
+def test_round_trip_returns_typeids_of_the_column_prefix(session: Session, engine: Engine) -> None:
+    made = TUser(name="made")
+    given = new_typeid("user")
+    as_text = new_typeid("user")
+    session.add_all([made, TUser(id=given, name="given"), TUser(id=str(as_text), name="text")])
+    session.commit()
+    session.expire_all()
+    rows = session.execute(sa.select(TUser.name, TUser.id).order_by(TUser.name)).all()
+    assert {name: value for name, value in rows} == {
+        "given": given,
+        "made": made.id,
+        "text": as_text,
+    }
+    assert all(type(value) is TypeID and value.prefix == "user" for _, value in rows)
+    assert made.id.uuid.version == 7
+    # Only the 128 bits are stored: read as a ULID column, the same bits.
+    with engine.connect() as conn:
+        raw = conn.scalar(
+            sa.select(sa.type_coerce(TUser.__table__.c.id, ULIDType())).where(
+                TUser.__table__.c.name == "given"
+            )
+        )
+    assert isinstance(raw, ULID)
+    assert raw.int == given.int
+    # Lookups by a TypeID, by its text, and a str assigned to an attribute.
+    assert session.get(TUser, given).name == "given"  # type: ignore[union-attr]
+    assert session.scalars(sa.select(TUser.name).where(TUser.id == str(as_text))).one() == "text"
+    assert session.scalars(sa.select(TUser.name).where(TUser.id.in_([given, str(as_text)]))).all()
+    user = session.get(TUser, made.id)
+    assert user is not None
+    user.org_id = "org_01h455vb4pex5vsknk084sn02q"  # type: ignore[assignment]
+    assert user.org_id == TypeID("org_01h455vb4pex5vsknk084sn02q")
+    session.commit()
+    session.expire_all()
+    assert session.get(TUser, made.id).org_id == user.org_id  # type: ignore[union-attr]
+
+
+def test_storage_is_16_bytes(session: Session, engine: Engine) -> None:
+    with engine.connect() as conn:
+        column = {c["name"]: c for c in sa.inspect(conn).get_columns("tid_users")}["id"]
+    rendered = str(column["type"]).upper()
+    expected = {"postgresql": "UUID", "mysql": "BINARY(16)", "mariadb": "BINARY(16)"}
+    assert rendered == expected.get(engine.dialect.name, "BLOB")
+
+
+def test_literal_binds_find_the_row(session: Session, engine: Engine) -> None:
+    user = TUser(name="lit")
+    session.add(user)
+    session.commit()
+    stmt = sa.select(TUser.__table__.c.name).where(TUser.__table__.c.id == user.id)
+    sql = str(stmt.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
+    assert str(user.id) not in sql  # the bits, in the column's storage, not the text
+    with engine.connect() as conn:
+        assert conn.scalar(sa.text(sql)) == "lit"
+
+
+def test_long_in_lists_check_and_find(session: Session) -> None:
+    users = [TUser(name=str(i)) for i in range(3)]
+    session.add_all(users)
+    session.commit()
+    ids: list[Any] = [str(new_typeid("user")) for _ in range(1500)]
+    ids += [users[0].id, str(users[2].id)]
+    found = session.scalars(sa.select(TUser.name).where(TUser.id.in_(ids))).all()
+    assert sorted(found) == ["0", "2"]
+    with pytest.raises(InvalidTypeID, match="expected prefix 'user', got 'org'"):
+        TUser.id.in_([*ids, str(new_typeid("org"))])
+
+
+def test_bulk_insert_returning_matches_str_ids(session: Session, engine: Engine) -> None:
+    table = TUser.__table__
+    ids = [new_typeid("user") for _ in range(5)]
+    stmt = sa.insert(table).returning(table.c.id, sort_by_parameter_order=True)
+    with engine.begin() as conn:
+        returned = conn.scalars(stmt, [{"id": str(i), "name": "b"} for i in ids]).all()
+    assert returned == ids
+
+
+# -- wrong prefixes ------------------------------------------------------------------
+
+WRONG = [
+    pytest.param("org_01h455vb4pex5vsknk084sn02q", "got 'org'", id="another prefix"),
+    pytest.param("01h455vb4pex5vsknk084sn02q", "got none", id="no prefix"),
+    pytest.param(TypeID("org_01h455vb4pex5vsknk084sn02q"), "got 'org'", id="another TypeID"),
+    pytest.param("user_01H455VB4PEX5VSKNK084SN02Q", "uppercase", id="uppercase suffix"),
+    pytest.param("user_8zzzzzzzzzzzzzzzzzzzzzzzzz", "start with 0-7", id="over 128 bits"),
+]
+
+
+@pytest.mark.parametrize(("bad", "message"), WRONG)
+def test_wrong_prefix_is_refused_before_any_sql(
+    session: Session, engine: Engine, bad: Any, message: str
+) -> None:
+    user = TUser(name="kept")
+    session.add(user)
+    session.commit()
+    kept = user.id  # loaded here: nothing below needs to SELECT
+    table = TUser.__table__
+    with recording(engine) as sent:
+        # Expressions: refused when built.
+        for build in (
+            lambda: TUser.id == bad,
+            lambda: TUser.id != bad,
+            lambda: TUser.id > bad,
+            lambda: TUser.id.between(kept, bad),
+            lambda: TUser.id.in_([kept, bad]),
+            lambda: TUser.id.not_in([bad]),
+            lambda: sa.update(table).where(table.c.id == bad),
+        ):
+            with pytest.raises(InvalidTypeID, match=message):
+                build()
+        # ORM attributes: refused at assignment, and in the constructor.
+        with pytest.raises(InvalidTypeID, match=message):
+            user.id = bad
+        with pytest.raises(InvalidTypeID, match=message):
+            TUser(id=bad)
+        # Binds (session.get, INSERT, UPDATE): refused while SQLAlchemy
+        # processes the parameters, before the statement is sent.
+        for run in (
+            lambda: session.get(TUser, bad),
+            lambda: session.execute(sa.insert(table), {"id": bad, "name": "x"}),
+            lambda: session.execute(sa.update(table).values(id=bad)),
+            # an ORM bulk UPDATE by primary key
+            lambda: session.execute(sa.update(TUser), [{"id": bad, "name": "changed"}]),
+        ):
+            with pytest.raises(sa.exc.StatementError) as raised:
+                run()
+            assert isinstance(raised.value.orig, InvalidTypeID), raised.value
+            assert message in str(raised.value.orig)
+            session.rollback()
+    assert _written(sent) == []
+    assert not any(s.lstrip().upper().startswith("SELECT") for s in sent)
+    session.expire_all()
+    assert session.scalars(sa.select(TUser.name)).all() == ["kept"]
+    assert _count(engine) == 1
+
+
+def test_a_wrong_prefix_in_one_row_of_many_writes_nothing(session: Session, engine: Engine) -> None:
+    rows = [{"id": new_typeid("user"), "name": "a"}, {"id": new_typeid("org"), "name": "b"}]
+    with pytest.raises(sa.exc.StatementError) as raised:
+        session.execute(sa.insert(TUser.__table__), rows)
+    assert isinstance(raised.value.orig, InvalidTypeID)
+    session.rollback()
+    assert _count(engine) == 0
+
+
+# -- order ---------------------------------------------------------------------------
+
+
+def test_database_order_is_uuid_byte_order(session: Session, engine: Engine) -> None:
+    rng = random.Random(35)
+    # Random bits, with first bytes at both ends of the byte range: the
+    # database must compare them unsigned, byte by byte.
+    bits = [uuid.UUID(int=rng.getrandbits(128) >> rng.choice((1, 2, 9))) for _ in range(200)]
+    bits += [uuid.UUID(int=0), uuid.UUID(int=(1 << 128) - 1), uuid.UUID(int=1 << 127)]
+    ids = [TypeID.from_uuid("user", value) for value in bits]
+    with engine.begin() as conn:
+        conn.execute(sa.insert(TUser.__table__), [{"id": i, "name": ""} for i in ids])
+    expected = sorted(ids, key=lambda i: i.uuid.bytes)
+    assert expected == sorted(ids)  # object order = byte order within a prefix
+    assert session.scalars(sa.select(TUser.id).order_by(TUser.id)).all() == expected
+    middle = expected[len(expected) // 2]
+    above = session.scalars(sa.select(TUser.id).where(TUser.id > str(middle)).order_by(TUser.id))
+    assert above.all() == expected[len(expected) // 2 + 1 :]
+
+
+# -- the server default --------------------------------------------------------------
+
+
+@pytest.fixture
+def conn(engine: Engine) -> Iterator[Connection]:
+    """A connection with gen_uuid7() installed where the server needs it."""
+    with engine.connect() as connection:
+        install_uuid7_function(connection)
+        connection.commit()
+        yield connection
+        connection.rollback()
+        drop_uuid7_function(connection)
+        connection.commit()
+
+
+def test_server_default_makes_uuid7_ids_read_with_the_prefix(
+    conn: Connection, metadata: sa.MetaData
+) -> None:
+    events = sa.Table(
+        "tid_events",
+        metadata,
+        sa.Column("n", sa.Integer, primary_key=True, autoincrement=False),
+        sa.Column("id", TypeIDType("evt"), nullable=False, server_default=typeid_server_default()),
+    )
+    metadata.create_all(conn)
+    # Raw SQL, as another program would insert: the database makes the id.
+    conn.execute(sa.text("INSERT INTO tid_events (n) VALUES (1), (2)"))
+    conn.commit()
+    ids = conn.scalars(sa.select(events.c.id).order_by(events.c.n)).all()
+    assert [type(i) for i in ids] == [TypeID, TypeID]
+    assert {i.prefix for i in ids} == {"evt"}
+    assert {i.uuid.version for i in ids} == {7}
+    assert ids[0] != ids[1]
+    found = conn.scalar(sa.select(events.c.n).where(events.c.id == str(ids[1])))
+    assert found == 2
+    metadata.drop_all(conn)
+    conn.commit()
+
+
+def test_server_default_ddl_is_the_uuid7_default_in_the_column_storage() -> None:
+
+    column = sa.Column("id", TypeIDType("user"), server_default=typeid_server_default())
+    sa.Table("tid_ddl", sa.MetaData(), column)
+
+    def ddl(dialect: Any) -> str:
+        return str(sa.schema.CreateColumn(column).compile(dialect=dialect))
+
+    pg18 = postgresql.dialect()
+    pg18.server_version_info = (18, 1)
+    assert ddl(postgresql.dialect()) == "id UUID DEFAULT (gen_uuid7())"
+    assert ddl(pg18) == "id UUID DEFAULT (uuidv7())"
+    assert ddl(sqlite.dialect()) == "id BLOB DEFAULT (gen_uuid7())"
+    # 16 bytes on MySQL/MariaDB: UNHEX(...) of the UUIDv7 text, not the hex.
+    assert ddl(mysql.dialect()).startswith("id BINARY(16) DEFAULT (UNHEX(")
+    with pytest.raises(sa.exc.CompileError, match=r"new_typeid\(prefix\)"):
+        ddl(mssql.dialect())
+
+
+# -- the type itself -----------------------------------------------------------------
+
+
+def test_repr_cache_key_and_prefix_checks() -> None:
+    assert repr(TypeIDType("user")) == "TypeIDType('user')"
+    assert TypeIDType("user").__module__ == "sqlalchemy_ulid"
+    key = TypeIDType("user")._static_cache_key
+    assert key == TypeIDType("user")._static_cache_key
+    assert key != TypeIDType("org")._static_cache_key
+    assert key != ULIDType()._static_cache_key
+    with pytest.raises(InvalidTypeID, match="uppercase"):
+        TypeIDType("User")
+    with pytest.raises(TypeError):
+        sa.column("id", TypeIDType("user")).like("user_%")
+    with pytest.raises(TypeError, match="datetimes"):
+        _ = sa.column("id", TypeIDType("user")) > dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)

@@ -6,6 +6,7 @@ import datetime as dt
 import random
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -305,3 +306,103 @@ def test_repr_cache_key_and_prefix_checks() -> None:
         sa.column("id", TypeIDType("user")).like("user_%")
     with pytest.raises(TypeError, match="datetimes"):
         _ = sa.column("id", TypeIDType("user")) > dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+
+
+# -- Alembic autogenerate ------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+AUTOGEN_VERSION_TABLE = "alembic_version_tidgen"
+AUTOGEN_TABLES = ("tidgen_orders", "tidgen_users")
+# Only this test's tables: the database is shared with other test files.
+AUTOGEN_ENV_PY = f"""
+from alembic import context
+import sqlalchemy_ulid.alembic
+
+def include_name(name, type_, parent_names):
+    return type_ != "table" or name.startswith("tidgen_")
+
+config = context.config
+context.configure(
+    connection=config.attributes["connection"],
+    target_metadata=config.attributes["target_metadata"],
+    version_table={AUTOGEN_VERSION_TABLE!r},
+    include_name=include_name,
+    compare_type=True,
+    render_item=sqlalchemy_ulid.alembic.render_item,
+)
+with context.begin_transaction():
+    context.run_migrations()
+"""
+
+
+def _autogen_models(user_type: sa.types.TypeEngine[Any]) -> sa.MetaData:
+    metadata = sa.MetaData()
+    sa.Table("tidgen_users", metadata, sa.Column("id", user_type, primary_key=True))
+    sa.Table(
+        "tidgen_orders",
+        metadata,
+        sa.Column("id", TypeIDType("order"), primary_key=True),
+        sa.Column("user_id", TypeIDType("user"), sa.ForeignKey("tidgen_users.id")),
+    )
+    return metadata
+
+
+def _autogen_clean(engine: Engine) -> None:
+    with engine.begin() as conn:
+        for name in (*AUTOGEN_TABLES, AUTOGEN_VERSION_TABLE):
+            conn.execute(sa.text(f"DROP TABLE IF EXISTS {name}"))
+
+
+def _alembic(config: Any, engine: Engine, fn: Any, *args: Any, **kw: Any) -> None:
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        fn(config, *args, **kw)
+
+
+def test_autogenerate_renders_typeidtype_and_switching_types_is_a_no_op(
+    tmp_path: Path, engine: Engine
+) -> None:
+    from alembic import command
+    from alembic.config import Config
+
+    (tmp_path / "versions").mkdir()
+    (tmp_path / "env.py").write_text(AUTOGEN_ENV_PY)
+    (tmp_path / "script.py.mako").write_text(
+        (ROOT / "migrations_example" / "script.py.mako").read_text()
+    )
+    config = Config()
+    config.set_main_option("script_location", str(tmp_path))
+    config.attributes["target_metadata"] = _autogen_models(TypeIDType("user"))
+    _autogen_clean(engine)
+    try:
+        _alembic(config, engine, command.revision, autogenerate=True, message="typed ids")
+        [script] = (tmp_path / "versions").glob("*.py")
+        source = script.read_text()
+        assert "import sqlalchemy_ulid\n" in source
+        assert "sa.Column('id', sqlalchemy_ulid.TypeIDType('user'), nullable=False)" in source
+        assert "sa.Column('id', sqlalchemy_ulid.TypeIDType('order'), nullable=False)" in source
+        assert "sa.Column('user_id', sqlalchemy_ulid.TypeIDType('user'), nullable=True)" in source
+        assert "length=16" not in source  # the impl's arguments never leak
+        _alembic(config, engine, command.upgrade, "head")
+        tables = config.attributes["target_metadata"].tables
+        user = new_typeid("user")
+        with engine.begin() as conn:
+            conn.execute(tables["tidgen_users"].insert(), {"id": str(user)})
+            conn.execute(
+                tables["tidgen_orders"].insert(), {"id": new_typeid("order"), "user_id": user}
+            )
+            assert conn.scalar(sa.select(tables["tidgen_orders"].c.user_id)) == user
+        _alembic(config, engine, command.check)  # raises if autogenerate finds anything
+        # The same column as ULIDType or back: nothing to migrate, no data changed.
+        config.attributes["target_metadata"] = _autogen_models(ULIDType())
+        _alembic(config, engine, command.check)
+        with engine.connect() as conn:
+            assert (
+                conn.scalar(sa.select(sa.table("tidgen_users", sa.column("id", ULIDType())).c.id))
+                == user.to_ulid()
+            )
+        _alembic(config, engine, command.downgrade, "base")
+        with engine.connect() as conn:
+            assert not set(AUTOGEN_TABLES) & set(sa.inspect(conn).get_table_names())
+    finally:
+        _autogen_clean(engine)

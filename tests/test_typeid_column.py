@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlencode
 
 import pytest
 import sqlalchemy as sa
@@ -22,10 +23,18 @@ from sqlalchemy_ulid import (
     TypeID,
     TypeIDType,
     ULIDType,
+    after,
+    created_before,
+    created_between,
+    created_since,
     drop_uuid7_function,
     install_uuid7_function,
     new_typeid,
+    paginate,
     typeid_server_default,
+    ulid_timestamp,
+    uuid7_max_at,
+    uuid7_min_at,
 )
 
 
@@ -406,3 +415,74 @@ def test_autogenerate_renders_typeidtype_and_switching_types_is_a_no_op(
             assert not set(AUTOGEN_TABLES) & set(sa.inspect(conn).get_table_names())
     finally:
         _autogen_clean(engine)
+
+
+# -- pages and time ranges -----------------------------------------------------------
+
+
+def _walk(session: Session, stmt: Any, **kw: Any) -> tuple[list[Any], list[str]]:
+    """Every page forward, each cursor passed on as the text a URL would carry."""
+    items: list[Any] = []
+    cursors: list[str] = []
+    cursor: str | None = None
+    while True:
+        page = paginate(session, stmt, TUser.id, limit=3, after=cursor, **kw)
+        items += page.items
+        if page.next_cursor is None or not page.has_more:
+            return items, cursors
+        cursor = parse_qs(urlencode({"cursor": page.next_cursor}))["cursor"][0]
+        cursors.append(cursor)
+
+
+def test_paginate_with_str_cursors(session: Session, engine: Engine) -> None:
+    users = [TUser(name=f"u{i % 3}") for i in range(8)]
+    session.add_all(users)
+    session.commit()
+    ids = sorted(user.id for user in users)
+
+    by_id = sa.select(TUser.id).order_by(TUser.id)
+    items, cursors = _walk(session, by_id)
+    assert items == ids
+    # A bare-id cursor is the typed id's text, and comes back the same way.
+    assert cursors == [str(ids[2]), str(ids[5])]
+    last = paginate(session, by_id, TUser.id, limit=3, after=cursors[-1])
+    back = paginate(session, by_id, TUser.id, limit=3, before=last.prev_cursor)
+    assert back.items == ids[3:6]
+
+    by_name = sa.select(TUser.name, TUser.id).order_by(TUser.name, TUser.id)
+    items, _ = _walk(session, by_name)
+    assert items == sorted(((u.name, u.id) for u in users), key=lambda r: (r[0], r[1].bytes))
+
+    # A cursor of another prefix is refused before any SQL.
+    other = "org_" + str(ids[2]).removeprefix("user_")
+    with recording(engine) as sent:
+        with pytest.raises(InvalidTypeID, match="expected prefix 'user', got 'org'"):
+            paginate(session, by_id, TUser.id, limit=3, after=other)
+        with pytest.raises(InvalidTypeID):
+            after(TUser.id, other)
+    assert sent == []
+
+
+def test_time_ranges_and_ulid_timestamp(session: Session, engine: Engine) -> None:
+    utc = dt.timezone.utc
+    times = [dt.datetime(2024, 1, 1, tzinfo=utc), dt.datetime(2024, 6, 1, tzinfo=utc)]
+    times.append(dt.datetime(2025, 1, 1, tzinfo=utc))
+    # The smallest and the largest UUIDv7 of each millisecond, and a ULID's
+    # bits (no version nibble): the bounds must hold them all.
+    rows = []
+    for i, when in enumerate(times):
+        for bits in (uuid7_min_at(when), uuid7_max_at(when), ULID.min_at(when).to_uuid()):
+            rows.append({"id": TypeID.from_uuid("user", bits), "name": str(i)})
+    with engine.begin() as conn:
+        conn.execute(sa.insert(TUser.__table__), rows)
+
+    def names(where: Any) -> list[str]:
+        return sorted(session.scalars(sa.select(TUser.name).where(where)).all())
+
+    assert names(created_since(TUser.id, times[1])) == ["1", "1", "1", "2", "2", "2"]
+    assert names(created_before(TUser.id, times[1])) == ["0", "0", "0"]
+    assert names(created_between(TUser.id, times[0], times[2])) == ["0", "0", "0", "1", "1", "1"]
+    stamps = session.execute(sa.select(TUser.name, ulid_timestamp(TUser.id))).all()
+    assert {(name, stamp) for name, stamp in stamps} == {
+        (str(i), when) for i, when in enumerate(times)
+    }

@@ -28,9 +28,11 @@ from sqlalchemy_ulid import (
     created_between,
     created_since,
     drop_uuid7_function,
+    follow,
     install_uuid7_function,
     new_typeid,
     paginate,
+    partition_ddl,
     typeid_server_default,
     ulid_timestamp,
     uuid7_max_at,
@@ -486,3 +488,33 @@ def test_time_ranges_and_ulid_timestamp(session: Session, engine: Engine) -> Non
     assert {(name, stamp) for name, stamp in stamps} == {
         (str(i), when) for i, when in enumerate(times)
     }
+
+
+def test_follow_yields_every_row_once_with_typed_cursors(session: Session, engine: Engine) -> None:
+    users = [TUser(name=str(i)) for i in range(5)]
+    session.add_all(users)
+    session.commit()
+    stmt = sa.select(TUser.id).order_by(TUser.id)
+    feed = follow(engine, stmt, TUser.id, limit=2, settle=dt.timedelta(0), interval=0.01)
+    seen: list[Any] = []
+    for page in feed:
+        seen += page.items
+        assert page.next_cursor is not None
+        assert page.next_cursor.startswith("user_")
+        if len(seen) >= 5:
+            break
+    feed.close()
+    assert seen == sorted(user.id for user in users)
+
+
+def test_partition_bounds_are_the_bits_of_the_time() -> None:
+    table = sa.Table(
+        "tid_parted",
+        sa.MetaData(),
+        sa.Column("id", TypeIDType("evt"), primary_key=True),
+        postgresql_partition_by="RANGE (id)",
+    )
+    day = dt.date(2024, 1, 1)
+    [ddl] = partition_ddl(table.c.id, day, day + dt.timedelta(days=1))
+    low = ULID.min_at(dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)).to_uuid()
+    assert f"FROM (CAST('{low.hex}' AS UUID))" in ddl

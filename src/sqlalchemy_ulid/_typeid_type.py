@@ -26,7 +26,7 @@ from ._comparator import COMPARISONS, IN_OPS, PATTERN_OPS, ULIDComparator, _is_l
 from ._in_list import ARRAY_THRESHOLD, InArray
 from ._kinds import TYPEID_KEYS
 from ._server_defaults import server_default
-from ._typeid import InvalidTypeID, TypeID, _of, check_prefix, coerce
+from ._typeid import InvalidTypeID, TypeID, _new, _of, _set_int, _set_prefix, check_prefix, coerce
 from ._types import ULIDType
 from ._ulid import ULID
 
@@ -207,15 +207,30 @@ class TypeIDType(ULIDType):
         assert ulid_of is not None  # ULIDType always converts
         prefix = self.prefix
 
+        # Globals bound as defaults, the TypeID made in place (no frame per
+        # row): this is the hot path of every read.
         def process(
-            value: Any, of: Any = _of, typeid: Any = TypeID, from_bytes: Any = int.from_bytes
+            value: Any,
+            new: Any = _new,
+            typeid: Any = TypeID,
+            set_prefix: Any = _set_prefix,
+            set_int: Any = _set_int,
+            from_bytes: Any = int.from_bytes,
+            uuid_class: Any = uuid.UUID,
         ) -> Any:
             kind = type(value)
             if kind is bytes and len(value) == 16:
-                return of(typeid, prefix, from_bytes(value, "big"))
-            if kind is uuid.UUID:
-                return of(typeid, prefix, value.int)
-            return None if value is None else of(typeid, prefix, ulid_of(value).int)
+                number = from_bytes(value, "big")
+            elif kind is uuid_class:
+                number = value.int
+            elif value is None:
+                return None
+            else:
+                number = ulid_of(value).int
+            made = new(typeid)
+            set_prefix(made, prefix)
+            set_int(made, number)
+            return made
 
         return process
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import random
 import uuid
@@ -16,9 +17,10 @@ from sqlalchemy.dialects import mssql, mysql, postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
-from conftest import recording
+from conftest import Backend, recording
 from sqlalchemy_ulid import (
     ULID,
+    CursorSortMismatch,
     InvalidTypeID,
     TypeID,
     TypeIDType,
@@ -455,6 +457,14 @@ def test_paginate_with_str_cursors(session: Session, engine: Engine) -> None:
     items, _ = _walk(session, by_name)
     assert items == sorted(((u.name, u.id) for u in users), key=lambda r: (r[0], r[1].bytes))
 
+    # A bare typed id is the cursor of the id order, not of a sort by name;
+    # a cursor of the sort by name is not a bare id.
+    with pytest.raises(CursorSortMismatch, match="bare id"):
+        paginate(session, by_name, TUser.id, limit=3, after=cursors[0])
+    name_cursor = paginate(session, by_name, TUser.id, limit=3).next_cursor
+    with pytest.raises(CursorSortMismatch, match="several keys"):
+        paginate(session, by_id, TUser.id, limit=3, after=name_cursor)
+
     # A cursor of another prefix is refused before any SQL.
     other = "org_" + str(ids[2]).removeprefix("user_")
     with recording(engine) as sent:
@@ -518,3 +528,38 @@ def test_partition_bounds_are_the_bits_of_the_time() -> None:
     [ddl] = partition_ddl(table.c.id, day, day + dt.timedelta(days=1))
     low = ULID.min_at(dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)).to_uuid()
     assert f"FROM (CAST('{low.hex}' AS UUID))" in ddl
+
+
+async def _async_round_trip(url: str) -> None:
+    from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
+
+    engine = create_async_engine(url)
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(Base.metadata.drop_all)
+            await conn.run_sync(Base.metadata.create_all)
+        async with AsyncSession(engine, expire_on_commit=False) as session:
+            users = [TUser(name=str(i)) for i in range(3)]
+            session.add_all(users)
+            await session.commit()
+            ids = sorted(user.id for user in users)
+            session.expire_all()
+            got = (await session.scalars(sa.select(TUser.id).order_by(TUser.id))).all()
+            assert got == ids
+            assert all(type(i) is TypeID and i.prefix == "user" for i in got)
+            # asyncpg hands uuid.UUID subclasses to a subquery's outer select.
+            inner = sa.select(TUser.id).subquery()
+            assert sorted((await session.scalars(sa.select(inner.c.id))).all()) == ids
+            assert (await session.get(TUser, str(ids[1]))) is not None
+            with pytest.raises(sa.exc.StatementError) as raised:
+                await session.get(TUser, "org_" + str(ids[1]).removeprefix("user_"))
+            assert isinstance(raised.value.orig, InvalidTypeID)
+    finally:
+        async with engine.begin() as conn:
+            await conn.run_sync(Base.metadata.drop_all)
+        await engine.dispose()
+
+
+def test_async_drivers_round_trip(backend: Backend) -> None:
+    for url in backend.async_urls:
+        asyncio.run(_async_round_trip(url))

@@ -20,6 +20,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from conftest import Backend, recording
 from sqlalchemy_ulid import (
     ULID,
+    CursorSealer,
     CursorSortMismatch,
     InvalidTypeID,
     TypeID,
@@ -563,3 +564,35 @@ async def _async_round_trip(url: str) -> None:
 def test_async_drivers_round_trip(backend: Backend) -> None:
     for url in backend.async_urls:
         asyncio.run(_async_round_trip(url))
+
+
+@pytest.mark.parametrize("prefix", ["user", "subscription_item_line"])
+@pytest.mark.parametrize("descending", [False, True])
+def test_sealed_cursors_of_typed_ids(engine: Engine, prefix: str, descending: bool) -> None:
+    table = sa.Table(
+        "tid_sealed",
+        sa.MetaData(),
+        sa.Column("id", TypeIDType(prefix), primary_key=True),
+    )
+    sealer = CursorSealer(CursorSealer.generate_key(), context="typed")
+    ids = sorted(new_typeid(prefix) for _ in range(5))
+    table.create(engine)
+    try:
+        with engine.begin() as conn:
+            conn.execute(table.insert(), [{"id": i} for i in ids])
+        stmt = sa.select(table.c.id)
+        with Session(engine) as session:
+            first = paginate(session, stmt, table.c.id, limit=2, descending=descending)
+            assert first.next_cursor is not None
+            assert first.next_cursor.startswith(prefix + "_")
+            next_token, _ = sealer.seal(first, descending=descending)
+            assert next_token is not None
+            assert prefix not in next_token  # sealed: the bits, not the text
+            kwargs = sealer.open(next_token, descending=descending)
+            second = paginate(session, stmt, table.c.id, limit=2, **kwargs)
+        ordered = ids[::-1] if descending else ids
+        assert first.items == ordered[:2]
+        assert second.items == ordered[2:4]
+        assert all(i.prefix == prefix for i in second.items)
+    finally:
+        table.drop(engine)

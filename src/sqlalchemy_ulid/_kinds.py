@@ -237,7 +237,9 @@ def typeid_keys(prefix: str) -> KeyKind:
         return TypeIDType(prefix)
 
     def parse(value: object) -> TypeID:
-        if isinstance(value, (TypeID, str)):
+        # A ULID or uuid.UUID is the bits alone (a sealed cursor opens as a
+        # ULID): the column's prefix is given to them.
+        if isinstance(value, (TypeID, str, ULID, uuid.UUID)):
             return column_type().typed(value)  # type: ignore[attr-defined, no-any-return]
         raise TypeError(
             f"a cursor of a TypeID column is a TypeID or its text, not {type(value).__name__}"

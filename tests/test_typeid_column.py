@@ -271,6 +271,11 @@ def test_server_default_makes_uuid7_ids_read_with_the_prefix(
         sa.Column("id", TypeIDType("evt"), nullable=False, server_default=typeid_server_default()),
     )
     metadata.create_all(conn)
+    if conn.dialect.name == "postgresql":
+        # PostgreSQL 18's own uuidv7(); before 18 the installed gen_uuid7().
+        [default] = [c["default"] for c in sa.inspect(conn).get_columns("tid_events")][1:]
+        native = (conn.dialect.server_version_info or (0,)) >= (18,)
+        assert default == ("uuidv7()" if native else "gen_uuid7()")
     # Raw SQL, as another program would insert: the database makes the id.
     conn.execute(sa.text("INSERT INTO tid_events (n) VALUES (1), (2)"))
     conn.commit()

@@ -169,10 +169,6 @@ class TypeIDType(ULIDType):
             return value
         return self.typed(value)
 
-    @staticmethod
-    def _bits(value: TypeID) -> bytes:
-        return value.int.to_bytes(16, "big")
-
     def _orm_set_listener(
         self, target: object, value: Any, oldvalue: object, initiator: object
     ) -> Any:

@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 import uuid
@@ -213,6 +214,7 @@ UUID7_KEYS = KeyKind(
 # -- TypeID -------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=256)  # one per prefix: the query helpers ask per call
 def typeid_keys(prefix: str) -> KeyKind:
     """The key kind of a typed-id column of one prefix.
 
@@ -262,6 +264,7 @@ def typeid_keys(prefix: str) -> KeyKind:
         # storage of ULIDType (uuid, or 16 bytes).
         function_name=UUID7_FUNCTION,
         generator=lambda row: row.uuid7,
+        # The column's storage is ULIDType's: so are its conversions.
         convert=lambda row: row.convert,
         generated_storage=_ulid_storage,
         column_type=column_type,

@@ -66,6 +66,7 @@ if TYPE_CHECKING:
     from ._sqltime import ulid_timestamp
     from ._timerange import created_before, created_between, created_since
     from ._typeid import InvalidTypeID, TypeID, new_typeid
+    from ._typeid_type import TypeIDType, typeid_server_default
     from ._types import ULIDType
     from ._utctime import UTCDateTime
     from ._uuid7_defaults import (
@@ -97,6 +98,7 @@ __all__ = [
     "SettleError",
     "StaleULIDError",
     "TypeID",
+    "TypeIDType",
     "ULIDAuditBase",
     "ULIDBase",
     "ULIDPrimaryKey",
@@ -132,6 +134,7 @@ __all__ = [
     "partition_ddl",
     "register_ulid_function",
     "register_uuid7_function",
+    "typeid_server_default",
     "ulid_function_ddl",
     "ulid_server_default",
     "ulid_timestamp",
@@ -151,6 +154,8 @@ _LAZY = {
     "InvalidTypeID": "_typeid",
     "TypeID": "_typeid",
     "new_typeid": "_typeid",
+    "TypeIDType": "_typeid_type",
+    "typeid_server_default": "_typeid_type",
     "ULIDType": "_types",
     "Page": "_paging",
     "PaginationError": "_paging",

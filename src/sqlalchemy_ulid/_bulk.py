@@ -68,7 +68,10 @@ def _convert(
         new = dict(row)
         for key, column_type in columns:
             if key in new:
-                new[key] = operand(column_type, new[key])
+                # A subclass that returns another value (TypeIDType) converts
+                # with its own operand().
+                own = getattr(column_type, "operand", None)
+                new[key] = own(new[key]) if own else operand(column_type, new[key])
         converted.append(new)
     return clauseelement, converted, params
 

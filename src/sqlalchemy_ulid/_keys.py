@@ -1,6 +1,7 @@
 """Key kinds: what a time-ordered key column holds, and its cursors and bounds.
 
-A ``ULIDType`` column holds ULIDs; a column of ``sa.Uuid``,
+A ``ULIDType`` column holds ULIDs, a ``TypeIDType`` column typed ids of
+its prefix (cursors are their text); a column of ``sa.Uuid``,
 ``postgresql.UUID``, or any type that decorates one or reads as
 :class:`uuid.UUID` (advanced-alchemy's ``GUID``) holds UUIDs, expected to be
 UUIDv7s. Both start with the same 48-bit Unix millisecond, so the query
@@ -33,7 +34,8 @@ from sqlalchemy.sql.elements import BindParameter, ColumnElement
 from sqlalchemy.types import TypeDecorator, TypeEngine, _Binary
 
 from ._dialects import dialect_row
-from ._kinds import KeyKind, key_kind
+from ._kinds import KeyKind, key_kind, typeid_keys
+from ._typeid_type import TypeIDType
 from ._types import ULIDType
 from ._ulid import ULID
 from ._uuid7 import uuid7_min_at
@@ -51,8 +53,9 @@ __all__ = [
 ]
 
 #: The name of a key kind (:attr:`KeyKind.name`).
-KindName = Literal["ulid", "uuid"]
-#: A cursor value as the column binds it: a ULID, a uuid.UUID, or UUID text.
+KindName = Literal["ulid", "uuid", "typeid"]
+#: A cursor value as the column binds it: a ULID, a uuid.UUID, or UUID text
+#: (or a TypeID, for a TypeIDType column).
 KeyValue = Union[ULID, uuid.UUID, str]  # noqa: UP007
 
 
@@ -96,18 +99,22 @@ class Keys:
     """How one column's keys are parsed, written, bounded and bound.
 
     Attributes:
-        kind: ``"ulid"`` or ``"uuid"``.
+        kind: ``"ulid"``, ``"uuid"`` or ``"typeid"``.
         binds_uuid: UUID columns only: the column's type binds
             :class:`uuid.UUID` objects (else canonical text, as
             ``sa.Uuid(as_uuid=False)`` does).
+        prefix: TypeID columns only: the column's prefix.
     """
 
     kind: KindName
     binds_uuid: bool = True
+    prefix: str = ""
 
     @property
     def key_kind(self) -> KeyKind:
         """The :class:`KeyKind` of these keys (its parse, format and bounds)."""
+        if self.kind == "typeid":
+            return typeid_keys(self.prefix)
         return key_kind(self.kind)
 
     def parse(self, cursor: object) -> KeyValue:
@@ -170,6 +177,9 @@ def keys_of(column: Any) -> Keys:
         'ulid'
     """
     type_ = column if isinstance(column, TypeEngine) else column_expression(column).type
+    for level in _decorated(type_):
+        if isinstance(level, TypeIDType):
+            return Keys("typeid", prefix=level.prefix)
     holds_uuid, binds_uuid = _uuid_kind(type_)
     return Keys("uuid", binds_uuid) if holds_uuid else Keys("ulid")
 

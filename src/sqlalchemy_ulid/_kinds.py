@@ -1,4 +1,4 @@
-"""Key kinds: one object per kind of time-ordered key (ULID, UUIDv7).
+"""Key kinds: one object per kind of time-ordered key (ULID, UUIDv7, TypeID).
 
 A :class:`KeyKind` carries everything that differs between kinds of key:
 the value type, strict parsing and canonical text, the bounds of a
@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 import uuid
@@ -38,11 +39,21 @@ from ._convert_sql import ConvertSQL
 from ._dialects import DialectRow, dialect_row
 from ._generator import new_ulid
 from ._generator_sql import UUID7_FUNCTION, GeneratorSQL
+from ._typeid import TypeID, coerce, new_typeid
 from ._types import ULIDType, to_bytes
 from ._ulid import ULID
 from ._uuid7 import new_uuid7, uuid7_max_at, uuid7_min_at
 
-__all__ = ["KEY_KINDS", "ULID_KEYS", "UUID7_KEYS", "UUID_TEXT", "KeyKind", "key_kind"]
+__all__ = [
+    "KEY_KINDS",
+    "TYPEID_KEYS",
+    "ULID_KEYS",
+    "UUID7_KEYS",
+    "UUID_TEXT",
+    "KeyKind",
+    "key_kind",
+    "typeid_keys",
+]
 
 #: The canonical text of a UUID (either case).
 UUID_TEXT = re.compile(
@@ -199,6 +210,70 @@ UUID7_KEYS = KeyKind(
     generated_storage=_uuid_storage,
     column_type=sa.Uuid,
 )
+
+# -- TypeID -------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=256)  # one per prefix: the query helpers ask per call
+def typeid_keys(prefix: str) -> KeyKind:
+    """The key kind of a typed-id column of one prefix.
+
+    Every prefix shares the name ``"typeid"``: the prefix is not stored, so
+    the SQL (the UUIDv7 generator, the column's 16-byte storage) is the same
+    for all of them. Its bounds are a ULID's, which hold every 128-bit value
+    of a millisecond (a UUIDv7's and a ULID's alike).
+
+    Example:
+        >>> kind = typeid_keys("user")
+        >>> kind.format(kind.min_at(0))
+        'user_00000000000000000000000000'
+        >>> kind.parse("org_00000000000000000000000000")
+        Traceback (most recent call last):
+        ...
+        sqlalchemy_ulid.InvalidTypeID: expected prefix 'user', got 'org'
+    """
+
+    def column_type() -> TypeEngine[Any]:
+        from ._typeid_type import TypeIDType  # the column layer imports this module
+
+        return TypeIDType(prefix)
+
+    def parse(value: object) -> TypeID:
+        # A ULID or uuid.UUID is the bits alone (a sealed cursor opens as a
+        # ULID): the column's prefix is given to them.
+        if isinstance(value, (TypeID, str, ULID, uuid.UUID)):
+            return column_type().typed(value)  # type: ignore[attr-defined, no-any-return]
+        raise TypeError(
+            f"a cursor of a TypeID column is a TypeID or its text, not {type(value).__name__}"
+        )
+
+    def bound(ulid: ULID) -> TypeID:
+        return TypeID.from_ulid(prefix, ulid)
+
+    return KeyKind(
+        name="typeid",
+        label="TypeID",
+        value_type=TypeID,
+        parse=parse,
+        format=lambda value: str(coerce(value)),
+        min_at=lambda when: bound(ULID.min_at(when)),
+        max_at=lambda when: bound(ULID.max_at(when)),
+        new=lambda: new_typeid(prefix),
+        new_name=f"lambda: new_typeid({prefix!r})" if prefix else "lambda: new_typeid(prefix)",
+        # The server makes a UUIDv7, written as the column stores it: the
+        # storage of ULIDType (uuid, or 16 bytes).
+        function_name=UUID7_FUNCTION,
+        generator=lambda row: row.uuid7,
+        # The column's storage is ULIDType's: so are its conversions.
+        convert=lambda row: row.convert,
+        generated_storage=_ulid_storage,
+        column_type=column_type,
+    )
+
+
+#: The kind of a typed id without a prefix: the server default's, whose SQL
+#: every prefix shares.
+TYPEID_KEYS = typeid_keys("")
 
 #: Every key kind by name (the Alembic ops and ``Keys`` look kinds up here).
 KEY_KINDS: dict[str, KeyKind] = {kind.name: kind for kind in (ULID_KEYS, UUID7_KEYS)}

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from ._codec import InvalidCursor
 from ._errors import CursorSortMismatch
 from ._kinds import UUID_TEXT
+from ._typeid import TypeID
 from ._ulid import ULID, _from_bytes
 
 if TYPE_CHECKING:
@@ -176,7 +177,9 @@ class CursorSealer:
 
         A UUIDv7 column's cursor (a :class:`uuid.UUID` or its 36-character
         text) is sealed as the same 16 bytes; it opens as the equal
-        :class:`ULID`, which ``paginate`` binds as that UUID again.
+        :class:`ULID`, which ``paginate`` binds as that UUID again. A typed
+        id (a :class:`TypeID` or its text) is sealed as its 16 bytes too,
+        and the ``TypeIDType`` column adds its prefix back.
 
         The cursor of a sort by several keys (an opaque string from a
         :class:`Page`) is sealed whole; it opens as that string.
@@ -185,7 +188,13 @@ class CursorSealer:
             InvalidULID: ``cursor`` is not a ULID, a UUID or a page cursor.
         """
         flags = (_BEFORE if before else 0) | (_DESCENDING if descending else 0)
-        keyset = isinstance(cursor, str) and _KEYSET_TEXT.fullmatch(cursor) is not None
+        keyset = (
+            isinstance(cursor, str)
+            and _KEYSET_TEXT.fullmatch(cursor) is not None
+            # A long typed id fits the pattern too; a multi-key cursor starts
+            # with its version byte in base64 ("AQ"), never lowercase.
+            and not _is_typed_id(cursor)
+        )
         data = cursor.encode() if keyset else _as_ulid(cursor).bytes  # type: ignore[union-attr]
         key = self._keys[0]
         if not keyset and self.max_age is None:
@@ -303,11 +312,25 @@ def _as_ulid(value: object) -> ULID:
         return value
     if isinstance(value, uuid.UUID):
         return ULID.from_uuid(value)
+    if isinstance(value, TypeID):
+        # The bits alone: the token is sealed, so the prefix cannot change,
+        # and the column gives it back when the page is read.
+        return value.to_ulid()
     if isinstance(value, str):
         if len(value) == 36 and UUID_TEXT.fullmatch(value):
             return ULID.from_uuid(uuid.UUID(value))
+        if "_" in value:
+            return TypeID.parse(value).to_ulid()  # strict: raises InvalidTypeID
         return ULID(value)  # strict: raises InvalidULID
     raise TypeError(f"a cursor is a ULID, a UUID or the text of either, not {type(value).__name__}")
+
+
+def _is_typed_id(text: str) -> bool:
+    try:
+        TypeID.parse(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _invalid() -> InvalidCursor:

@@ -35,6 +35,7 @@ from typing import Any, Union
 from .._codec import InvalidCursor, InvalidULID
 from .._errors import CursorSortMismatch
 from .._kinds import UUID_TEXT as _UUID_TEXT
+from .._typeid import TypeID
 from .._ulid import ULID
 
 __all__ = [
@@ -125,7 +126,18 @@ _DECODERS: dict[str, Any] = {
 
 
 def _is_id_text(text: object) -> bool:
-    """Whether ``text`` is an id's text (26 or 36 characters: never a multi-key cursor)."""
+    """Whether ``text`` is an id's text (26 or 36 characters, or a typed id).
+
+    Never a multi-key cursor.
+    """
+    if isinstance(text, str) and "_" in text:
+        # A typed id (user_01h...): a multi-key cursor is base64url, whose
+        # alphabet has "_" too, but never parses as one.
+        try:
+            TypeID.parse(text)
+        except InvalidULID:
+            return False
+        return True
     if not isinstance(text, str) or len(text) not in (26, 36):
         return False
     if _UUID_TEXT.fullmatch(text):
@@ -178,7 +190,7 @@ def decode(text: object, sort: bytes, count: int) -> list[Any]:
         ...     print(exc)
         the cursor is malformed (truncated or altered)
     """
-    if isinstance(text, (ULID, uuid.UUID)) or _is_id_text(text):
+    if isinstance(text, (ULID, uuid.UUID, TypeID)) or _is_id_text(text):
         raise CursorSortMismatch(
             "a bare id is a cursor of the id order; this statement is sorted by several "
             "keys: pass the next_cursor or prev_cursor of one of its pages"

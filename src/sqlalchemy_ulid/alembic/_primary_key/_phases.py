@@ -22,7 +22,7 @@ from sqlalchemy.engine import Connection
 from ..._dialects import key_conversion_sql
 from ..._generator import MonotonicGenerator
 from ..._types import ULIDType
-from .._add import _STAGING, AddULIDColumnOp, _drop_staging, _fill, _stage
+from .._add import STAGING, AddULIDColumnOp, drop_staging, fill, stage
 from .._inspect import ColumnState, column_state, quote, run, unescape_percent
 from .._locks import lock_safe, lock_safe_ddl
 from ._plan import KeyColumn, Plan, clear_state, mark_done
@@ -73,7 +73,7 @@ def staged_key(
     table = sa.Table(plan.table, sa.MetaData(), schema=plan.schema, autoload_with=connection)
     ulid_type = ULIDType(plan.storage)  # type: ignore[arg-type]
     staging = sa.Table(
-        _STAGING,
+        STAGING,
         sa.MetaData(),
         sa.Column(plan.key, table.c[plan.key].type, primary_key=True, autoincrement=False),
         sa.Column("ulid", ulid_type, nullable=False),
@@ -91,11 +91,11 @@ def staged_key(
     )
     exists = key.shadow in table.c
     existing = ColumnState(ulid_type, True, None, None) if exists else None
-    _drop_staging(connection, staging)
+    drop_staging(connection, staging)
     staging.create(connection)
     try:
         if plan.from_time is not None:
-            _stage(connection, table, staging, op, existing)
+            stage(connection, table, staging, op, existing)
         else:
             _stage_now(connection, table, staging, plan, exists, batch_size)
         target = sa.Table(
@@ -105,10 +105,10 @@ def staged_key(
             sa.Column(key.shadow, ulid_type),
             schema=plan.schema,
         )
-        yield lambda: _fill(connection, target, staging, op)
+        yield lambda: fill(connection, target, staging, op)
     finally:
         with contextlib.suppress(sa.exc.SQLAlchemyError):
-            _drop_staging(connection, staging)
+            drop_staging(connection, staging)
 
 
 def _stage_now(

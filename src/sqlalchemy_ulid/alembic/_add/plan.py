@@ -195,8 +195,6 @@ def _backfill(
         millis,
         op.from_column,
         op.batch_size,
-        op.pause,
-        op.progress,
         op.id_maker,
     )
     if dialect_row(connection.dialect).unnest_arrays:

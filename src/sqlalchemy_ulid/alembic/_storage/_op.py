@@ -265,12 +265,14 @@ def _alter_ulid_storage(operations: Operations, op: AlterULIDStorageOp) -> None:
             f"on {dialect.name}: nothing to convert"
         )
     if op.online:
-        if dialect.name == "sqlite":
+        # By the dialect row: no lock waits to bound (SQLite), or no
+        # ALTER ... USING (MariaDB/MySQL: a shadow table instead).
+        if row.locks is None:
             raise ValueError(
                 f"{op.op_name}(online=True) is for PostgreSQL and MariaDB/MySQL, whose "
                 "writers it keeps going; SQLite has one writer at a time: drop online=True"
             )
-        if dialect.name in ("mysql", "mariadb"):
+        if not sql.alter_using:
             from ._shadow import alter_shadow
 
             alter_shadow(operations, op, sql, from_kind, to_kind)

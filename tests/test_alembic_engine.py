@@ -39,12 +39,11 @@ import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from conftest import Backend, private_engine, recording
 from sqlalchemy_ulid import ULID
 from sqlalchemy_ulid._time import to_ms
-from sqlalchemy_ulid.alembic._add import AddULIDColumnOp
-from sqlalchemy_ulid.alembic._add_plan import add_names
-from sqlalchemy_ulid.alembic._add_uuid7 import AddUUID7ColumnOp
+from sqlalchemy_ulid.alembic._add import AddULIDColumnOp, AddUUID7ColumnOp, add_names
+from sqlalchemy_ulid.alembic._plan.batches import _MIN_BATCH, BATCH_SECONDS, _next_size
 from sqlalchemy_ulid.alembic._plan.database import database_for
 from sqlalchemy_ulid.alembic._plan.render_mariadb import lock_wrapped
-from sqlalchemy_ulid.alembic._plan.run import _MIN_BATCH, BATCH_SECONDS, _next_size, run_plan
+from sqlalchemy_ulid.alembic._plan.run import run_plan
 from sqlalchemy_ulid.alembic._plan.state import STATE_TABLE, literal
 from sqlalchemy_ulid.alembic._plan.step import Plan, Step
 

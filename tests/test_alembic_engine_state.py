@@ -17,7 +17,8 @@ from sqlalchemy.engine import Engine
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from conftest import Backend, private_engine
 from sqlalchemy_ulid.alembic._plan.state import read_legacy, read_state
-from sqlalchemy_ulid.alembic._primary_key._plan import build_plan, mark_done, save_state
+from sqlalchemy_ulid.alembic._primary_key._plan import build_plan
+from sqlalchemy_ulid.alembic._primary_key._state import mark_done, save_state
 from test_alembic_primary_key import _drop as _drop_pk
 from test_alembic_primary_key import _seed as _seed_pk
 from test_alembic_storage_online import _create, _run

@@ -491,17 +491,20 @@ def test_online_conversion_refuses_a_bad_value_that_slips_past_the_check(
 ) -> None:
     """A value committed between the check and the conversion: refused, with InvalidULID."""
     from sqlalchemy_ulid.alembic._storage import _op as _alembic_storage
+    from sqlalchemy_ulid.alembic._storage import _values
 
     _seed_events(clean, [VALID, "01HTQW311N1KR5G0Y75M3EF00U"])
     checks = []
-    real_check = _alembic_storage._check_text
+    real_check = _values.check_text
 
     def first_check_sees_nothing(*args: Any, **kwargs: Any) -> None:
         checks.append(args)
         if len(checks) > 1:  # the check after the failure is the real one
             real_check(*args, **kwargs)
 
-    monkeypatch.setattr(_alembic_storage, "_check_text", first_check_sees_nothing)
+    # The check before any DDL (_values) and the one after a failure (_op).
+    monkeypatch.setattr(_values, "check_text", first_check_sees_nothing)
+    monkeypatch.setattr(_alembic_storage, "check_text", first_check_sees_nothing)
     with clean.begin() as conn, pytest.raises(InvalidULID, match="EF00U"):
         _op(conn).alter_ulid_storage(EVENTS, "ref", from_storage="text", to_storage="auto")
     assert len(checks) == 2

@@ -431,3 +431,24 @@ def test_the_copy_ends_while_writers_keep_adding_rows_past_it(engine: Engine) ->
     _run(engine, TABLE, "text", "auto", online=True, batch_size=100, progress=insert_ahead)
     assert len(calls) == 10  # the rows that were there when the copy began
     assert len(_values(engine, TABLE, "auto")) == 1010
+
+
+def test_online_conversion_is_refused_on_sqlite_before_any_change(tmp_path: Any) -> None:
+    # SQLite's dialect row has no lock waits to bound: online=True is refused,
+    # by the row, not by the dialect's name.
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'online.db'}")
+    try:
+        with engine.begin() as conn:
+            conn.exec_driver_sql("CREATE TABLE sq_online (id INTEGER PRIMARY KEY, ref CHAR(26))")
+            conn.exec_driver_sql(f"INSERT INTO sq_online VALUES (1, '{new_ulid()}')")
+            ops = Operations(MigrationContext.configure(conn))
+            with pytest.raises(ValueError, match="SQLite has one writer at a time"):
+                ops.alter_ulid_storage(
+                    "sq_online", "ref", from_storage="text", to_storage="binary", online=True
+                )
+            declared = conn.exec_driver_sql(
+                "SELECT type FROM pragma_table_info('sq_online') WHERE name = 'ref'"
+            ).scalar()
+            assert declared == "CHAR(26)"
+    finally:
+        engine.dispose()

@@ -42,9 +42,9 @@ work without the import):
   primary key and every foreign key to it to ULIDs, keeping the old values
   in ``legacy_id``; ``op.restore_legacy_primary_key(table, ...)`` undoes it.
 
-The ops live in this package's private modules: ``_add`` (``add_ulid_column``),
-``_add_uuid7`` (``add_uuid7_column``, on ``_add``'s machinery),
-``_add_plan`` and ``_backfill`` (their ``online=True`` plan, run online or
+The ops live in this package's private modules: the ``_add`` package
+(``add_ulid_column`` and ``add_uuid7_column``; ``_add/plan.py`` and
+``_backfill`` are their ``online=True`` plan, run online or
 written as the ``--sql`` script by the engine in ``_plan``, with the
 per-database planners and catalog queries in ``postgresql`` and ``mysql``),
 ``_locks`` (lock timeouts and retries for every DDL statement), ``_drop``,
@@ -73,8 +73,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess
 from .._typeid_type import TypeIDType
 from .._types import ULIDType
 from . import mysql, postgresql, sqlite  # noqa: F401
-from ._add import AddULIDColumnOp
-from ._add_uuid7 import AddUUID7ColumnOp
+from ._add import AddULIDColumnOp, AddUUID7ColumnOp
 from ._backfill import BackfillProgress
 from ._compare import compare_server_default
 from ._drop import DropULIDColumnOp

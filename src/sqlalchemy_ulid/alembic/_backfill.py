@@ -9,16 +9,16 @@ writer waits at most for the rows of one batch, for one statement.
 
 Killed and rerun, the backfill starts again from the first row without an
 id: finished ranges are not NULL, so they are skipped, never rewritten.
+The engine's batch loop (``_plan/batches.py``) drives it, a batch at a time,
+and tries a batch again after a deadlock.
 """
 
 from __future__ import annotations
 
-import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta, timezone, tzinfo
-from typing import Any, TypeVar
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -27,32 +27,12 @@ from .._checks import check_seconds
 from .._dialects import dialect_row
 from ._inspect import quote
 
-__all__ = [
-    "MAX_BATCH_SIZE",
-    "Backfill",
-    "BackfillProgress",
-    "check_batch_options",
-    "logger",
-    "retry_batch",
-]
-
-_T = TypeVar("_T")
-
-#: Alembic's own logger: ``alembic.ini`` shows its INFO lines.
-logger = logging.getLogger("alembic.runtime.migration")
+__all__ = ["MAX_BATCH_SIZE", "Backfill", "BackfillProgress", "check_batch_options", "error_code"]
 
 #: The largest ``batch_size``: a batch is held in memory and sent as one
 #: statement, and a ``LIMIT`` past the database's integer range would fail
 #: only after the column was added.
 MAX_BATCH_SIZE = 1_000_000
-
-
-#: At most one progress line per this many seconds.
-LOG_EVERY = 5.0
-
-#: Tries of a batch that a deadlock or a row lock timeout stopped.
-_BATCH_TRIES = 5
-_RETRIED = frozenset({"40P01", "55P03", 1213, 1205})
 
 
 def check_batch_options(
@@ -141,37 +121,8 @@ class Backfill:
     millis: Callable[[Any], int]
     time_column: str
     batch_size: int
-    pause: float
-    progress: Callable[[BackfillProgress], object] | None
     #: the op's generator of ids on a given clock (ULIDs, or UUIDv7s)
     make_ids: Callable[[Callable[[], int]], Callable[[], Any]]
-    rows_done: int = 0
-
-    def run(self) -> int:
-        """Fill every row that has no id; return how many this call filled."""
-        total = self._estimate()
-        started = last_log = time.monotonic()
-        filled = 0
-        last: Any = None
-        while True:
-            rows = self._next_batch(last)
-            if not rows:
-                break
-            filled += self._fill(rows)
-            last = rows[-1][0]
-            now = time.monotonic()
-            report = self._report(filled, max(total, filled), now - started)
-            if self.progress is not None:
-                self.progress(report)
-            if now - last_log >= LOG_EVERY:
-                logger.info("backfill %s", report)
-                last_log = now
-            if self.pause:
-                time.sleep(self.pause)
-        if filled:
-            logger.info("backfill %s", self._report(filled, filled, time.monotonic() - started))
-        self.rows_done += filled
-        return filled
 
     def batches(self) -> Callable[[int], int]:
         """A run of the fill, a batch at a time: ``batch(limit)`` -> rows it took (0: done)."""
@@ -183,7 +134,6 @@ class Backfill:
                 return 0
             filled = self._fill(rows)
             last[0] = rows[-1][0]
-            self.rows_done += filled
             # Rows filled by someone else meanwhile still count as a batch taken.
             return filled or len(rows)
 
@@ -236,11 +186,6 @@ class Backfill:
             for (value,) in result:
                 self.millis(value)
 
-    def _report(self, done: int, total: int, elapsed: float) -> BackfillProgress:
-        rate = done / elapsed if elapsed > 0 else 0.0
-        eta = (total - done) / rate if rate else None
-        return BackfillProgress(self.target.name, self.column, done, total, rate, eta)
-
     def _estimate(self) -> int:
         paging = dialect_row(self.connection.dialect).paging
         query = sa.select(self.target.c[self.key]).where(self.target.c[self.column].is_(None))
@@ -279,7 +224,7 @@ class Backfill:
             staged.append({self.key: key, "ulid": generate()})
         low, high = rows[0][0], rows[-1][0]
         if dialect_row(self.connection.dialect).unnest_arrays:
-            return self._retrying(low, lambda: self._update_from_arrays(staged, low, high))
+            return self._update_from_arrays(staged, low, high)
         target_key = self.target.c[self.key]
         update = (
             sa.update(self.target)
@@ -296,7 +241,7 @@ class Backfill:
             self.connection.execute(self.staging.delete())
             return int(count)
 
-        return self._retrying(low, through_staging)
+        return through_staging()
 
     def _row_millis(self, value: Any, key: Any) -> int:
         """The row's time as Unix milliseconds; a clear error for a row written meanwhile.
@@ -342,24 +287,6 @@ class Backfill:
             "high": high,
         }
         return int(self.connection.execute(statement, params).rowcount)
-
-    def _retrying(self, low: Any, update: Callable[[], int]) -> int:
-        return retry_batch(low, update)
-
-
-def retry_batch(low: Any, update: Callable[[], _T]) -> _T:
-    """Run one batch, again after a deadlock or a row lock timeout (``low``: its first key)."""
-    for attempt in range(1, _BATCH_TRIES + 1):
-        try:
-            return update()
-        except sa.exc.DBAPIError as exc:
-            if exc.connection_invalidated or error_code(exc) not in _RETRIED:
-                raise
-            if attempt == _BATCH_TRIES:
-                raise
-            logger.warning("backfill batch at key %r: %s; retrying", low, exc.orig)
-            time.sleep(0.05 * attempt)
-    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def error_code(error: sa.exc.DBAPIError) -> object:

@@ -3,7 +3,7 @@
 :func:`check_online_context` refuses, before any SQL, a connection in a
 transaction Alembic did not begin; :func:`phases_block` is Alembic's
 ``autocommit_block()`` that reports the error which stopped the phases.
-The ops with ``online=True`` use them (``_add_plan``, ``_storage``,
+The ops with ``online=True`` use them (``_add/plan.py``, ``_storage``,
 ``_primary_key``).
 """
 

@@ -15,7 +15,8 @@ each step makes its own short transactions.
    * ``concurrent``: outside a transaction.
    * ``batch`` and ``fill``: one batch a transaction until a batch changes
      no row, each batch sized to take about 150 ms (unless the op fixed
-     its ``batch_size``), with progress after every batch.
+     its ``batch_size``), with progress after every batch: the engine's
+     one batch loop (``batches.py``).
 
 3. After each step, the state row (``state.py``) records it.
 
@@ -29,15 +30,16 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from .._backfill import LOG_EVERY, BackfillProgress, error_code
+from .._backfill import BackfillProgress, error_code
 from .._inspect import run
 from .._locks import Blocker, LockTimeoutError
+from .batches import BatchLoop, run_batches
 from .step import LIMIT, Step
 
 if TYPE_CHECKING:
@@ -53,9 +55,6 @@ ROUNDS = 3
 #: Tries of a DDL statement whose lock wait timed out.
 ATTEMPTS = 5
 _MAX_BACKOFF = 30.0
-#: What a batch should take, in seconds, when sized by time.
-BATCH_SECONDS = 0.15
-_MIN_BATCH = 100
 
 
 class Again(Exception):
@@ -207,64 +206,35 @@ class _Run:
     # -- batches -------------------------------------------------------------------
 
     def batches(self, step: Step) -> None:
-        size = self.sizes.get(step.label, self.plan.batch_size)
         one: Callable[[int], int]
         if step.kind == "fill":
             assert step.fill is not None
             fill = step.fill
-            cap = fill.max_batch
-            handle = fill.online(self.connection)
-            one = handle
-            names = (fill.table, fill.column)
-            total = fill.estimate(self.connection) if fill.estimate is not None else 0
+            loop = BatchLoop(
+                fill.table,
+                fill.column,
+                self.sizes.get(step.label, self.plan.batch_size),
+                total=fill.estimate(self.connection) if fill.estimate is not None else 0,
+                cap=fill.max_batch,
+            )
+            one = fill.online(self.connection)
         else:
-            cap = 1_000_000
+            loop = BatchLoop(
+                self.plan.target, step.label, self.sizes.get(step.label, self.plan.batch_size)
+            )
             statement = step.statements[0]
 
             def one(limit: int) -> int:
                 return int(self.sql(statement.replace(LIMIT, str(limit))).rowcount)
 
-            names = (self.plan.target, step.label)
-            total = 0
-        started = last_log = time.monotonic()
-        done = 0
-        while True:
-            began = time.monotonic()
-            filled = one(min(size, cap))
-            if not filled:
-                break
-            done += filled
-            now = time.monotonic()
-            if self.sized_by_time:
-                size = _next_size(size, now - began, cap)
-            report = _report(names, done, max(total, done), now - started)
-            if self.progress is not None:
-                self.progress(report)
-            if now - last_log >= LOG_EVERY:
-                logger.info("backfill %s", report)
-                last_log = now
-            if self.plan.pause:
-                time.sleep(self.plan.pause)
-        self.sizes[step.label] = size
-        if done:
-            logger.info("backfill %s", _report(names, done, done, time.monotonic() - started))
-
-
-def _next_size(size: int, elapsed: float, cap: int) -> int:
-    """The next batch's rows: toward :data:`BATCH_SECONDS`, at most double or half.
-
-    Never fewer than ``_MIN_BATCH`` rows (a batch too small costs its round
-    trips more than its rows), never more than ``cap``.
-    """
-    wanted = size * 2.0 if elapsed <= 0 else size * BATCH_SECONDS / elapsed
-    stepped = min(size * 2.0, max(size / 2.0, wanted))
-    return min(cap, max(_MIN_BATCH, int(stepped)))
-
-
-def _report(names: tuple[str, str], done: int, total: int, elapsed: float) -> BackfillProgress:
-    rate = done / elapsed if elapsed > 0 else 0.0
-    eta = (total - done) / rate if rate else None
-    return BackfillProgress(names[0], names[1], done, total, rate, eta)
+        loop = replace(
+            loop,
+            pause=self.plan.pause,
+            progress=self.progress,
+            sized_by_time=self.sized_by_time,
+        )
+        # A batch that changed no row: the step is done.
+        _, self.sizes[step.label] = run_batches(loop, lambda limit: one(limit) or None)
 
 
 def run_plan(

@@ -25,17 +25,11 @@ from .._inspect import safe_name, strict_mode, unique_on
 from .._locks import DEFAULT_LOCK_TIMEOUT, check_lock_timeout
 from .._online import phases_block
 from .._proxy import DIRECT_CONNECTION, behind_a_proxy
+from ._fill import add_shadows, fill_referencing, staged_key
 from ._offline import write_offline
-from ._phases import add_shadows, fill_referencing, staged_key, swap
-from ._plan import (
-    ConversionRefused,
-    Plan,
-    build_plan,
-    describe,
-    load_state,
-    mark_done,
-    save_state,
-)
+from ._phases import swap
+from ._plan import ConversionRefused, Plan, build_plan, describe
+from ._state import load_state, mark_done, save_state
 
 __all__ = ["ConvertPrimaryKeyToULIDOp", "RestoreLegacyPrimaryKeyOp"]
 

@@ -1,196 +1,30 @@
-"""The phases of a primary-key conversion, each resumable.
+"""The last phase of a primary-key conversion: the *swap*, resumable.
 
 A :class:`~._plan.Plan` is carried out in four phases: *prepare* (the
 new ULIDs computed and checked, the plan stored, a nullable shadow column
 added beside each changing column), *fill* the key's shadow, *fill* each
-referencing shadow by a join, and the *swap*. The swap records each of its
-steps in the stored plan, and each step also checks the schema before it
-acts: on MariaDB every DDL statement commits on its own, so a kill can fall
-between a step and its record.
+referencing shadow by a join (those three in ``_fill``), and the *swap*.
+The swap records each of its steps in the stored plan, and each step also
+checks the schema before it acts: on MariaDB every DDL statement commits
+on its own, so a kill can fall between a step and its record.
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Iterator
-from datetime import tzinfo
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..._dialects import key_conversion_sql
-from ..._generator import MonotonicGenerator
-from ..._types import ULIDType
-from .._add import _STAGING, AddULIDColumnOp, _drop_staging, _fill, _stage
-from .._inspect import ColumnState, column_state, quote, run, unescape_percent
+from .._inspect import column_state, run, unescape_percent
 from .._locks import lock_safe, lock_safe_ddl
-from ._plan import KeyColumn, Plan, clear_state, mark_done
+from ._fill import columns_of, quoted, quoted_table, unfilled
+from ._plan import KeyColumn, Plan
+from ._state import clear_state, mark_done
 
-__all__ = ["add_shadows", "fill_referencing", "staged_key", "swap", "unfilled"]
-
-
-def _q(connection: Connection, plan: Plan, table: str) -> str:
-    return quote(connection.dialect, table, plan.schema)
-
-
-def _c(connection: Connection, name: str) -> str:
-    return quote(connection.dialect, name)
-
-
-def _columns(connection: Connection, plan: Plan, table: str) -> dict[str, dict[str, Any]]:
-    return {
-        c["name"]: dict(c) for c in sa.inspect(connection).get_columns(table, schema=plan.schema)
-    }
-
-
-def _source(plan: Plan, column: KeyColumn) -> str:
-    """The column that holds ``column``'s new values for the rows that reference it."""
-    if column.parent is None and plan.direction == "legacy":
-        return plan.legacy_id
-    return column.shadow
-
-
-# -- prepare and fill ------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def staged_key(
-    connection: Connection,
-    plan: Plan,
-    *,
-    timezone: tzinfo,
-    fold: int | None,
-    batch_size: int,
-) -> Iterator[Callable[[], None]]:
-    """Compute the new ULIDs of the key's rows that have none, into a temporary table.
-
-    Yields the function that writes them into the key's shadow column. Every
-    ULID is computed (and from a time column, checked) on entry, before the
-    caller's first DDL statement.
-    """
-    key = plan.columns[0]
-    table = sa.Table(plan.table, sa.MetaData(), schema=plan.schema, autoload_with=connection)
-    ulid_type = ULIDType(plan.storage)  # type: ignore[arg-type]
-    staging = sa.Table(
-        _STAGING,
-        sa.MetaData(),
-        sa.Column(plan.key, table.c[plan.key].type, primary_key=True, autoincrement=False),
-        sa.Column("ulid", ulid_type, nullable=False),
-        prefixes=["TEMPORARY"],
-    )
-    op = AddULIDColumnOp(
-        plan.table,
-        key.shadow,
-        plan.from_time or plan.key,
-        storage=plan.storage,  # type: ignore[arg-type]
-        timezone=timezone,
-        batch_size=batch_size,
-        fold=fold,
-        schema=plan.schema,
-    )
-    exists = key.shadow in table.c
-    existing = ColumnState(ulid_type, True, None, None) if exists else None
-    _drop_staging(connection, staging)
-    staging.create(connection)
-    try:
-        if plan.from_time is not None:
-            _stage(connection, table, staging, op, existing)
-        else:
-            _stage_now(connection, table, staging, plan, exists, batch_size)
-        target = sa.Table(
-            plan.table,
-            sa.MetaData(),
-            sa.Column(plan.key, table.c[plan.key].type, primary_key=True),
-            sa.Column(key.shadow, ulid_type),
-            schema=plan.schema,
-        )
-        yield lambda: _fill(connection, target, staging, op)
-    finally:
-        with contextlib.suppress(sa.exc.SQLAlchemyError):
-            _drop_staging(connection, staging)
-
-
-def _stage_now(
-    connection: Connection,
-    table: sa.Table,
-    staging: sa.Table,
-    plan: Plan,
-    exists: bool,
-    batch_size: int,
-) -> None:
-    """New ULIDs dated now, handed out in key order (so they sort like the old keys)."""
-    key = table.c[plan.key]
-    query = sa.select(key).order_by(key)
-    if exists:
-        query = query.where(table.c[plan.columns[0].shadow].is_(None))
-    keys = connection.execute(query).scalars().all()
-    generate = MonotonicGenerator()
-    for start in range(0, len(keys), batch_size):
-        rows = [{plan.key: k, "ulid": generate()} for k in keys[start : start + batch_size]]
-        connection.execute(staging.insert(), rows)
-
-
-def add_shadows(connection: Connection, plan: Plan, lock_timeout: float) -> None:
-    """Add the missing shadow columns, nullable (a metadata change on both servers)."""
-    for column in plan.columns:
-        if column.parent is None and plan.direction == "legacy":
-            continue
-        if column.shadow in _columns(connection, plan, column.table):
-            continue
-        statement = (
-            f"ALTER TABLE {_q(connection, plan, column.table)} ADD COLUMN "
-            f"{_c(connection, column.shadow)} {plan.new_type} NULL"
-        )
-        lock_safe_ddl(connection, [statement], lock_timeout=lock_timeout)
-
-
-def fill_referencing(
-    connection: Connection, plan: Plan, column: KeyColumn, *, catch_up: bool
-) -> None:
-    """Copy each referenced row's new value into the referencing shadow, by a join.
-
-    With ``catch_up`` it also corrects shadows the application made stale
-    (a reference changed or cleared since the first fill).
-    """
-    assert column.parent is not None
-    parent = next(c for c in plan.columns if (c.table, c.column) == column.parent)
-    source = _source(plan, parent)
-    child = sa.table(
-        column.table, sa.column(column.column), sa.column(column.shadow), schema=plan.schema
-    )
-    referenced = sa.table(
-        parent.table, sa.column(parent.column), sa.column(source), schema=plan.schema
-    )
-    other = referenced.alias("ulid_parent")
-    shadow, new = child.c[column.shadow], other.c[source]
-    stale = sa.or_(shadow.is_(None), shadow != new) if catch_up else shadow.is_(None)
-    connection.execute(
-        sa.update(child)
-        .where(child.c[column.column] == other.c[parent.column], stale)
-        .values({column.shadow: new})
-    )
-    if catch_up:
-        connection.execute(
-            sa.update(child)
-            .where(child.c[column.column].is_(None), shadow.is_not(None))
-            .values({column.shadow: None})
-        )
-
-
-def unfilled(connection: Connection, plan: Plan) -> list[str]:
-    """Name the shadows that still miss a value, with counts."""
-    found = []
-    for column in plan.columns:
-        source = _source(plan, column)
-        t = sa.table(column.table, sa.column(column.column), sa.column(source), schema=plan.schema)
-        missing: sa.ColumnElement[bool] = t.c[source].is_(None)
-        if column.parent is not None:
-            missing = sa.and_(missing, t.c[column.column].is_not(None))
-        count = connection.scalar(sa.select(sa.func.count()).select_from(t).where(missing))
-        if count:
-            found.append(f"{column.table}.{source}: {count} rows")
-    return found
+__all__ = ["swap"]
 
 
 # -- the swap ------------------------------------------------------------------------------
@@ -214,7 +48,7 @@ def swap(
         # while the swap waits for it (a deadlock that cancels one of them).
         # Writers taking them the other way round are let through by
         # lock_held: the swap gives up its locks first and tries again.
-        tables = [_q(connection, plan, t) for t in reversed(plan.tables)]
+        tables = [quoted_table(connection, plan, t) for t in reversed(plan.tables)]
         statements = [sql.lock.format(tables=tables[0])]
         if len(tables) > 1 and sql.lock_held is not None:
             statements.append(sql.lock_held.format(others=len(tables) - 1))
@@ -269,7 +103,7 @@ def _steps(
         return unescape_percent(dialect, str(element.compile(dialect=dialect)))
 
     def columns(name: str) -> dict[str, dict[str, Any]]:
-        return _columns(connection, plan, name)
+        return columns_of(connection, plan, name)
 
     def primary_key(name: str) -> list[str]:
         return list(inspector().get_pk_constraint(name, schema=plan.schema)["constrained_columns"])
@@ -340,14 +174,16 @@ def _steps(
     def rename(name: str, old: str, new: str) -> list[str]:
         if old not in columns(name) or new in columns(name):
             return []
-        old_sql, new_sql = _c(connection, old), _c(connection, new)
-        return [f"ALTER TABLE {_q(connection, plan, name)} RENAME COLUMN {old_sql} TO {new_sql}"]
+        old_sql, new_sql = quoted(connection, old), quoted(connection, new)
+        table_sql = quoted_table(connection, plan, name)
+        return [f"ALTER TABLE {table_sql} RENAME COLUMN {old_sql} TO {new_sql}"]
 
     def drop_column(name: str, column: str, unless_missing: str) -> list[str]:
         found = columns(name)
         if column not in found or unless_missing not in found:
             return []
-        return [f"ALTER TABLE {_q(connection, plan, name)} DROP COLUMN {_c(connection, column)}"]
+        table_sql = quoted_table(connection, plan, name)
+        return [f"ALTER TABLE {table_sql} DROP COLUMN {quoted(connection, column)}"]
 
     def drop_pk(name: str, column: KeyColumn) -> list[str]:
         if not primary_key(name):
@@ -364,8 +200,8 @@ def _steps(
             return []
         return [
             set_not_null.format(
-                table=_q(connection, plan, column.table),
-                column=_c(connection, column.column),
+                table=quoted_table(connection, plan, column.table),
+                column=quoted(connection, column.column),
                 type=plan.new_type,
             )
         ]
@@ -380,8 +216,8 @@ def _steps(
             dialect=dialect, compile_kwargs={"literal_binds": True}
         )
         text = set_comment.format(
-            table=_q(connection, plan, column.table),
-            column=_c(connection, column.column),
+            table=quoted_table(connection, plan, column.table),
+            column=quoted(connection, column.column),
             type=plan.new_type,
             null="NULL" if column.nullable else "NOT NULL",
             comment=unescape_percent(dialect, str(literal)),

@@ -34,11 +34,7 @@ __all__ = [
     "KeyColumn",
     "Plan",
     "build_plan",
-    "clear_state",
     "describe",
-    "load_state",
-    "mark_done",
-    "save_state",
 ]
 
 Direction = Literal["ulid", "legacy"]
@@ -400,56 +396,3 @@ def phases(plan: Plan) -> list[tuple[str, str]]:
         )
     )
     return result
-
-
-# -- the stored plan ----------------------------------------------------------------
-
-
-def _state_table(schema: str | None) -> sa.Table:
-    return sa.Table(
-        STATE_TABLE,
-        sa.MetaData(),
-        sa.Column("name", sa.String(190), primary_key=True),
-        sa.Column("plan", sa.Text, nullable=False),
-        sa.Column("done", sa.Text, nullable=False),
-        schema=schema,
-    )
-
-
-def load_state(
-    connection: Connection, schema: str | None, table: str
-) -> tuple[Plan, list[str]] | None:
-    """The stored plan of a conversion in progress on the table, and its done phases."""
-    if not sa.inspect(connection).has_table(STATE_TABLE, schema=schema):
-        return None
-    state = _state_table(schema)
-    row = connection.execute(
-        sa.select(state.c.plan, state.c.done).where(state.c.name == table)
-    ).first()
-    if row is None:
-        return None
-    return Plan.from_json(row[0]), list(json.loads(row[1]))
-
-
-def save_state(connection: Connection, plan: Plan) -> None:
-    """Store a new plan (creating the table the first time)."""
-    state = _state_table(plan.schema)
-    state.create(connection, checkfirst=True)
-    connection.execute(state.insert().values(name=plan.table, plan=plan.to_json(), done="[]"))
-
-
-def mark_done(connection: Connection, plan: Plan, done: list[str], name: str) -> None:
-    """Record a finished phase or step."""
-    done.append(name)
-    state = _state_table(plan.schema)
-    connection.execute(
-        state.update().where(state.c.name == plan.table).values(done=json.dumps(done))
-    )
-
-
-def clear_state(connection: Connection, plan: Plan) -> None:
-    """Forget a finished conversion; drop the table when no other is in progress."""
-    state = _state_table(plan.schema)
-    connection.execute(state.delete().where(state.c.name == plan.table))
-    if not connection.scalar(sa.select(sa.func.count()).select_from(state)):
-        state.drop(connection)

@@ -29,7 +29,6 @@ there, and a rerun after success does nothing.
 from __future__ import annotations
 
 import logging
-import time
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
@@ -37,12 +36,13 @@ from alembic.operations import Operations
 from sqlalchemy.engine import Connection
 
 from ..._dialects import dialect_row
-from .._backfill import BackfillProgress, retry_batch
 from .._concurrent_index import build_index_concurrently
 from .._inspect import column_state, quote, run, safe_name, unescape_percent
 from .._locks import DEFAULT_LOCK_TIMEOUT, lock_safe_ddl
 from .._online import check_online_context, phases_block
+from .._plan.batches import BatchLoop, run_batches
 from ._plan import Index, Plan, build_plan
+from ._values import check_text
 
 if TYPE_CHECKING:
     from ._op import AlterULIDStorageOp
@@ -53,7 +53,6 @@ logger = logging.getLogger("alembic.runtime.migration")
 
 #: The table that remembers a conversion in progress and its copy's last key.
 STATE_TABLE = "ulid_storage_conversions"
-_LOG_EVERY = 5.0
 #: Taken by the transactions that create, join or drop the state table.
 _STATE_LOCK = f"SELECT pg_advisory_xact_lock(hashtext('sqlalchemy_ulid.{STATE_TABLE}'))"
 
@@ -207,8 +206,6 @@ def _trigger(connection: Connection, op: AlterULIDStorageOp, plan: Plan, ddl: An
 
 def _copy(connection: Connection, op: AlterULIDStorageOp, plan: Plan) -> int:
     """Copy the rows the trigger has not seen, in key order, recording each batch's end."""
-    from ._op import _check_text
-
     sql = op.convert_sql(dialect_row(connection.dialect))
     assert sql is not None
     dialect = connection.dialect
@@ -254,46 +251,32 @@ def _copy(connection: Connection, op: AlterULIDStorageOp, plan: Plan) -> int:
     ).scalar()
     if high is None:
         return 0
-    started = logged = time.monotonic()
-    done = 0
-    while True:
-        params = {
-            "last": last,
-            "high": high,
-            "n": op.batch_size,
-            "t": plan.table,
-            "c": plan.column,
-        }
-        batch = statement(last is not None)
+    resume = [last]
 
-        def one(b: sa.TextClause = batch, p: dict[str, Any] = params) -> tuple[Any, ...]:
-            return tuple(connection.execute(b, p).one())
-
-        try:
-            top, moved, _ = retry_batch(last, one)
-        except sa.exc.DBAPIError as exc:
-            if op.checked_before(plan.from_kind) and not exc.connection_invalidated:
-                bad = f"{shadow} IS NULL AND {sql.bad_text(column, plan.from_kind)}"
-                _check_text(connection, table, column, bad, op, exc)
-            raise
+    def batch(limit: int) -> int | None:
+        params = {"last": resume[0], "high": high, "n": limit, "t": plan.table, "c": plan.column}
+        top, moved, _ = connection.execute(statement(resume[0] is not None), params).one()
         if top is None:
-            break
-        last, done = top, done + int(moved)
-        now = time.monotonic()
-        elapsed = now - started
-        rate = done / elapsed if elapsed > 0 else 0.0
-        left = max(total, done) - done
-        report = BackfillProgress(
-            plan.table, plan.column, done, max(total, done), rate, left / rate if rate else None
-        )
-        if op.progress is not None:
-            op.progress(report)
-        if now - logged >= _LOG_EVERY:
-            logger.info("copy %s", report)
-            logged = now
-        if op.pause:
-            time.sleep(op.pause)
-    return done
+            return None
+        resume[0] = top
+        return int(moved)
+
+    loop = BatchLoop(
+        plan.table,
+        plan.column,
+        op.batch_size,
+        pause=op.pause,
+        progress=op.progress,
+        total=total,
+        what="copy",
+    )
+    try:
+        return run_batches(loop, batch)[0]
+    except sa.exc.DBAPIError as exc:
+        if op.checked_before(plan.from_kind) and not exc.connection_invalidated:
+            bad = f"{shadow} IS NULL AND {sql.bad_text(column, plan.from_kind)}"
+            check_text(connection, table, column, bad, op, exc)
+        raise
 
 
 def _prove_same(connection: Connection, op: AlterULIDStorageOp, plan: Plan, ddl: Any) -> None:
@@ -304,8 +287,6 @@ def _prove_same(connection: Connection, op: AlterULIDStorageOp, plan: Plan, ddl:
     for every session. Rows such a session wrote are converted again, then
     the check is validated again. The check goes with the old column.
     """
-    from ._op import _check_text
-
     sql = op.convert_sql(dialect_row(connection.dialect))
     assert sql is not None
     table = plan.q(connection, plan.table, schema=True)
@@ -329,7 +310,7 @@ def _prove_same(connection: Connection, op: AlterULIDStorageOp, plan: Plan, ddl:
                 raise
             if op.checked_before(plan.from_kind):
                 bad = sql.bad_text(column, plan.from_kind)
-                _check_text(connection, table, column, bad, op, exc)
+                check_text(connection, table, column, bad, op, exc)
             if round_ == 2 or not isinstance(exc, sa.exc.IntegrityError):
                 raise
         fixed = run(

@@ -18,6 +18,7 @@ from sqlalchemy.engine import Connection
 from ..._dialects import dialect_row, key_conversion_sql
 from .._inspect import column_state, foreign_keys_on, index_features, quote, safe_name
 from .._names import dialect_shadow_name, legacy_shadow_name, resumed_name
+from ._values import check_text
 
 if TYPE_CHECKING:
     from ._op import AlterULIDStorageOp
@@ -73,7 +74,6 @@ class Plan:
 
 
 def build_plan(connection: Connection, op: AlterULIDStorageOp) -> Plan | None:
-    from ._op import _check_text
 
     dialect = connection.dialect
     sql = op.convert_sql(dialect_row(dialect))
@@ -156,7 +156,7 @@ def build_plan(connection: Connection, op: AlterULIDStorageOp) -> Plan | None:
         todo = sql.bad_text(column_sql, from_kind)
         if shadow_state is not None:
             todo = f"{quote(dialect, shadow)} IS NULL AND {todo}"
-        _check_text(connection, table_sql, column_sql, todo, op)
+        check_text(connection, table_sql, column_sql, todo, op)
     return plan
 
 

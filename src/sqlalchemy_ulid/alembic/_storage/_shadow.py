@@ -33,7 +33,7 @@ is being undone).
 
 from __future__ import annotations
 
-import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
@@ -42,19 +42,17 @@ from alembic.util import CommandError
 from sqlalchemy.engine import Connection
 
 from ..._convert_sql import ConvertSQL
-from .._backfill import LOG_EVERY, BackfillProgress, error_code, logger
 from .._inspect import column_state, quote, safe_name, strict_mode
 from .._locks import DEFAULT_LOCK_TIMEOUT, lock_safe, lock_safe_ddl
 from .._online import check_online_context, phases_block
+from .._plan.batches import BatchLoop, logger, run_batches
+from ._values import check_text
 
 if TYPE_CHECKING:
     from ._op import AlterULIDStorageOp
 
 __all__ = ["alter_shadow"]
 
-#: Tries of a copy statement that a deadlock or a row lock timeout stopped.
-_TRIES = 5
-_RETRIED = frozenset({1213, 1205})
 #: The triggers, in the order they are created (see the module docstring).
 _EVENTS = ("delete", "update", "insert")
 
@@ -127,6 +125,15 @@ class _Shadow:
         )
         return [str(row[0]) for row in rows]
 
+    def _table_field(self, field: str) -> Any:
+        """A field of the table's row in ``information_schema.TABLES`` (None: no row)."""
+        rows = self._rows(
+            f"SELECT {field} FROM information_schema.TABLES "
+            "WHERE TABLE_SCHEMA = COALESCE(:schema, DATABASE()) AND TABLE_NAME = :table",
+            table=self.name,
+        )
+        return rows[0][0] if rows else None
+
     def _key(self) -> str | None:
         rows = self._rows(
             "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE "
@@ -183,13 +190,9 @@ class _Shadow:
                 f"{self.name}.{self.column} is neither {self.from_kind} nor {self.to_kind} "
                 "storage: nothing was changed"
             )
-        engine = self._rows(
-            "SELECT ENGINE FROM information_schema.TABLES "
-            "WHERE TABLE_SCHEMA = COALESCE(:schema, DATABASE()) AND TABLE_NAME = :table",
-            table=self.name,
-        )
-        if not engine or str(engine[0][0]).lower() != "innodb":
-            raise ValueError(f"{where} needs an InnoDB table; {self.name} is {engine[0][0]}")
+        engine = self._table_field("ENGINE")
+        if str(engine).lower() != "innodb":
+            raise ValueError(f"{where} needs an InnoDB table; {self.name} is {engine}")
         if self.key is None:
             raise ValueError(
                 f"{where} needs a single-column primary key on {self.name}: the copy walks "
@@ -243,7 +246,6 @@ class _Shadow:
         self._check_values()
 
     def _check_values(self) -> None:
-        from ._op import _check_text
 
         state = column_state(self.connection, self.name, self.column, self.op.schema)
         assert state is not None
@@ -251,7 +253,7 @@ class _Shadow:
         if self.op.checked_before(self.from_kind):
             column = quote(self.connection.dialect, self.column)
             bad = self.sql.bad_text(column, self.from_kind)
-            _check_text(self.connection, self.table, column, bad, self.op)
+            check_text(self.connection, self.table, column, bad, self.op)
 
     # -- the steps ---------------------------------------------------------------
 
@@ -297,12 +299,8 @@ class _Shadow:
                 existing_comment=state.comment,
             )
 
-        lock_safe(
-            self.connection,
-            alter,
-            f"ALTER TABLE {self.shadow_name}",
-            lock_timeout=self.lock_timeout,
-        )
+        what = f"ALTER TABLE {self.shadow_name}"
+        lock_safe(self.connection, alter, what, lock_timeout=self.lock_timeout)
 
     def _values(self, row: str) -> str:
         """The row's columns as the shadow stores them (``row``: NEW, OLD or a table)."""
@@ -369,74 +367,49 @@ class _Shadow:
             )
         ).scalar()
 
-    def _estimate(self) -> int:
-        rows = self._rows(
-            "SELECT TABLE_ROWS FROM information_schema.TABLES "
-            "WHERE TABLE_SCHEMA = COALESCE(:schema, DATABASE()) AND TABLE_NAME = :table",
-            table=self.name,
-        )
-        return int(rows[0][0] or 0) if rows else 0
-
     def _copy(self, start: Any) -> None:
         """Copy the rows in key order, one statement (one transaction) per batch."""
         assert self.key is not None
         dialect = self.connection.dialect
         key = quote(dialect, self.key)
         names = ", ".join(quote(dialect, name) for name in self.written)
-        total = self._estimate()
-        started = last_log = time.monotonic()
-        done, low, inclusive = 0, start, True
+        # Where the next batch begins: its first key, or the key after it.
+        low: list[Any] = [start, True]
         # The triggers existed before this read: a row with a higher key was
         # written after it, through them. Stopping here keeps writers that
         # add rows at the end from keeping the copy going.
         top = self.connection.execute(sa.text(f"SELECT MAX({key}) FROM {self.table}")).scalar()
 
         def above(column: str) -> str:
-            if low is None:
+            if low[0] is None:
                 return "1 = 1"
-            return f"{column} {'>=' if inclusive else '>'} :low"
+            return f"{column} {'>=' if low[1] else '>'} :low"
 
-        while top is not None:
+        def batch(limit: int) -> int | None:
             high = self.connection.execute(
                 sa.text(
                     f"SELECT MAX(k) FROM (SELECT {key} AS k FROM {self.table} "
                     f"WHERE {above(key)} AND {key} <= :top "
-                    f"ORDER BY {key} LIMIT {int(self.op.batch_size)}) AS batch"
+                    f"ORDER BY {key} LIMIT {int(limit)}) AS batch"
                 ),
-                {"low": low, "top": top},
+                {"low": low[0], "top": top},
             ).scalar()
             if high is None:
-                break
+                return None
             copy = sa.text(
                 f"INSERT IGNORE INTO {self.shadow} ({names}) SELECT {self._values('t')} "
                 f"FROM {self.table} AS t WHERE {above(f't.{key}')} AND t.{key} <= :high "
                 f"ORDER BY t.{key} LOCK IN SHARE MODE"
             )
-            done += self._retrying(copy, {"low": low, "high": high}, high)
-            low, inclusive = high, False
-            now = time.monotonic()
-            report = _report(self.op, done, max(total, done), now - started)
-            if self.op.progress is not None:
-                self.op.progress(report)
-            if now - last_log >= LOG_EVERY:
-                logger.info("copy %s", report)
-                last_log = now
-            if self.op.pause:
-                time.sleep(self.op.pause)
-        logger.info("copy %s", _report(self.op, done, done, time.monotonic() - started))
+            copied = int(self.connection.execute(copy, {"low": low[0], "high": high}).rowcount)
+            low[:] = [high, False]
+            return copied
 
-    def _retrying(self, statement: sa.TextClause, params: dict[str, Any], high: Any) -> int:
-        for attempt in range(1, _TRIES + 1):
-            try:
-                return int(self.connection.execute(statement, params).rowcount)
-            except sa.exc.DBAPIError as exc:
-                if exc.connection_invalidated or error_code(exc) not in _RETRIED:
-                    raise
-                if attempt == _TRIES:
-                    raise
-                logger.warning("copy batch up to key %r: %s; retrying", high, exc.orig)
-                time.sleep(0.05 * attempt)
-        raise AssertionError("unreachable")  # pragma: no cover
+        if top is None:
+            return
+        op, total = self.op, int(self._table_field("TABLE_ROWS") or 0)
+        loop = BatchLoop(op.table_name, self.column, op.batch_size, op.pause, op.progress, total)
+        run_batches(replace(loop, what="copy"), batch)
 
     def _carry_auto_increment(self) -> None:
         """Give the shadow the table's AUTO_INCREMENT counter before the swap.
@@ -447,22 +420,15 @@ class _Shadow:
         this takes its key from the table's counter, and the trigger writing
         it moves the shadow's counter past it.
         """
-        counter = self._rows(
-            "SELECT AUTO_INCREMENT FROM information_schema.TABLES "
-            "WHERE TABLE_SCHEMA = COALESCE(:schema, DATABASE()) AND TABLE_NAME = :table",
-            table=self.name,
-        )
-        if counter and counter[0][0] is not None:
-            self._ddl(f"ALTER TABLE {self.shadow} AUTO_INCREMENT = {int(counter[0][0])}")
+        counter = self._table_field("AUTO_INCREMENT")
+        if counter is not None:
+            self._ddl(f"ALTER TABLE {self.shadow} AUTO_INCREMENT = {int(counter)}")
 
     def _verify(self) -> None:
         # One statement: both counts from one read view, and the triggers
         # write both tables in the writer's transaction.
-        table, shadow = self.connection.execute(
-            sa.text(
-                f"SELECT (SELECT COUNT(*) FROM {self.table}), (SELECT COUNT(*) FROM {self.shadow})"
-            )
-        ).one()
+        counts = f"SELECT (SELECT COUNT(*) FROM {self.table}), (SELECT COUNT(*) FROM {self.shadow})"
+        table, shadow = self.connection.execute(sa.text(counts)).one()
         if table != shadow:
             raise CommandError(
                 f"{self.op.op_name}({self.name!r}, online=True): {self.name} has {table} rows "
@@ -479,9 +445,3 @@ class _Shadow:
             # Only a table of our own shape, its column still in the other storage.
             if self._exists(name) and self._ours(name, self.from_kind):
                 self._ddl(f"DROP TABLE {quoted}")
-
-
-def _report(op: AlterULIDStorageOp, done: int, total: int, elapsed: float) -> BackfillProgress:
-    rate = done / elapsed if elapsed > 0 else 0.0
-    eta = (total - done) / rate if rate else None
-    return BackfillProgress(op.table_name, op.column_name, done, total, rate, eta)

@@ -30,7 +30,8 @@ from ..._ulid import ULID
 from ..._uuid7_defaults import _STORAGES, _kind
 from .._backfill import BackfillProgress
 from .._inspect import run
-from ._op import AlterULIDStorageOp, _alter_ulid_storage, literal_bytes
+from ._op import AlterULIDStorageOp, _alter_ulid_storage
+from ._values import literal_bytes
 
 __all__ = ["AlterUUID7StorageOp", "UUID7ConvertStorage"]
 

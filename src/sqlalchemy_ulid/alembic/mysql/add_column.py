@@ -21,7 +21,7 @@ from .._plan.step import Plan, Step, null_fill_step
 from .catalog import column, column_exists, lit, table_where
 
 if TYPE_CHECKING:
-    from .._add_plan import AddNames
+    from .._add import AddNames
 
 __all__ = ["plan_add_column"]
 

@@ -31,7 +31,7 @@ from .catalog import (
 )
 
 if TYPE_CHECKING:
-    from .._add_plan import AddNames
+    from .._add import AddNames
 
 __all__ = ["plan_add_column"]
 

@@ -24,16 +24,16 @@ from alembic.util import CommandError
 from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.exc import CompileError
 
-from .._dialects import dialect_row
-from ._backfill import Backfill
-from ._inspect import check_identifier, quote, run, safe_name, strict_mode, utc_session
-from ._locks import DEFAULT_LOCK_TIMEOUT
-from ._online import check_online_context, phases_block
-from ._plan.database import Database, UnsupportedDatabase, database_for
-from ._plan.run import run_plan
+from ..._dialects import dialect_row
+from .._backfill import Backfill
+from .._inspect import check_identifier, quote, run, safe_name, strict_mode, utc_session
+from .._locks import DEFAULT_LOCK_TIMEOUT
+from .._online import check_online_context, phases_block
+from .._plan.database import Database, UnsupportedDatabase, database_for
+from .._plan.run import run_plan
 
 if TYPE_CHECKING:
-    from ._add import AddULIDColumnOp
+    from .op import AddULIDColumnOp
 
 __all__ = ["AddNames", "add_names", "add_offline", "add_online"]
 
@@ -195,8 +195,6 @@ def _backfill(
         millis,
         op.from_column,
         op.batch_size,
-        op.pause,
-        op.progress,
         op.id_maker,
     )
     if dialect_row(connection.dialect).unnest_arrays:

@@ -1,6 +1,6 @@
 """The Alembic op that adds a UUIDv7 column to a populated table.
 
-``op.add_uuid7_column`` is ``op.add_ulid_column`` (``_add``) with UUIDv7 ids:
+``op.add_uuid7_column`` is ``op.add_ulid_column`` (``op.py``, ``staged.py``) with UUIDv7 ids:
 the same checks before any DDL, the same ordered staging pass, the same
 resumable fill and constraints; only the column type, the generator and the
 server default differ. ``op.drop_ulid_column`` undoes either.
@@ -17,11 +17,12 @@ from alembic.operations import Operations
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import CompileError
 
-from .._dialects import dialect_row
-from .._uuid7 import UUIDv7Generator
-from .._uuid7_defaults import _STORAGES, UUID7Storage, _kind, uuid7_server_default
-from ._add import AddULIDColumnOp, _add_ulid_column
-from ._backfill import BackfillProgress
+from ..._dialects import dialect_row
+from ..._uuid7 import UUIDv7Generator
+from ..._uuid7_defaults import _STORAGES, UUID7Storage, _kind, uuid7_server_default
+from .._backfill import BackfillProgress
+from .op import AddULIDColumnOp
+from .staged import add_ulid_column
 
 __all__ = ["AddUUID7ColumnOp"]
 
@@ -155,4 +156,4 @@ class AddUUID7ColumnOp(AddULIDColumnOp):
         )
 
 
-Operations.implementation_for(AddUUID7ColumnOp)(_add_ulid_column)
+Operations.implementation_for(AddUUID7ColumnOp)(add_ulid_column)

@@ -33,7 +33,6 @@ DATABASES = frozenset(
 KNOWN_MIGRATION_BRANCHES = {
     "alembic/_inspect.py": 3,
     "alembic/_primary_key/_offline.py": 2,
-    "alembic/_storage/_op.py": 2,
 }
 
 

@@ -15,6 +15,8 @@ A backend that cannot be found is skipped, with the reason in the summary,
 unless it is required: ``--require-backends=postgresql,mysql`` (or ``all``),
 or ``SQLALCHEMY_ULID_REQUIRE_BACKENDS``. A required backend that is missing
 fails every test that wanted it. ``.ci/run`` requires all three.
+``--only-backends=postgresql`` (or ``SQLALCHEMY_ULID_ONLY_BACKENDS``) runs only
+the tests that reach PostgreSQL (``tests/_tiers.py``); what is required stays so.
 
 Under pytest-xdist (``make test`` runs ``-n``), each worker runs in databases
 of its own on each server, ``<database>_<worker>`` (``test_gw0``, ...), made
@@ -45,6 +47,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine, make_url
 
 import _databases
+import _tiers
 
 BACKENDS = ("sqlite", "postgresql", "mysql")
 SERVERS = ("postgresql", "mysql")
@@ -119,6 +122,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.server)
         if module in GROUPS:
             item.add_marker(pytest.mark.xdist_group(GROUPS[module]))
+    _tiers.select(config, items)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -150,6 +154,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="comma-separated backends that must be reachable (or 'all'); missing ones fail",
     )
+    _tiers.add_option(group)
     group.addoption(
         "--fuzz-n", type=int, default=None, help="statements per seed for the paging fuzzer"
     )

@@ -70,9 +70,10 @@ _ASYNC_DRIVERS = {
 #: The server-behaviour tier (marker ``server``): tests of what the database
 #: servers do under the library, not of the Python or SQLAlchemy it runs on:
 #: migrations online and offline under concurrent writers, through psql and
-#: mariadb, killed and rerun; fault soaks; big tables; feed and settle
-#: concurrency. The Python-version CI jobs leave it out (``-m "not server"``);
-#: ``make test`` and CI's main job run it. Code that branches on the Python or
+#: mariadb, killed and rerun, and through PgBouncer's transaction pooling;
+#: fault soaks; big tables; feed and settle concurrency (behind PgBouncer
+#: too). The Python-version CI jobs leave it out (``-m "not server"``);
+#: ``make test``, CI's main job and its pg18 job run it. Code that branches on the Python or
 #: SQLAlchemy version is covered by the other tier (types, paging, the ops'
 #: plans and --sql output, the guard, the integrations).
 SERVER_TIER = frozenset(
@@ -94,14 +95,22 @@ SERVER_TIER = frozenset(
         "test_alembic_uuid7_faults",
         "test_alembic_uuid7_storage_online",
         "test_feed_faults",
+        "test_pooler_feed",
+        "test_pooler_migrations",
         "test_settle_isolation",
         "test_settle_soundness",
     }
 )
 #: Tests of a server-tier module that every job runs: they depend on the
 #: SQLAlchemy version (follow() survives kills through SQLAlchemy's
-#: disconnect handling, which changed in 2.1; an expected failure on 2.0).
-EVERY_JOB = ("test_feed_faults.py::test_follow_survives_three_kills",)
+#: disconnect handling, which changed in 2.1; an expected failure on 2.0),
+#: or use no server at all (the pooler modules' checks of the source and
+#: of guard_ulid_age_ddl()'s arguments).
+EVERY_JOB = (
+    "test_feed_faults.py::test_follow_survives_three_kills",
+    "test_pooler_feed.py::test_the_guard_ddl_is_skipped_on_other_databases",
+    "test_pooler_migrations.py::test_no_op_takes_a_session_advisory_lock",
+)
 #: Modules whose tests share one worker under pytest-xdist (``--dist
 #: loadgroup``): a module fixture too costly to build twice (the site test
 #: builds the docs and starts a browser); the pooler tests' PgBouncer on a

@@ -101,6 +101,17 @@ SERVER_TIER = frozenset(
         "test_settle_soundness",
     }
 )
+#: Tests of a Python-tier module that are server tier all the same: a big
+#: table (100,000 rows through every op), and an op killed at each of its
+#: phases then rerun (one migration per phase; the op's state on the server
+#: is what they test, as in the server tier's other killed-and-rerun tests).
+#: The modules' other tests run the ops up and down on small tables in every
+#: job.
+SERVER_TESTS = (
+    "test_alembic_ops.py::test_100k_rows_survive_backfill_and_conversion",
+    "test_alembic_primary_key.py::test_interrupted_at_each_phase_then_rerun",
+    "test_alembic_primary_key.py::test_downgrade_killed_at_each_phase_then_rerun",
+)
 #: Tests of a server-tier module that every job runs: they depend on the
 #: SQLAlchemy version (follow() survives kills through SQLAlchemy's
 #: disconnect handling, which changed in 2.1; an expected failure on 2.0),
@@ -127,7 +138,10 @@ GROUPS = {
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         module = item.path.stem
-        if module in SERVER_TIER and not item.nodeid.split("/")[-1].startswith(EVERY_JOB):
+        test = item.nodeid.split("/")[-1]
+        if (module in SERVER_TIER and not test.startswith(EVERY_JOB)) or test.startswith(
+            SERVER_TESTS
+        ):
             item.add_marker(pytest.mark.server)
         if module in GROUPS:
             item.add_marker(pytest.mark.xdist_group(GROUPS[module]))

@@ -15,6 +15,8 @@ A backend that cannot be found is skipped, with the reason in the summary,
 unless it is required: ``--require-backends=postgresql,mysql`` (or ``all``),
 or ``SQLALCHEMY_ULID_REQUIRE_BACKENDS``. A required backend that is missing
 fails every test that wanted it. ``.ci/run`` requires all three.
+``--only-backends=postgresql`` (or ``SQLALCHEMY_ULID_ONLY_BACKENDS``) runs only
+the tests that reach PostgreSQL (``tests/_tiers.py``); what is required stays so.
 
 Under pytest-xdist (``make test`` runs ``-n``), each worker runs in databases
 of its own on each server, ``<database>_<worker>`` (``test_gw0``, ...), made
@@ -45,6 +47,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine, make_url
 
 import _databases
+import _tiers
 
 BACKENDS = ("sqlite", "postgresql", "mysql")
 SERVERS = ("postgresql", "mysql")
@@ -67,9 +70,10 @@ _ASYNC_DRIVERS = {
 #: The server-behaviour tier (marker ``server``): tests of what the database
 #: servers do under the library, not of the Python or SQLAlchemy it runs on:
 #: migrations online and offline under concurrent writers, through psql and
-#: mariadb, killed and rerun; fault soaks; big tables; feed and settle
-#: concurrency. The Python-version CI jobs leave it out (``-m "not server"``);
-#: ``make test`` and CI's main job run it. Code that branches on the Python or
+#: mariadb, killed and rerun, and through PgBouncer's transaction pooling;
+#: fault soaks; big tables; feed and settle concurrency (behind PgBouncer
+#: too). The Python-version CI jobs leave it out (``-m "not server"``);
+#: ``make test``, CI's main job and its pg18 job run it. Code that branches on the Python or
 #: SQLAlchemy version is covered by the other tier (types, paging, the ops'
 #: plans and --sql output, the guard, the integrations).
 SERVER_TIER = frozenset(
@@ -91,14 +95,33 @@ SERVER_TIER = frozenset(
         "test_alembic_uuid7_faults",
         "test_alembic_uuid7_storage_online",
         "test_feed_faults",
+        "test_pooler_feed",
+        "test_pooler_migrations",
         "test_settle_isolation",
         "test_settle_soundness",
     }
 )
+#: Tests of a Python-tier module that are server tier all the same: a big
+#: table (100,000 rows through every op), and an op killed at each of its
+#: phases then rerun (one migration per phase; the op's state on the server
+#: is what they test, as in the server tier's other killed-and-rerun tests).
+#: The modules' other tests run the ops up and down on small tables in every
+#: job.
+SERVER_TESTS = (
+    "test_alembic_ops.py::test_100k_rows_survive_backfill_and_conversion",
+    "test_alembic_primary_key.py::test_interrupted_at_each_phase_then_rerun",
+    "test_alembic_primary_key.py::test_downgrade_killed_at_each_phase_then_rerun",
+)
 #: Tests of a server-tier module that every job runs: they depend on the
 #: SQLAlchemy version (follow() survives kills through SQLAlchemy's
-#: disconnect handling, which changed in 2.1; an expected failure on 2.0).
-EVERY_JOB = ("test_feed_faults.py::test_follow_survives_three_kills",)
+#: disconnect handling, which changed in 2.1; an expected failure on 2.0),
+#: or use no server at all (the pooler modules' checks of the source and
+#: of guard_ulid_age_ddl()'s arguments).
+EVERY_JOB = (
+    "test_feed_faults.py::test_follow_survives_three_kills",
+    "test_pooler_feed.py::test_the_guard_ddl_is_skipped_on_other_databases",
+    "test_pooler_migrations.py::test_no_op_takes_a_session_advisory_lock",
+)
 #: Modules whose tests share one worker under pytest-xdist (``--dist
 #: loadgroup``): a module fixture too costly to build twice (the site test
 #: builds the docs and starts a browser); the pooler tests' PgBouncer on a
@@ -115,10 +138,14 @@ GROUPS = {
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         module = item.path.stem
-        if module in SERVER_TIER and not item.nodeid.split("/")[-1].startswith(EVERY_JOB):
+        test = item.nodeid.split("/")[-1]
+        if (module in SERVER_TIER and not test.startswith(EVERY_JOB)) or test.startswith(
+            SERVER_TESTS
+        ):
             item.add_marker(pytest.mark.server)
         if module in GROUPS:
             item.add_marker(pytest.mark.xdist_group(GROUPS[module]))
+    _tiers.select(config, items)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -150,6 +177,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="comma-separated backends that must be reachable (or 'all'); missing ones fail",
     )
+    _tiers.add_option(group)
     group.addoption(
         "--fuzz-n", type=int, default=None, help="statements per seed for the paging fuzzer"
     )

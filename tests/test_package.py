@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import concurrent.futures
 import re
 import subprocess
 import sys
@@ -50,37 +49,48 @@ def test_unknown_name_raises_attribute_error() -> None:
 
 # -- what a plain install gives -------------------------------------------------
 
-# Run in a fresh interpreter with greenlet unimportable, as after
-# `pip install sqlalchemy-ulid psycopg` on SQLAlchemy 2.1 (which no longer
-# installs greenlet): resolving the name must work, and must not pull in
-# sqlalchemy.ext.asyncio (which needs greenlet on 2.1, and is the half-import
-# trap on every version).
+# Run with greenlet unimportable, as after `pip install sqlalchemy-ulid psycopg`
+# on SQLAlchemy 2.1 (which no longer installs greenlet): resolving the name
+# must work, and must not pull in sqlalchemy.ext.asyncio (which needs greenlet
+# on 2.1, and is the half-import trap on every version). One process per name,
+# forked from one interpreter that has imported SQLAlchemy's top package (as
+# sqlalchemy_ulid would first) and nothing of ours: in one process a failed
+# import leaves a half-imported module behind, and the next lookup "succeeds".
+# The fork spares each name an interpreter's start and SQLAlchemy's import.
 _RESOLVE_WITHOUT_GREENLET = """
-import sys
+import os, sys, traceback
 sys.modules["greenlet"] = None  # import greenlet -> ImportError
-import sqlalchemy_ulid
-getattr(sqlalchemy_ulid, sys.argv[1])
-loaded = sorted(m for m in sys.modules if m == "greenlet" and sys.modules[m] is not None
-                or m.startswith("sqlalchemy.ext.asyncio"))
-print(",".join(loaded))
+import sqlalchemy
+
+def trap():
+    return sorted(m for m in sys.modules if m == "greenlet" and sys.modules[m] is not None
+                  or m.startswith("sqlalchemy.ext.asyncio"))
+
+assert not trap() and "sqlalchemy_ulid" not in sys.modules, trap()
+for name in sys.argv[1:]:
+    sys.stdout.flush()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            import sqlalchemy_ulid
+            getattr(sqlalchemy_ulid, name)
+            print(name, "ok" if not trap() else "loaded " + ",".join(trap()), sep="\t")
+        except BaseException as exc:
+            print(name, f"raised {type(exc).__name__}: {exc}", sep="\t")
+        sys.stdout.flush()
+        os._exit(0)
+    os.waitpid(pid, 0)
 """
 
 
 def test_every_public_name_imports_without_greenlet_in_its_own_process() -> None:
-    # One fresh process per name: in one process a failed import leaves a
-    # half-imported module behind, and the next lookup "succeeds". Four at a
-    # time: CI runs three suites at once on two cores, and sixty interpreters
-    # started together each take longer than the timeout.
-    def resolve(name: str) -> tuple[str, subprocess.CompletedProcess[str]]:
-        command = [sys.executable, "-c", _RESOLVE_WITHOUT_GREENLET, name]
-        return name, subprocess.run(command, capture_output=True, text=True, timeout=120)
-
-    failures = {}
-    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
-        for name, process in pool.map(resolve, sqlalchemy_ulid.__all__):
-            if process.returncode != 0 or process.stdout.strip():
-                failures[name] = process.stderr.strip().splitlines()[-1:] or process.stdout.strip()
-    assert failures == {}
+    names = sqlalchemy_ulid.__all__
+    command = [sys.executable, "-c", _RESOLVE_WITHOUT_GREENLET, *names]
+    process = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert process.returncode == 0, process.stderr
+    found = dict(line.split("\t", 1) for line in process.stdout.splitlines())
+    assert sorted(found) == sorted(names), process.stderr
+    assert {name: result for name, result in found.items() if result != "ok"} == {}
 
 
 def test_sync_pagination_and_time_ranges_run_without_greenlet() -> None:

@@ -17,10 +17,11 @@ does a removed one until its count in the list is lowered to match.
 from __future__ import annotations
 
 import ast
-import gc
 from pathlib import Path
 
 import pytest
+
+from _source import parse
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "sqlalchemy_ulid"
 
@@ -34,24 +35,6 @@ KNOWN_MIGRATION_BRANCHES = {
     "alembic/_inspect.py": 3,
     "alembic/_primary_key/_offline.py": 2,
 }
-
-
-def parse(source: str) -> ast.Module:
-    """``ast.parse`` with the garbage collector paused.
-
-    On CPython 3.11 the AST constructor's recursion depth is one global: a
-    finalizer that runs during the parse (a pooled connection that another
-    test in this worker dropped, logging its reset error with a traceback,
-    which parses source too) makes it raise ``SystemError: AST constructor
-    recursion depth mismatch`` (python/cpython#106905).
-    """
-    paused = gc.isenabled()
-    gc.disable()
-    try:
-        return ast.parse(source)
-    finally:
-        if paused:
-            gc.enable()
 
 
 def _is_database_name(node: ast.AST) -> bool:

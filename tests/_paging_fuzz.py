@@ -25,7 +25,9 @@ and page size from them, on the data :func:`rows` makes from the seed.
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import json
 import random
 import uuid
 from collections import Counter
@@ -45,6 +47,16 @@ MS = 1_712_345_678_901
 
 #: what a case can end as; everything but "ok" and "refused" is a failure
 FAILURES = ("crash", "late-refusal", "endless", "lost", "repeated", "extra", "misordered")
+
+
+class _Tagged(sa.types.TypeDecorator[str]):
+    """Text stored with a prefix its bind adds, and no result processing: read as stored."""
+
+    impl = sa.String
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Any) -> Any:
+        return None if value is None else f"t{value}"
 
 
 @dataclass
@@ -72,6 +84,10 @@ def schema(token: str) -> Schema:
         sa.Column("s", sa.String(8), nullable=True),
         sa.Column("d", sa.Numeric(30, 20), nullable=False),
         sa.Column("wait", sa.Interval, nullable=False),
+        sa.Column("f", sa.Double, nullable=True),
+        sa.Column("p", sa.Numeric(10, 2), nullable=False),
+        sa.Column("at", sa.DateTime, nullable=False, server_default=sa.func.current_timestamp()),
+        sa.Column("tag", _Tagged(8), nullable=False),
     )
     customers = sa.Table(
         f"fz_{token}_c",
@@ -117,7 +133,10 @@ def rows(seed: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
                 "s": rng.choice([None, "a", "A", "b", "bb"]),
                 # equal as doubles, different as decimals
                 "d": Decimal("1.000000000000000000" + str(rng.randint(10, 13))),
-                "wait": timedelta(days=rng.randint(0, 2)),
+                "wait": timedelta(days=rng.randint(0, 2), microseconds=rng.choice([0, 250000])),
+                "f": rng.choice([None, 0.5, 1.0, 1.5, 2.25]),
+                "p": Decimal(rng.choice(["0.99", "1.00", "1.01", "1.02"])),
+                "tag": rng.choice(["a", "b", "c"]),
             }
         )
     return customers, orders
@@ -210,7 +229,7 @@ def _keys(rng: random.Random, pool: list[tuple[Any, bool]], column: Any) -> list
 
 
 def _row_id(row: Any) -> Any:
-    return row.pid
+    return row if isinstance(row, ULID) else row.pid  # (one column selected: the id itself)
 
 
 def _expressions(o: Any) -> list[tuple[Any, bool]]:
@@ -373,7 +392,81 @@ def _interval(rng: random.Random, db: Schema) -> tuple[str, sa.Select[Any], list
     return "interval", stmt, keys, o.c.id, False
 
 
+def _mixed(rng: random.Random, db: Schema) -> tuple[str, sa.Select[Any], list[Key], Any, bool]:
+    """Keys whose SQL type is not their first argument's (an integer or NUMERIC, and a double)."""
+    o = db.orders
+    pool = [
+        (sa.func.coalesce(o.c.x, o.c.f), True),
+        (sa.func.coalesce(o.c.f, o.c.n), False),
+        (o.c.p + o.c.f, True),
+        (o.c.p * o.c.f, True),
+        (o.c.p / 3, False),
+        (o.c.n + o.c.f, True),
+        (sa.case((o.c.x > 0, o.c.n), else_=o.c.f), True),
+    ]
+    keys = _keys(rng, pool, o.c.id)
+    labelled = [key.expr.label(f"k{n}") for n, key in enumerate(keys[:-1])]
+    if rng.random() < 0.5:
+        return "mixed-type", sa.select(o.c.id.label("pid"), *labelled), keys, o.c.id, False
+    return "mixed-type", sa.select(o.c.id.label("pid")), keys, o.c.id, False
+
+
+def _position(rng: random.Random, db: Schema) -> tuple[str, sa.Select[Any], list[Key], Any, bool]:
+    """ORDER BY a select-list position (``ORDER BY 2``), which no WHERE can compare."""
+    o = db.orders
+    spot = sa.literal_column(str(rng.randint(2, 3)), sa.Integer)
+    if rng.random() < 0.5:  # an entity: its columns are the select list
+        Order = db.Order  # noqa: N806 (a mapped class)
+        keys = [Key(spot, descending=rng.random() < 0.5), _id_key(rng, Order.id)]  # type: ignore[attr-defined]
+        return "position", sa.select(Order), keys, Order.id, True  # type: ignore[attr-defined]
+    stmt = sa.select(o.c.id.label("pid"), o.c.n.label("n"), o.c.x.label("x"))
+    keys = [Key(spot, descending=rng.random() < 0.5), _id_key(rng, o.c.id)]
+    return "position", stmt, keys, o.c.id, False
+
+
+def _stored(rng: random.Random, db: Schema) -> tuple[str, sa.Select[Any], list[Key], Any, bool]:
+    """Keys compared as stored: a server-default timestamp, a bind-only TypeDecorator."""
+    o = db.orders
+    pool = [(o.c.at, False), (o.c.tag, False), (o.c.p, False), (sa.func.lower(o.c.tag), False)]
+    keys = _keys(rng, pool, o.c.id)
+    if rng.random() < 0.5:
+        labelled = [key.expr.label(f"k{n}") for n, key in enumerate(keys[:-1])]
+        return "stored-form", sa.select(o.c.id.label("pid"), *labelled), keys, o.c.id, False
+    return "stored-form", sa.select(o.c.id.label("pid")), keys, o.c.id, False
+
+
+def _epoch(rng: random.Random, db: Schema) -> tuple[str, sa.Select[Any], list[Key], Any, bool]:
+    """extract('epoch', ...) keys: fractional seconds, typed Integer by SQLAlchemy."""
+    o = db.orders
+    pool = [(sa.extract("epoch", o.c.wait), False), (sa.extract("epoch", o.c.at), False)]
+    keys = _keys(rng, pool, o.c.id)
+    if rng.random() < 0.5:
+        labelled = [key.expr.label(f"k{n}") for n, key in enumerate(keys[:-1])]
+        return "epoch", sa.select(o.c.id.label("pid"), *labelled), keys, o.c.id, False
+    return "epoch", sa.select(o.c.id.label("pid")), keys, o.c.id, False
+
+
+def _entity_keys(
+    rng: random.Random, db: Schema
+) -> tuple[str, sa.Select[Any], list[Key], Any, bool]:
+    """Entities and columns selected together, keys mapped by an entity but not selected."""
+    from sqlalchemy.orm import defer
+
+    Order, Customer = db.Order, db.Customer  # noqa: N806 (mapped classes)
+    condition = Order.customer_id == Customer.id  # type: ignore[attr-defined]
+    stmt = sa.select(Order, Customer.name).join(Customer, condition)
+    if rng.random() < 0.5:
+        stmt = stmt.options(defer(Order.n, raiseload=True))  # type: ignore[attr-defined]
+    pool = [(Order.n, False), (Order.x, True), (Order.p, False)]  # type: ignore[attr-defined]
+    return "entity-keys", stmt, _keys(rng, pool, Order.id), Order.id, True  # type: ignore[attr-defined]
+
+
 _SHAPES: list[tuple[Callable[..., Any], int]] = [
+    (_mixed, 3),
+    (_position, 1),
+    (_stored, 2),
+    (_epoch, 1),
+    (_entity_keys, 2),
     (_plain, 5),
     (_join_top, 3),
     (_join_nested, 5),
@@ -392,7 +485,7 @@ def case(seed: str, index: int, db: Schema) -> Case:
     rng = random.Random(f"{seed}:{index}")
     make = rng.choices([s for s, _ in _SHAPES], weights=[w for _, w in _SHAPES])[0]
     shape, stmt, keys, column, orm = make(rng, db)
-    only = ("postgresql",) if shape == "distinct-on" else ()
+    only = ("postgresql",) if shape in ("distinct-on", "epoch") else ()
     ident: Callable[[Any], Any] = _row_id
     if orm:
         width = len(stmt.column_descriptions)
@@ -472,6 +565,48 @@ def _call(counter: _Counter, first: bool, direction: str, fetch: Callable[[], An
         raise _Failed(Outcome("crash", f"{type(exc).__name__}: {exc}"[:400], direction)) from exc
 
 
+#: numbers no row holds, as a forged cursor may carry them
+_FORGED = [["d", "NaN"], ["d", "Infinity"], ["d", "-Infinity"], ["f", "inf"], ["f", "nan"],
+           ["d", "9" * 40], ["d", "0." + "1" * 40], ["d", "1E+400"], ["i", "9" * 30]]  # fmt: skip
+
+
+def _forgeries(cursor: str) -> Iterator[str]:
+    """The cursor with each of its numbers replaced by one that no row can hold."""
+    from sqlalchemy_ulid._paging._cursor import _CHECK, _FINGERPRINT, _b64, _check
+
+    raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+    head = raw[: 1 + _FINGERPRINT]
+    typed = json.loads(raw[1 + _FINGERPRINT + _CHECK :])
+    for index, (tag, _) in enumerate(typed[:-1]):
+        if tag not in ("i", "f", "d"):
+            continue
+        for forged in _FORGED:
+            body = json.dumps([*typed[:index], forged, *typed[index + 1 :]]).encode()
+            yield _b64(head + _check(head, body) + body)
+
+
+def _forge(the: Case, session: Any, counter: _Counter, cursor: str) -> Outcome | None:
+    """Forged numbers in a real cursor: a page, or a refusal before any SQL."""
+    stmt = the.statement
+    for forged in _forgeries(cursor):
+        for way in ("after", "before"):
+            try:
+                _call(
+                    counter,
+                    True,
+                    f"forged {way}",
+                    lambda f=forged, w=way: paginate(
+                        session, stmt, the.column, limit=the.size, **{w: f}
+                    ),
+                )
+            except _Failed as failed:
+                failed.outcome.detail += f" (cursor {forged})"
+                return failed.outcome
+            except ValueError:
+                pass  # refused before any SQL
+    return None
+
+
 def _walk(the: Case, session: Any, counter: _Counter, oracle: list[Any]) -> Outcome:
     stmt = the.statement
     got: list[Any] = []
@@ -495,6 +630,10 @@ def _walk(the: Case, session: Any, counter: _Counter, oracle: list[Any]) -> Outc
     wrong = _compare(got, oracle, "forward")
     if wrong is not None or last is None:
         return wrong or Outcome("ok")
+    if len(the.keys) > 1 and isinstance(last, str):
+        forged = _forge(the, session, counter, last)
+        if forged is not None:
+            return forged
     # Backward from the last row's cursor: every row before it.
     chunks: list[list[Any]] = []
     cursor = _cursor(last, the.as_text)

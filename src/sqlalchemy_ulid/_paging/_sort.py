@@ -5,10 +5,11 @@ tiebreaker. A sort on the paging column alone (or none) keeps bare-id
 cursors; a longer one becomes a :class:`~._keyset.Keyset`, after these
 checks, all before any SQL:
 
-* each key is a column expression whose value comes back with the row: it is
-  selected (under any label), mapped by a selected entity, or added to the
-  row as an extra column (when the items are entities, which hide it);
-* a cursor can carry its value exactly (:mod:`._exact`);
+* each key is a column expression (not a select-list position) whose value
+  comes back with the row: selected as a column (under any label), or added
+  as a hidden column that the caller's rows never show (:mod:`._fetch`);
+* a cursor can carry its value exactly, read and bound as the type the
+  database computes and stores (:mod:`._exact`, :mod:`._computed`);
 * whether it can be NULL, from the statement as selected (:mod:`._nulls`),
   and where NULLs sort (explicit, or the database's own order).
 

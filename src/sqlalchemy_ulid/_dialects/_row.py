@@ -132,6 +132,23 @@ class PagingSQL:
     #: dates such as '0000-00-00' can be stored (MariaDB/MySQL without
     #: NO_ZERO_DATE, their default); the driver returns them as text
     zero_dates: bool = False
+    #: a NaN bound as a parameter arrives as NULL (SQLite)
+    nan_is_null: bool = False
+    #: the driver returns and binds Decimal values of untyped expressions
+    #: (SQLite's returns and binds int, float, str and bytes only)
+    untyped_decimals: bool = True
+    #: the most significant digits a NUMERIC parameter may have (None: no
+    #: limit short of PostgreSQL's own); more fail after SQL
+    numeric_digits: int | None = None
+    #: a NUMERIC is stored as a double (SQLite's REAL): a NUMERIC key is
+    #: read and bound as the double, not rounded to its type's scale
+    numeric_as_double: bool = False
+    #: dates and times are stored and compared as text (SQLite): a date key
+    #: is read and bound as the stored text, not reformatted
+    dates_as_text: bool = False
+    #: ``EXTRACT(...)`` computes a NUMERIC (PostgreSQL 14 on), not the
+    #: integer SQLAlchemy types it as
+    extract_numeric: bool = False
 
 
 _Sql = Callable[[str], str]

@@ -309,6 +309,7 @@ ROW = DialectRow(
         int_width_enforced=True,
         finite_numbers_only=True,
         zero_dates=True,
+        numeric_digits=65,
         explain="EXPLAIN FORMAT=JSON ",
         estimate=_mysql_estimate,
     ),

@@ -402,6 +402,7 @@ ROW = DialectRow(
         single_float=pg_single_float,
         int_width_enforced=True,
         text_holds_nul=False,
+        extract_numeric=True,
     ),
     # Drivers build a uuid.UUID per value (psycopg in C, asyncpg a subclass);
     # bytes cost them next to nothing, and a ULID is made from bytes directly.

@@ -41,9 +41,10 @@ from .._dialects import PagingSQL
 from .._keys import table_column as _table_column
 from .._types import ULIDType
 from .._ulid import ULID
+from ._computed import computed_type
 from ._keyset import SortKey
 
-__all__ = ["bind_type", "check_key_type", "checked_value", "raw_type"]
+__all__ = ["bind_type", "check_key_type", "checked_value", "key_type", "raw_type"]
 
 #: the Python values a cursor carries exactly (see _cursor._typed)
 _CARRIED = (bool, int, float, Decimal, str, bytes, datetime, date, time, uuid.UUID, ULID)
@@ -83,7 +84,7 @@ def check_key_type(
                 "the next, so a cursor made on one page would not find its row on the next: "
                 "sort by a stored column (such as the timestamp the key is computed from)"
             )
-    type_ = expr.type
+    type_ = computed_type(expr, facts)
     stored = _unwrapped(type_, dialect)
     if facts.enum_compares_as_text and isinstance(stored, sa.Enum) and stored.native_enum:
         raise error(
@@ -140,10 +141,13 @@ def raw_python_type(type_: TypeEngine[Any], dialect: Callable[[], Dialect]) -> t
 
 
 def raw_type(type_: TypeEngine[Any], dialect: Callable[[], Dialect]) -> TypeEngine[Any] | None:
-    """The database's own type behind a key whose results a ``TypeDecorator`` processes.
+    """The database's own type behind a key whose values a ``TypeDecorator`` processes.
 
-    None for every other type (its values come back as the database holds
-    them), and for the library's own types, whose round trip is exact.
+    A decorator that processes results may return another value than the
+    database holds; one that processes only binds returns the value as held,
+    which its bind would process again. None for every other type (its
+    values come back as the database holds them), and for the library's own
+    types, whose round trip is exact.
     A float read as ``Decimal`` (``Double(asdecimal=True)``) is rounded to
     ten decimal places as it is read: its key is read as the double.
     """
@@ -155,10 +159,31 @@ def raw_type(type_: TypeEngine[Any], dialect: Callable[[], Dialect]) -> TypeEngi
     if (
         kind.process_result_value is TypeDecorator.process_result_value
         and kind.result_processor is TypeDecorator.result_processor
+        and kind.process_bind_param is TypeDecorator.process_bind_param
+        and kind.bind_processor is TypeDecorator.bind_processor
     ):
         return None
     impl = type_.load_dialect_impl(dialect())
     return None if isinstance(impl, TypeDecorator) else impl
+
+
+def key_type(
+    expr: ColumnElement[Any], facts: PagingSQL, dialect: Callable[[], Dialect]
+) -> TypeEngine[Any] | None:
+    """The type a sort key is read and bound as, where not its own (None: its own).
+
+    The type the database computes (:func:`~._computed.computed_type`), as
+    the database holds it (:func:`raw_type`); on a database that stores a
+    NUMERIC as a double, that double, and one that stores dates as text,
+    that text: the value it compares, not one rounded or reformatted.
+    """
+    computed = computed_type(expr, facts)
+    kind = raw_type(computed, dialect) or computed
+    if facts.numeric_as_double and isinstance(kind, sa.Numeric) and not isinstance(kind, sa.Float):
+        kind = sa.Double()
+    elif facts.dates_as_text and isinstance(kind, (sa.Date, sa.DateTime, sa.Time)):
+        kind = sa.String()
+    return None if kind is expr.type else kind
 
 
 def bind_type(type_: TypeEngine[Any]) -> TypeEngine[Any]:
@@ -251,6 +276,13 @@ def checked_value(key: SortKey, value: Any, facts: PagingSQL) -> Any:
         expected = type_.python_type
     except NotImplementedError:
         expected = object  # a type that does not say (literal_column)
+    if expected is object and (
+        (isinstance(value, Decimal) and not facts.untyped_decimals)
+        or (isinstance(value, int) and not -(2**63) <= value < 2**64)
+    ):
+        # A key of no known type: what no driver returns (no integer is
+        # wider than 64 bits, SQLite's driver returns no Decimal).
+        raise InvalidCursor("the cursor is malformed (truncated or altered)")
     if not _holdable(value, expected, facts):
         raise InvalidCursor("the cursor is malformed (truncated or altered)")
     if _zero_date(value, expected, facts):
@@ -273,13 +305,25 @@ def checked_value(key: SortKey, value: Any, facts: PagingSQL) -> Any:
         low, high = _int_range(type_, on_column)
         if not low <= value <= high:
             raise InvalidCursor("the cursor is malformed (truncated or altered)")
-    if (
-        facts.finite_numbers_only
-        and isinstance(value, (float, Decimal))
-        and not math.isfinite(value)
-    ):
+    if isinstance(value, (float, Decimal)) and not _number_holdable(value, facts):
         raise InvalidCursor("the cursor is malformed (truncated or altered)")
+    if expected is float and isinstance(value, Decimal):
+        return float(value)  # bound as the double it is compared with
     return value
+
+
+def _number_holdable(value: float | Decimal, facts: PagingSQL) -> bool:
+    """Whether a number could be a row's: NaN, infinities and digits the database takes."""
+    if value != value:  # NaN
+        return not (facts.finite_numbers_only or facts.nan_is_null)
+    if not math.isfinite(value):
+        return not facts.finite_numbers_only
+    if facts.numeric_digits is not None and isinstance(value, Decimal) and value:
+        exponent = value.as_tuple().exponent
+        assert isinstance(exponent, int)  # finite
+        digits = max(value.adjusted() + 1, 1) + max(-exponent, 0)
+        return digits <= facts.numeric_digits
+    return True
 
 
 #: integer widths in bits by type name, where narrower than 64 (MySQL's names too)

@@ -8,14 +8,13 @@ follow (the probe for a page behind, the count). :mod:`._run` runs it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Dialect, Row
-from sqlalchemy.orm import Session
+from sqlalchemy.engine import Dialect, Result, Row
 from sqlalchemy.sql.elements import ColumnElement
 
 from .._checks import check_limit
@@ -32,9 +31,9 @@ from .._settle import (
     plan_horizon,
 )
 from ._cursor import Cursor, looks_keyset
+from ._fetch import all_rows
 from ._page import Total, check_total, count_step
 from ._sort import (
-    PaginationError,
     Sort,
     ULIDColumn,
     _reader,
@@ -50,7 +49,7 @@ if TYPE_CHECKING:
     # installs: the sync path must import without it.
     pass
 
-__all__ = ["Plan", "known", "paging_of", "plan_page", "refuse_unflushed"]
+__all__ = ["Plan", "known", "paging_of", "plan_page"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +71,8 @@ class Plan:
     limit: int
     horizon: Horizon | None
     count: Step | None  # total=: the COUNT or the EXPLAIN, after the page
+    rows: Callable[[Result[Any]], Sequence[Row[Any]]] = all_rows  # a result's rows, as read
+    items: Callable[[Sequence[Row[Any]]], list[Any]] = list  # rows as the caller sees them
 
 
 def plan_page(
@@ -242,6 +243,8 @@ def _sorted_plan(
         limit=limit,
         horizon=None,
         count=count,
+        rows=all_rows if sort.shown is None else sort.shown.rows,
+        items=list if sort.shown is None else sort.shown.items,
     )
 
 
@@ -272,25 +275,3 @@ def paging_of(dialect: Callable[[], Dialect] | None) -> Callable[[], PagingSQL]:
     """The dialect's paging facts, looked up only when a plan needs them."""
     lookup = known(dialect)
     return lambda: dialect_row(lookup()).paging
-
-
-def refuse_unflushed(session: Any, plan: Plan) -> None:
-    """Refuse a page that would reload objects holding changes not flushed yet.
-
-    A page that reads its sort keys from the selected objects reloads them
-    (``populate_existing``); in a session that does not autoflush, that
-    reload would discard the caller's pending changes to them, silently.
-    """
-    if not plan.statement.get_execution_options().get("populate_existing"):
-        return
-    target = session
-    if not isinstance(target, Session) and hasattr(target, "registry"):
-        target = target()  # scoped_session, async_scoped_session
-    target = getattr(target, "sync_session", target)  # AsyncSession
-    if isinstance(target, Session) and not target.autoflush and target.dirty:
-        raise PaginationError(
-            "this page reads its sort keys from the selected objects and reloads them, "
-            "and the session holds changes not flushed yet (autoflush is off) that the "
-            "reload would discard: call session.flush() first, or select the sort keys "
-            "as columns"
-        )

@@ -36,7 +36,7 @@ from .._settle import (
 from .._settle import Step as _Step
 from ._cursor import Cursor
 from ._page import Page, Total
-from ._plan import Plan, plan_page, refuse_unflushed
+from ._plan import Plan, plan_page
 from ._sort import (
     PaginationError,
     ULIDColumn,
@@ -48,16 +48,6 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_scoped_session
 
 __all__ = ["apaginate", "paginate"]
-
-
-def _rows(result: Result[Any]) -> Sequence[Row[Any]]:
-    # Joined eager loads of collections repeat a parent on several rows;
-    # SQLAlchemy then demands unique(), and has already applied the LIMIT to
-    # the parents in a subquery. The marker is private (no public accessor;
-    # pinned by the joinedload test on SQLAlchemy 2.0 and 2.1).
-    if getattr(result, "_unique_filter_state", None) is not None:
-        result = result.unique()
-    return result.all()
 
 
 def _scalar(result: Result[Any]) -> Any:
@@ -74,7 +64,7 @@ def _steps(plan: Plan) -> Generator[_Step, Any, Page[Any]]:
         settled = plan.keys.min_at(max(horizon_ms, 0))
         statement = statement.where(plan.column < plan.keys.bind(plan.column, settled))
         statement = plan.horizon.restrict(statement)
-    rows = yield statement, _rows
+    rows = yield statement, plan.rows
     # Compared as read (no text per row): a repeat is the same value twice.
     values = [plan.value_of(row) for row in rows]
     for index, (earlier, later) in enumerate(itertools.pairwise(values)):
@@ -102,7 +92,7 @@ def _page(plan: Plan, rows: Sequence[Row[Any]], behind: bool, total: int | None)
     rows = list(rows[: plan.limit])
     if plan.backward:
         rows.reverse()
-    items = [row[0] for row in rows] if plan.scalar else rows
+    items = [row[0] for row in rows] if plan.scalar else plan.items(rows)
     cursor = plan.cursor
     first = plan.position_of(rows[0]) if rows else cursor
     last = plan.position_of(rows[-1]) if rows else cursor
@@ -296,7 +286,6 @@ def paginate(
         dialect=_dialect_of(session, stmt),
         total=total,
     )
-    refuse_unflushed(session, plan)
     binding = _orm_binding(stmt) if orm else {}
     if plan.horizon is not None:
         # Connect now (all checks have passed): the horizon's SQL depends on
@@ -376,7 +365,6 @@ async def apaginate(
         dialect=_dialect_of(session, stmt),
         total=total,
     )
-    refuse_unflushed(session, plan)
     binding = _orm_binding(stmt) if orm else {}
     if plan.horizon is not None:
         connection = (

@@ -5,10 +5,11 @@ tiebreaker. A sort on the paging column alone (or none) keeps bare-id
 cursors; a longer one becomes a :class:`~._keyset.Keyset`, after these
 checks, all before any SQL:
 
-* each key is a column expression whose value comes back with the row: it is
-  selected (under any label), mapped by a selected entity, or added to the
-  row as an extra column (when the items are entities, which hide it);
-* a cursor can carry its value exactly (:mod:`._exact`);
+* each key is a column expression (not a select-list position) whose value
+  comes back with the row: selected as a column (under any label), or added
+  as a hidden column that the caller's rows never show (:mod:`._fetch`);
+* a cursor can carry its value exactly, read and bound as the type the
+  database computes and stores (:mod:`._exact`, :mod:`._computed`);
 * whether it can be NULL, from the statement as selected (:mod:`._nulls`),
   and where NULLs sort (explicit, or the database's own order).
 
@@ -25,11 +26,11 @@ from typing import Any, Literal
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect, Row
-from sqlalchemy.orm import Mapper
 from sqlalchemy.sql import operators
 from sqlalchemy.sql.elements import (
     ColumnElement,
     Label,
+    TextClause,
     UnaryExpression,
 )
 
@@ -39,7 +40,8 @@ from .._errors import InvalidInput
 from .._keys import Keys
 from ._clauses import ULIDColumn, after, before
 from ._cursor import MAX_TEXT, InvalidCursor, decode, encode, fingerprint
-from ._exact import bind_type, check_key_type, checked_value, raw_type
+from ._exact import bind_type, check_key_type, checked_value, key_type
+from ._fetch import Reader, Shown, find, key_readers
 from ._keyset import Keyset, SortKey
 from ._nulls import may_be_null, outer_joined
 from ._wrap import may_need_subquery, paged_form
@@ -56,7 +58,6 @@ class PaginationError(InvalidInput):
     """
 
 
-_Reader = Callable[[Row[Any]], Any]
 _DIRECTIONS = {operators.asc_op: False, operators.desc_op: True}
 _NULLS: dict[Any, Literal["first", "last"]] = {
     operators.nulls_first_op: "first",
@@ -97,6 +98,12 @@ def _order_keys(stmt: sa.Select[Any]) -> list[_OrderKey]:
             elif isinstance(element, UnaryExpression) and element.modifier in _DIRECTIONS:
                 descending, element = _DIRECTIONS[element.modifier], element.element
         expr = element.element if isinstance(element, Label) else element
+        if _is_position(expr):
+            raise PaginationError(
+                f"the statement is ordered by {clause}, a position in the select list, "
+                "which a cursor's WHERE cannot compare: order by the column or expression "
+                "itself"
+            )
         if isinstance(element, _TEXT_LABEL_REFERENCE) or not isinstance(expr, ColumnElement):
             raise PaginationError(
                 f"the statement is ordered by {clause}, which is not a column expression: "
@@ -104,6 +111,13 @@ def _order_keys(stmt: sa.Select[Any]) -> list[_OrderKey]:
             )
         keys.append(_OrderKey(element, expr, descending, nulls))
     return keys
+
+
+def _is_position(expr: Any) -> bool:
+    """Whether an ORDER BY key is a select-list position (``ORDER BY 2``)."""
+    if isinstance(expr, sa.ColumnClause) and expr.is_literal:
+        return expr.name.strip().isdigit()
+    return isinstance(expr, TextClause) and expr.text.strip().isdigit()
 
 
 @dataclass(frozen=True)
@@ -115,13 +129,15 @@ class Sort:
         statement: the caller's statement, with the keys that the row would
             not show added as extra columns.
         readers: how each key but the last is read from a row.
+        shown: takes the hidden key columns off the rows (None: none to take).
         fingerprint: the hash of the sort that its cursors carry.
     """
 
     keyset: Keyset
     statement: sa.Select[Any]
-    readers: tuple[_Reader, ...]
+    readers: tuple[Reader, ...]
     fingerprint: bytes
+    shown: Shown | None = None
 
     def cursor(self, row: Row[Any], id_text: str) -> str:
         """The cursor of a row: its key values, the paging column's as text."""
@@ -241,138 +257,20 @@ def read_sort(
             )
         else:
             nulls_after = facts.nulls_largest != item.descending
-        raw = None if item is last else raw_type(item.expr.type, dialect)
+        raw = None if item is last else key_type(item.expr, facts, dialect)
         keys.append(
             SortKey(item.expr, item.order, item.descending, item.nulls, nullable, nulls_after, raw)
         )
-    statement, readers = _key_readers(stmt, keys[:-1], orm)
+    statement, readers, shown = key_readers(stmt, keys[:-1], orm)
     parts = [key.describe() for key in keys]
-    return last.descending, Sort(Keyset(tuple(keys), facts), statement, readers, fingerprint(parts))
+    keyset = Keyset(tuple(keys), facts)
+    return last.descending, Sort(keyset, statement, readers, fingerprint(parts), shown)
 
 
-def _key_readers(
-    stmt: sa.Select[Any], keys: Sequence[SortKey], orm: bool
-) -> tuple[sa.Select[Any], tuple[_Reader, ...]]:
-    """How each sort key is read from a row, adding it to the row where it is hidden.
-
-    When the items are one entity (or one column), the keys are added as
-    extra labelled columns, read from the row, and never shown: the value
-    the database sorted by, not an attribute that a loaded object may hold.
-    Otherwise each key must be selected, or mapped by a selected entity
-    (whose objects the page then refreshes: ``populate_existing``). A key
-    read as its database type (``raw_type``) is added as an extra column
-    only: a row shows it as its TypeDecorator returns it.
-    """
-    width = len(stmt.column_descriptions) if orm else len(stmt.selected_columns)
-    if width == 1:
-        extra = [
-            (key.expr if key.raw is None else sa.type_coerce(key.expr, key.raw)).label(
-                f"sqlalchemy_ulid_key_{n}"
-            )
-            for n, key in enumerate(keys)
-        ]
-        readers = tuple(_column(width + n) for n in range(len(extra)))
-        return stmt.add_columns(*extra), readers
-    found = []
-    for key in keys:
-        expr = key.expr
-        if key.raw is not None:
-            raise PaginationError(
-                f"the sort key {expr} is of type {key.expr.type!r}, which processes the "
-                "values it returns, so a cursor of the value a row shows might not find "
-                "its row again: select one entity or column (the key is then read as the "
-                f"database holds it), or sort by sa.type_coerce({expr}, <its database type>)"
-            )
-        reader = _find(stmt, expr, orm)
-        if reader is None:
-            raise PaginationError(
-                f"the sort key {expr} is not in the row: select it (a label is fine), or "
-                "select the entity that maps it"
-            )
-        found.append(reader)
-    if any(isinstance(reader, _Attribute) for reader in found):
-        # An object already in the session keeps its loaded attributes when a
-        # query meets it again; the cursor must hold the value the database
-        # sorted by, so the page refreshes the objects it loads.
-        stmt = stmt.execution_options(populate_existing=True)
-    return stmt, tuple(found)
-
-
-def _matches(candidate: Any, column: ColumnElement[Any]) -> bool:
-    if hasattr(candidate, "__clause_element__"):
-        candidate = candidate.__clause_element__()
-    if isinstance(candidate, Label):
-        candidate = candidate.element
-    return isinstance(candidate, ColumnElement) and bool(candidate.compare(column))
-
-
-def _entity_key(entity: Any, column: ColumnElement[Any]) -> str | None:
-    """Return the attribute of a mapped entity that maps ``column``, if any."""
-    info = sa.inspect(entity, raiseerr=False)
-    mapper: Mapper[Any] | None = getattr(info, "mapper", None)
-    if mapper is None:
-        return None
-    # An aliased entity (aliased(Model), a self-join's other side) maps the
-    # alias's columns, not the table's: matched by its own attributes only,
-    # or select(parent, Node) would read Node's keys from parent.
-    if not getattr(info, "is_aliased_class", False):
-        for prop in mapper.column_attrs:
-            if any(_matches(c, column) for c in prop.columns):
-                return prop.key
-    for prop in mapper.column_attrs:
-        if _matches(getattr(entity, prop.key), column):
-            return prop.key
-    return None
-
-
-def _find(stmt: sa.Select[Any], column: ColumnElement[Any], orm: bool) -> _Reader | None:
-    """How to read ``column`` from a row of ``stmt``, if the row shows it."""
-    if not orm:
-        # Core execution (Connection): entities come back as plain columns.
-        for index, selected in enumerate(stmt.selected_columns):
-            if _matches(selected, column):
-                return _column(index)
-        return None
-    descriptions = list(enumerate(stmt.column_descriptions))
-    # A key selected as a column is read from it first: the value the
-    # database sorted by, with no reload of the objects the page meets.
-    for index, description in descriptions:
-        expr, entity = description["expr"], description.get("entity")
-        if not (entity is not None and expr is entity) and _matches(expr, column):
-            return _column(index)
-    for index, description in descriptions:
-        expr, entity = description["expr"], description.get("entity")
-        if entity is not None and expr is entity:
-            key = _entity_key(entity, column)
-            if key is not None:
-                return _attribute(index, key)
-    return None
-
-
-def _column(index: int) -> _Reader:
-    return lambda row: row[index]
-
-
-class _Attribute:
-    """Read a key as the attribute of the row's entity ``index``."""
-
-    def __init__(self, index: int, key: str) -> None:
-        self.index, self.key = index, key
-
-    def __call__(self, row: Row[Any]) -> Any:
-        entity = row[self.index]
-        # None: an outer join found no row, so each of its columns is NULL.
-        return None if entity is None else getattr(entity, self.key)
-
-
-def _attribute(index: int, key: str) -> _Reader:
-    return _Attribute(index, key)
-
-
-def _reader(stmt: sa.Select[Any], column: ColumnElement[Any], orm: bool) -> tuple[_Reader, bool]:
+def _reader(stmt: sa.Select[Any], column: ColumnElement[Any], orm: bool) -> tuple[Reader, bool]:
     """Return how to read the paging column from a row, and whether rows are scalars."""
     scalar = len(stmt.column_descriptions if orm else stmt.selected_columns) == 1
-    reader = _find(stmt, column, orm)
+    reader = find(stmt, column, orm)
     if reader is not None:
         return reader, scalar
     raise PaginationError(

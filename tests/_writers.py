@@ -159,3 +159,40 @@ class SwapFollowers(Writers):
         super().check()
         # Only statements in flight as the swap began may fail (the new type).
         assert len(self.failed) <= 2 * len(self.threads), self.failed[:3]
+
+
+class Control(Writers):
+    """One writer on a table of its own, which no op touches: the machine's own stalls.
+
+    A write the op cannot block still waits when the machine or the server
+    stalls (a loaded CI machine, a WAL flush). ``stall()`` is the longest
+    such write while the block ran; a writer of the op's table is judged
+    by how much longer than that it waited, not by the wall clock alone.
+    """
+
+    def __init__(self, engine: Engine, name: str) -> None:
+        super().__init__(engine, 1)
+        self.name = name
+
+    def __enter__(self) -> Control:
+        with self.engine.begin() as conn:
+            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {self.name}")
+            conn.exec_driver_sql(f"CREATE TABLE {self.name} (n INTEGER)")
+        return super().__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            super().__exit__(*exc)
+        finally:
+            with self.engine.begin() as conn:
+                conn.exec_driver_sql(f"DROP TABLE IF EXISTS {self.name}")
+
+    def write(self, conn: Connection, n: int) -> None:
+        while not self.stop.is_set():
+            self.send(conn, f"INSERT INTO {self.name} (n) VALUES ({n})")
+            time.sleep(0.002)
+
+    def stall(self) -> float:
+        """The longest write of the control table, after ``check()`` found no error."""
+        self.check()
+        return max(self.latencies, default=0.0)

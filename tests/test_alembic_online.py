@@ -37,8 +37,9 @@ from sqlalchemy_ulid.alembic import BackfillProgress
 TABLE = "online_orders"
 DATETIME = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql")
 BASE = datetime(2021, 3, 1, 8, 0, 0)
-#: The longest a writer may wait, whatever the table's size: a metadata
-#: change plus one batch's row locks, on a loaded two-core CI machine.
+#: The longest a writer may wait, whatever the table's size, beyond the
+#: machine's own stalls (the longest write of a table the op does not touch,
+#: in the same run): a metadata change plus one batch's row locks.
 WRITER_BOUND = 1.5
 
 
@@ -159,10 +160,12 @@ class Writers(_writers.Writers):
             key += 1
             time.sleep(0.002)
 
-    def check(self) -> None:
+    def check(self, stall: float = 0.0) -> None:
+        """Fail on an error, too few writes, or a wait longer than the bound past ``stall``."""
         super().check()
         assert len(self.written) > 10, "the writers hardly wrote: the test proves nothing"
-        assert max(self.latencies) < WRITER_BOUND, sorted(self.latencies)[-5:]
+        slowest = sorted(self.latencies)[-5:]
+        assert max(self.latencies) < WRITER_BOUND + stall, (slowest, f"control stall {stall:.3f}")
 
 
 @pytest.mark.parametrize("rows", [2_000, 20_000])
@@ -170,9 +173,9 @@ def test_writers_keep_flowing_whatever_the_size(server: Engine, rows: int) -> No
     _seed(server, rows)
     checksum = _checksum(server, rows + 1)
     reports: list[BackfillProgress] = []
-    with Writers(server) as writers:
+    with _writers.Control(server, "online_control") as control, Writers(server) as writers:
         _online(server, progress=reports.append)
-    writers.check()
+    writers.check(control.stall())
     assert _checksum(server, rows + 1) == checksum
     assert _check_ids(server, rows) == rows + len(writers.written)
     nullable, unique, checks = _schema(server)

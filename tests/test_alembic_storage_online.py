@@ -30,8 +30,9 @@ from sqlalchemy_ulid.alembic import BackfillProgress
 
 TABLE = "so_items"
 TWIN = "so_twin"
-#: The longest a writer may wait: a metadata change plus one batch's row
-#: locks, on a loaded two-core machine.
+#: The longest a writer may wait beyond the machine's own stalls (the longest
+#: write of a table the op does not touch, in the same run): a metadata change
+#: plus one batch's row locks.
 WRITER_BOUND = 1.0
 DEFAULT = ULID("01ARZ3NDEKTSV4RRFFQ69G5FAV")
 
@@ -175,10 +176,12 @@ class Writers(_writers.SwapFollowers):
             key += 1
             time.sleep(0.002)
 
-    def check(self) -> None:
+    def check(self, stall: float = 0.0) -> None:
+        """Fail on an error, too few writes, or a wait longer than the bound past ``stall``."""
         super().check()
         assert len(self.expected) > 20, "the writers hardly wrote: the test proves nothing"
-        assert max(self.latencies) < WRITER_BOUND, sorted(self.latencies)[-5:]
+        slowest = sorted(self.latencies)[-5:]
+        assert max(self.latencies) < WRITER_BOUND + stall, (slowest, f"control stall {stall:.3f}")
 
 
 PAIRS = [("text", "auto"), ("auto", "text"), ("text", "binary"), ("binary", "auto")]
@@ -196,11 +199,11 @@ def test_writers_keep_flowing_and_every_value_is_converted(
     writers = Writers(engine, from_, to, list(before))
     unwatch = writers.watch("LOCK TABLE")
     try:
-        with writers:
+        with _writers.Control(engine, "so_control") as control, writers:
             _run(engine, TABLE, from_, to, online=True, batch_size=2000, progress=reports.append)
     finally:
         unwatch()
-    writers.check()
+    writers.check(control.stall())
     after = _values(engine, TABLE, to)
     expected = {**before, **writers.expected}
     assert after == expected  # every row: its last written value, converted; none lost

@@ -10,6 +10,7 @@ query, or is refused with a ValueError before any SQL ran.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterator
 from typing import Any, ClassVar
@@ -31,8 +32,10 @@ from sqlalchemy.orm import (
     selectinload,
 )
 
-from conftest import recording
-from sqlalchemy_ulid import ULID, PaginationError, ULIDType, paginate
+from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
+
+from conftest import Backend, recording
+from sqlalchemy_ulid import ULID, PaginationError, TypeID, TypeIDType, ULIDType, apaginate, paginate
 from test_paging_adversarial_2 import _ids, walk
 
 SIZES = (1, 2, 3, 7)
@@ -324,3 +327,120 @@ def test_for_update_with_hidden_keys(engine: Engine, orm: None) -> None:
     stmt = sa.select(t.c.id).order_by(t.c.label, t.c.price, t.c.id).with_for_update()
     with engine.begin() as conn:
         assert _walk(engine, conn, stmt, t.c.id) == "walked"
+
+
+# -- typed-id keys --------------------------------------------------------------------
+
+
+class Member(Base):
+    __tablename__ = f"adv3_member_{_TOKEN}"
+    id: Mapped[TypeID] = mapped_column(TypeIDType("user"), primary_key=True)
+    name: Mapped[str | None] = mapped_column(sa.String(40), nullable=True)
+    org_id: Mapped[TypeID | None] = mapped_column(TypeIDType("org"), nullable=True)
+
+
+def _members(engine: Engine) -> list[TypeID]:
+    ids = [TypeID.from_ulid("user", u) for u in _ids(11)]
+    with Session(engine) as session:
+        session.add_all(
+            [Member(id=i, name=[None, "ä", "b", "ä"][n % 4]) for n, i in enumerate(ids)]
+        )
+        session.commit()
+    return ids
+
+
+def test_typeid_sort_with_text_cursors(engine: Engine, orm: None) -> None:
+    _members(engine)
+    stmt = sa.select(Member).order_by(Member.name.desc(), Member.id.desc())
+    with Session(engine) as session:
+        assert _walk(engine, session, stmt, Member.id, ident=_ident) == "walked"
+        stmt = sa.select(Member.id).order_by(Member.id.desc())
+        assert _walk(engine, session, stmt, Member.id, ident=_ident) == "walked"
+
+
+def _refused_or_same(engine: Engine, session: Any, stmt: Any, cursor: str, want: list[Any]) -> str:
+    """The page after ``cursor``: refused with a ValueError before SQL, or ``want``."""
+    with recording(engine) as seen:
+        try:
+            page = paginate(session, stmt, Member.id, after=cursor, limit=3)
+        except ValueError:
+            assert seen == [], "refused after SQL ran"
+            return "refused"
+    assert [_ident(item) for item in page.items] == want
+    return "paged"
+
+
+def _ident(item: Any) -> Any:
+    return item if isinstance(item, TypeID) else item[0] if isinstance(item, sa.Row) else item.id
+
+
+def test_cursors_of_a_ulid_column_on_a_typeid_column(engine: Engine, orm: None) -> None:
+    """A bare ULID, another prefix's typed id, and a ULIDType sort's cursor on a TypeIDType key."""
+    ids = _members(engine)
+    by_id = sa.select(Member.id).order_by(Member.id)
+    by_name = sa.select(Member.id, Member.name).order_by(Member.name, Member.id)
+    items = _items()
+    ulid_sort = sa.select(items.c.id, items.c.label).order_by(items.c.label, items.c.id)
+    with Session(engine) as session:
+        ulid_cursor = str(paginate(session, ulid_sort, items.c.id, limit=2).next_cursor)
+        bare = str(ids[2].to_ulid())
+        outcome = _refused_or_same(engine, session, by_id, bare, ids[3:6])
+        assert outcome in ("refused", "paged")
+        assert _refused_or_same(engine, session, by_id, "org_" + str(ids[2])[5:], []) == "refused"
+        assert _refused_or_same(engine, session, by_name, str(ids[2]), []) == "refused"
+        assert _refused_or_same(engine, session, by_name, ulid_cursor, []) == "refused"
+        assert _refused_or_same(engine, session, by_id, ulid_cursor, []) == "refused"
+
+
+# -- async ----------------------------------------------------------------------------
+
+
+def test_async_session_with_hidden_keys(backend: Backend, orm: None) -> None:
+    """AsyncSession through apaginate: entity rows, keys read as hidden columns, text cursors."""
+    url = backend.async_urls[0]
+    stmt = (
+        sa.select(Item, Shop.name).join(Item.shop).order_by(Shop.name.desc(), Item.price, Item.id)
+    )
+
+    async def run() -> tuple[list[Any], list[Any]]:
+        engine = create_async_engine(url)
+        try:
+            async with AsyncSession(engine) as session:
+                want = [row[0].id for row in (await session.execute(stmt)).all()]
+                got: list[Any] = []
+                cursor = None
+                while True:
+                    page = await apaginate(session, stmt, Item.id, after=cursor, limit=4)
+                    assert all(len(row) == 2 for row in page.items)
+                    got += [row[0].id for row in page.items]
+                    if page.next_cursor is None:
+                        return want, got
+                    cursor = str(page.next_cursor)
+        finally:
+            await engine.dispose()
+
+    want, got = asyncio.run(run())
+    assert got == want and len(want) == 30
+
+
+def test_group_by_with_a_key_neither_grouped_nor_aggregated(engine: Engine, orm: None) -> None:
+    """GROUP BY shop ORDER BY item.price: the database picks a price per group (or refuses).
+
+    The cursor's WHERE on item.price would filter items before grouping, so
+    each group's price could change between pages.
+    """
+    if engine.dialect.name == "postgresql":
+        pytest.skip(
+            "PostgreSQL refuses the unpaged statement (price neither grouped nor aggregated)"
+        )
+    stmt = sa.select(Shop.id).join(Shop.items).group_by(Shop.id).order_by(Item.price, Shop.id)
+    with engine.connect() as conn:
+        assert _walk(engine, conn, stmt, Shop.id) in ("walked", "refused")
+
+
+def test_only_a_text_column_selected(engine: Engine, orm: None) -> None:
+    stmt = sa.select(Item.label).order_by(Item.label, Item.id)
+    with engine.connect() as conn, recording(engine) as seen:
+        with pytest.raises(PaginationError, match="not selected"):
+            paginate(conn, stmt, Item.id, limit=2)
+    assert seen == []

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
+from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 from sqlalchemy.orm import (
     DeclarativeBase,
     Mapped,
@@ -31,8 +32,6 @@ from sqlalchemy.orm import (
     relationship,
     selectinload,
 )
-
-from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 
 from conftest import Backend, recording
 from sqlalchemy_ulid import ULID, PaginationError, TypeID, TypeIDType, ULIDType, apaginate, paginate
@@ -420,7 +419,8 @@ def test_async_session_with_hidden_keys(backend: Backend, orm: None) -> None:
             await engine.dispose()
 
     want, got = asyncio.run(run())
-    assert got == want and len(want) == 30
+    assert got == want
+    assert len(want) == 30
 
 
 def test_group_by_with_a_key_neither_grouped_nor_aggregated(engine: Engine, orm: None) -> None:
@@ -440,7 +440,10 @@ def test_group_by_with_a_key_neither_grouped_nor_aggregated(engine: Engine, orm:
 
 def test_only_a_text_column_selected(engine: Engine, orm: None) -> None:
     stmt = sa.select(Item.label).order_by(Item.label, Item.id)
-    with engine.connect() as conn, recording(engine) as seen:
-        with pytest.raises(PaginationError, match="not selected"):
-            paginate(conn, stmt, Item.id, limit=2)
+    with (
+        engine.connect() as conn,
+        recording(engine) as seen,
+        pytest.raises(PaginationError, match="not selected"),
+    ):
+        paginate(conn, stmt, Item.id, limit=2)
     assert seen == []

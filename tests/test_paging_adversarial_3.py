@@ -35,7 +35,7 @@ from sqlalchemy.orm import (
 
 from conftest import Backend, recording
 from sqlalchemy_ulid import ULID, PaginationError, TypeID, TypeIDType, ULIDType, apaginate, paginate
-from test_paging_adversarial_2 import _ids, walk
+from test_paging_adversarial_2 import _ids, forge, walk
 
 SIZES = (1, 2, 3, 7)
 _TOKEN = uuid.uuid4().hex[:8]
@@ -447,3 +447,57 @@ def test_only_a_text_column_selected(engine: Engine, orm: None) -> None:
     ):
         paginate(conn, stmt, Item.id, limit=2)
     assert seen == []
+
+
+def test_label_named_like_another_column_sorted_by_the_label(engine: Engine, orm: None) -> None:
+    """ORDER BY price where "price" labels the text column and the table has a price column too."""
+    t = _items()
+    shadow = t.c.label.label("price")
+    stmt = sa.select(t.c.id, shadow).order_by(shadow.desc(), t.c.id)
+    with engine.connect() as conn:
+        assert _walk(engine, conn, stmt, t.c.id) == "walked"
+
+
+def test_distinct_entities_sorted_by_their_own_column(engine: Engine, orm: None) -> None:
+    stmt = sa.select(Shop).join(Shop.items).distinct().order_by(Shop.name, Shop.id)
+    with Session(engine) as session:
+        assert _walk(engine, session, stmt, Shop.id) == "walked"
+
+
+def test_id_columns_as_earlier_sort_keys(engine: Engine, orm: None) -> None:
+    """A ULIDType foreign key, and a nullable TypeIDType one, sorted before the paging column.
+
+    The TypeIDType key was refused before SQL ("holds TypeID values, which a
+    cursor cannot carry exactly ... an interval by its number of seconds"):
+    a typed-id foreign key is a natural sort key, and its 128 bits are
+    exact. Its cursor now carries them; the column gives the prefix back.
+    """
+    with Session(engine) as session:
+        stmt = sa.select(Item).order_by(Item.shop_id.desc(), Item.id)
+        assert _walk(engine, session, stmt, Item.id) == "walked"
+    orgs = [TypeID.from_ulid("org", u) for u in _ids(3)]
+    ids = _members(engine)
+    with Session(engine) as session:
+        for n, member in enumerate(session.scalars(sa.select(Member))):
+            member.org_id = None if n % 4 == 0 else orgs[n % 3]
+        session.commit()
+        stmt = sa.select(Member).order_by(Member.org_id.desc(), Member.id)
+        assert _walk(engine, session, stmt, Member.id, ident=_ident) == "walked"
+        cursor = paginate(session, stmt, Member.id, limit=2).next_cursor
+        assert cursor is not None
+        # Forged: a key value that is no id, an id of the other prefix (its bits are
+        # bound under the column's prefix: a page), the largest id (an empty page).
+        for value, outcome in (
+            (["s", "org_x"], "refused"),
+            (["U", str(orgs[0].to_ulid())], "paged"),
+            (["U", "7ZZZZZZZZZZZZZZZZZZZZZZZZZ"], "paged"),
+        ):
+            forged = forge(cursor, [value, ["s", str(ids[0])]])
+            with recording(engine) as seen:
+                try:
+                    paginate(session, stmt, Member.id, after=forged, limit=2)
+                    got = "paged"
+                except ValueError:
+                    assert seen == []
+                    got = "refused"
+            assert got == outcome, value

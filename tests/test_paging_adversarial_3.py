@@ -501,3 +501,45 @@ def test_id_columns_as_earlier_sort_keys(engine: Engine, orm: None) -> None:
                     assert seen == []
                     got = "refused"
             assert got == outcome, value
+
+
+def test_entity_and_column_with_joined_collection_and_a_hidden_key(
+    engine: Engine, orm: None
+) -> None:
+    """select(Shop, Shop.name) + joinedload(items), sorted by a key it does not select."""
+    from sqlalchemy.orm import scoped_session, sessionmaker
+
+    stmt = (
+        sa.select(Shop, Shop.name)
+        .options(joinedload(Shop.items))
+        .order_by(Shop.item_count.desc(), sa.func.lower(Shop.name), Shop.id)
+    )
+    scoped = scoped_session(sessionmaker(engine))
+    try:
+        want = [row[0].id for row in scoped.execute(stmt).unique().all()]
+        for size in SIZES:
+            got: list[Any] = []
+            cursor = None
+            while True:
+                page = paginate(scoped, stmt, Shop.id, after=cursor, limit=size)
+                got += [row[0].id for row in page.items]
+                last = page.cursors[-1]
+                if page.next_cursor is None:
+                    break
+                cursor = str(page.next_cursor)
+            assert got == want, size
+            back: list[Any] = []
+            cursor = str(last)
+            while cursor is not None:
+                page = paginate(scoped, stmt, Shop.id, before=cursor, limit=size)
+                back = [row[0].id for row in page.items] + back
+                cursor = None if page.prev_cursor is None else str(page.prev_cursor)
+            assert back == want[:-1], size
+        page = paginate(scoped, stmt, Shop.id, limit=2)
+        assert [len(row) for row in page.items] == [2, 2]
+        for shop, _ in page.items:  # every collection whole, not cut by the LIMIT
+            count = scoped.scalar(sa.select(sa.func.count()).where(Item.shop_id == shop.id))
+            assert len(shop.items) == count
+        assert len(page.items[0][0].items) == 23
+    finally:
+        scoped.remove()

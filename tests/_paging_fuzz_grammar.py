@@ -353,7 +353,18 @@ def _same_label(rng: random.Random, db: Schema) -> tuple[str, sa.Select[Any], li
     return "same-label", stmt, [keys[0], _id_key(rng, o.c.id)], o.c.id, False
 
 
+def _constant(rng: random.Random, db: Schema) -> tuple[str, sa.Select[Any], list[Key], Any, bool]:
+    """A constant sort key: ``ORDER BY 1`` on MariaDB (inlined) or SQLite (true): refused."""
+    o = db.orders
+    stmt = sa.select(o.c.id.label("pid"), o.c.n)
+    value = rng.choice([sa.literal(1), sa.literal(2), sa.literal(True), sa.true()])
+    keys = [Key(value, descending=rng.random() < 0.5)]
+    keys += [_direction(rng, Key(o.c.x), True)] if rng.random() < 0.5 else []
+    return "constant", stmt, [*keys, _id_key(rng, o.c.id)], o.c.id, False
+
+
 _SHAPES: list[tuple[Callable[..., Any], int]] = [
+    (_constant, 1),
     (_eager_collection, 1),
     (_distinct_join, 2),
     (_same_label, 1),

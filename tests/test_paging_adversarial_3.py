@@ -543,3 +543,53 @@ def test_entity_and_column_with_joined_collection_and_a_hidden_key(
         assert len(page.items[0][0].items) == 23
     finally:
         scoped.remove()
+
+
+def _odd_keys() -> dict[str, Any]:
+    t = _items()
+    shops = Shop.__table__
+    return {
+        "is-null": t.c.price.is_(None),
+        "negated": -t.c.price,
+        "modulo": t.c.price % 2,
+        "length": sa.func.length(t.c.label),
+        "cast-text": sa.cast(t.c.price, sa.String(10)),
+        "exists": sa.exists().where(shops.c.id == t.c.shop_id, shops.c.name == "a"),
+        "substr": sa.func.substr(t.c.label, 1, 2),
+        "concat": sa.func.coalesce(t.c.label, "") + "é",
+    }
+
+
+@pytest.mark.parametrize("name", list(_odd_keys()))
+def test_odd_key_expressions(engine: Engine, orm: None, name: str) -> None:
+    """Expressions a user sorts by: each pages exactly, or is refused before SQL."""
+    t = _items()
+    key = _odd_keys()[name]
+    stmt = sa.select(t.c.id).order_by(key.desc(), t.c.id)
+    with engine.connect() as conn:
+        assert _walk(engine, conn, stmt, t.c.id) in ("walked", "refused")
+
+
+@pytest.mark.parametrize("value", [1, 7, True, "x", sa.true(), sa.false(), sa.null()])
+def test_a_constant_sort_key_is_refused_before_sql(engine: Engine, orm: None, value: Any) -> None:
+    """order_by(literal(1), id): MariaDB's driver inlines ``ORDER BY 1``, the first column.
+
+    Walked on MariaDB, ``select(id, price).order_by(literal(1).desc(), id)``
+    sorted by ``id DESC`` while the cursor compared the constant: pages of 1,
+    2, 3 and 7 returned 1, 4, 6 and 14 of 30 rows (29, 28, 27 and 23 lost);
+    ``literal(7)`` failed after SQL (no column 7). ``sa.true()`` is written
+    ``1`` on SQLite and read as a position there and on MariaDB (pages of 1:
+    1 of 30 rows); PostgreSQL failed after SQL ("non-integer constant in
+    ORDER BY", also for ``sa.null()``). A constant orders nothing: refused
+    on every database.
+    """
+    t = _items()
+    constant = value if isinstance(value, sa.ColumnElement) else sa.literal(value)
+    stmt = sa.select(t.c.id, t.c.price).order_by(constant.desc(), t.c.id)
+    with (
+        engine.connect() as conn,
+        recording(engine) as seen,
+        pytest.raises(PaginationError, match="a constant"),
+    ):
+        paginate(conn, stmt, t.c.id, limit=2)
+    assert seen == []

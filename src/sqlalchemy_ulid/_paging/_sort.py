@@ -28,9 +28,13 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Dialect, Row
 from sqlalchemy.sql import operators
 from sqlalchemy.sql.elements import (
+    BindParameter,
     ColumnElement,
+    False_,
     Label,
+    Null,
     TextClause,
+    True_,
     UnaryExpression,
 )
 
@@ -108,6 +112,14 @@ def _order_keys(stmt: sa.Select[Any]) -> list[_OrderKey]:
             raise PaginationError(
                 f"the statement is ordered by {clause}, which is not a column expression: "
                 "order by the column or expression itself (not its name as text)"
+            )
+        if isinstance(expr, (BindParameter, True_, False_, Null)):
+            raise PaginationError(
+                f"the statement is ordered by {clause}, a constant: it orders nothing, and "
+                "where a driver or dialect writes it as an integer (a bound value on "
+                "MariaDB/MySQL, true on SQLite) the database reads a position in the "
+                "select list (ORDER BY 1 sorts by the first column, which the cursor's "
+                "WHERE does not compare): remove it, or sort by a column"
             )
         if isinstance(element, Label) and _names(stmt).count(element.name) > 1:
             raise PaginationError(

@@ -593,3 +593,16 @@ def test_a_constant_sort_key_is_refused_before_sql(engine: Engine, orm: None, va
     ):
         paginate(conn, stmt, t.c.id, limit=2)
     assert seen == []
+
+
+def test_typeid_ids_alone_sorted_by_a_hidden_nullable_key(engine: Engine, orm: None) -> None:
+    """select(Member.id) by name (NULLs, unicode), DISTINCT too: Core and ORM rows of typed ids."""
+    _members(engine)
+    stmt = sa.select(Member.id).order_by(Member.name.desc(), Member.id.desc())
+    with Session(engine) as session:
+        assert _walk(engine, session, stmt, Member.id, ident=_ident) == "walked"
+    with engine.connect() as conn:
+        assert _walk(engine, conn, stmt, Member.id, ident=_ident) == "walked"
+        if engine.dialect.name != "postgresql":  # (which refuses the unpaged statement)
+            distinct = stmt.distinct()
+            assert _walk(engine, conn, distinct, Member.id, ident=_ident) == "walked"

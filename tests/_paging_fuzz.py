@@ -223,6 +223,8 @@ def check(engine: Engine, the: Case) -> Outcome:
                 else len(the.select.selected_columns) == 1
             )
             result = session.execute(the.oracle)
+            if the.shape == "eager-collection":  # (SQLAlchemy demands unique() here)
+                result = result.unique()
             found = result.scalars().all() if scalar else result.all()
             # Rows whose paging column is NULL are never paged (documented).
             oracle = [i for i in map(the.ident, found) if i is not None]

@@ -12,7 +12,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
-from sqlalchemy.orm import registry
+from sqlalchemy.orm import foreign, registry, relationship
 
 from sqlalchemy_ulid import ULID, ULIDType
 
@@ -76,7 +76,17 @@ def schema(token: str) -> Schema:
     order_class = type(f"Order_{token}", (), {})
     customer_class = type(f"Customer_{token}", (), {})
     mapper.map_imperatively(order_class, orders)
-    mapper.map_imperatively(customer_class, customers)
+    mapper.map_imperatively(
+        customer_class,
+        customers,
+        properties={
+            "orders": relationship(
+                order_class,
+                primaryjoin=customers.c.id == foreign(orders.c.customer_id),
+                viewonly=True,
+            )
+        },
+    )
     return Schema(metadata, orders, customers, lossy, order_class, customer_class)
 
 

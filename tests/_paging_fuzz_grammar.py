@@ -313,7 +313,61 @@ def _entity_keys(
     return "entity-keys", stmt, _keys(rng, pool, Order.id), Order.id, True  # type: ignore[attr-defined]
 
 
+def _eager_collection(
+    rng: random.Random, db: Schema
+) -> tuple[str, sa.Select[Any], list[Key], Any, bool]:
+    """contains_eager() of a collection: a row per child (refused: the LIMIT counts children)."""
+    from sqlalchemy.orm import contains_eager
+
+    Customer = db.Customer  # noqa: N806 (a mapped class)
+    orders = Customer.orders  # type: ignore[attr-defined]
+    stmt = sa.select(Customer).join(orders).options(contains_eager(orders))
+    pool = [(Customer.name, False), (Customer.tier, True)]  # type: ignore[attr-defined]
+    return "eager-collection", stmt, _keys(rng, pool, Customer.id), Customer.id, True  # type: ignore[attr-defined]
+
+
+def _distinct_join(
+    rng: random.Random, db: Schema
+) -> tuple[str, sa.Select[Any], list[Key], Any, bool]:
+    """SELECT DISTINCT customer ids over their orders, sorted by keys not selected.
+
+    A customer's own columns page (one value per id); an order's would be
+    read as an extra column that splits a customer into a row per value:
+    refused. (Not on PostgreSQL, which refuses the unpaged statement.)
+    """
+    o, c = db.orders, db.customers
+    stmt = sa.select(c.c.id.label("pid")).join(o, o.c.customer_id == c.c.id).distinct()
+    pool = [(c.c.name, False), (c.c.tier, True)]
+    if rng.random() < 0.5:
+        pool = [(o.c.n, False), (o.c.x, True), (c.c.name, False)]
+    return "distinct-join", stmt, _keys(rng, pool, c.c.id), c.c.id, False
+
+
+def _same_label(rng: random.Random, db: Schema) -> tuple[str, sa.Select[Any], list[Key], Any, bool]:
+    """Two selected columns under one label, sorted by one: ORDER BY k is ambiguous (refused)."""
+    o = db.orders
+    first, second = o.c.n.label("k"), sa.func.lower(o.c.s).label("k")
+    keys = [Key(first, descending=rng.random() < 0.5), Key(second, descending=rng.random() < 0.5)]
+    rng.shuffle(keys)
+    stmt = sa.select(o.c.id.label("pid"), first, second)
+    return "same-label", stmt, [keys[0], _id_key(rng, o.c.id)], o.c.id, False
+
+
+def _constant(rng: random.Random, db: Schema) -> tuple[str, sa.Select[Any], list[Key], Any, bool]:
+    """A constant sort key: ``ORDER BY 1`` on MariaDB (inlined) or SQLite (true): refused."""
+    o = db.orders
+    stmt = sa.select(o.c.id.label("pid"), o.c.n)
+    value = rng.choice([sa.literal(1), sa.literal(2), sa.literal(True), sa.true()])
+    keys = [Key(value, descending=rng.random() < 0.5)]
+    keys += [_direction(rng, Key(o.c.x), True)] if rng.random() < 0.5 else []
+    return "constant", stmt, [*keys, _id_key(rng, o.c.id)], o.c.id, False
+
+
 _SHAPES: list[tuple[Callable[..., Any], int]] = [
+    (_constant, 1),
+    (_eager_collection, 1),
+    (_distinct_join, 2),
+    (_same_label, 1),
     (_mixed, 3),
     (_position, 1),
     (_stored, 2),
@@ -338,6 +392,8 @@ def case(seed: str, index: int, db: Schema) -> Case:
     make = rng.choices([s for s, _ in _SHAPES], weights=[w for _, w in _SHAPES])[0]
     shape, stmt, keys, column, orm = make(rng, db)
     only = ("postgresql",) if shape in ("distinct-on", "epoch") else ()
+    if shape in ("distinct-join", "same-label", "constant"):
+        only = ("sqlite", "mysql")  # PostgreSQL refuses the unpaged statement
     ident: Callable[[Any], Any] = _row_id
     if orm:
         width = len(stmt.column_descriptions)

@@ -319,9 +319,7 @@ def test_mariadb_offline_script_fills_while_a_writer_inserts(maria: Engine, tmp_
     assert not writer.is_alive()
     assert done.returncode == 0, done.stderr
     # The rows, and the writer's rows inserted before the DEFAULT was set.
-    filled = re.findall(
-        rf"add_ulid_column: (\d+) rows of {LIVE}.public_id filled", done.stdout
-    )
+    filled = re.findall(rf"add_ulid_column: (\d+) rows of {LIVE}.public_id filled", done.stdout)
     assert int(filled[-1]) >= rows
     assert written, "the writer inserted no row"
     with maria.connect() as conn:

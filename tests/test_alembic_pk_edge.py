@@ -71,9 +71,7 @@ def _no_state(engine: Engine) -> bool:
 
 
 @pytest.mark.parametrize("legacy_id", ["legacy_id", "id__ulid"])
-def test_a_user_column_named_like_the_shadow_is_refused(
-    converting: Engine, legacy_id: str
-) -> None:
+def test_a_user_column_named_like_the_shadow_is_refused(converting: Engine, legacy_id: str) -> None:
     with converting.begin() as conn:
         conn.exec_driver_sql(
             "CREATE TABLE adv_par (id int PRIMARY KEY, id__ulid varchar(20) NOT NULL)"
@@ -218,13 +216,19 @@ def test_referencing_foreign_key_and_column_keep_their_options(pg_converting: En
         with context.begin_transaction():
             Operations(context).restore_legacy_primary_key("adv_par")
     with pg_converting.connect() as conn:
-        assert conn.exec_driver_sql(
-            "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = 'adv_kid_fk'"
-        ).scalar() == definition
-        assert conn.exec_driver_sql(
-            "SELECT col_description('adv_kid'::regclass, attnum) FROM pg_attribute "
-            "WHERE attrelid = 'adv_kid'::regclass AND attname = 'par_id'"
-        ).scalar() == "the parent's 100%"
+        assert (
+            conn.exec_driver_sql(
+                "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = 'adv_kid_fk'"
+            ).scalar()
+            == definition
+        )
+        assert (
+            conn.exec_driver_sql(
+                "SELECT col_description('adv_kid'::regclass, attnum) FROM pg_attribute "
+                "WHERE attrelid = 'adv_kid'::regclass AND attname = 'par_id'"
+            ).scalar()
+            == "the parent's 100%"
+        )
         assert conn.exec_driver_sql("SELECT cid, par_id FROM adv_kid ORDER BY cid").all() == [
             (1, 1),
             (2, 2),
@@ -324,4 +328,3 @@ def test_mariadb_foreign_key_reflection_missed_is_refused(backtick: Engine) -> N
     assert _columns(backtick, "adv`par") == ["id"]
     assert kids == {1: 1, 2: 2}
     assert _no_state(backtick)
-

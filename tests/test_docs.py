@@ -319,9 +319,9 @@ def test_the_chart_layout_check_refuses_what_a_phone_cannot_read() -> None:
     assert problems(lambda ax: (ax.text(10, 5, "one"), ax.text(11, 5, "two"))) == [
         "'one' overlaps 'two'"
     ]
-    assert problems(
-        lambda ax: (ax.axvline(20, linestyle="--"), ax.text(15, 5, "crossed"))
-    ) == ["'crossed' is crossed by a line"]
+    assert problems(lambda ax: (ax.axvline(20, linestyle="--"), ax.text(15, 5, "crossed"))) == [
+        "'crossed' is crossed by a line"
+    ]
     assert problems(lambda ax: ax.text(95, 5, "a label far too long for the figure")) == [
         "'a label far too long for the figure' leaves the figure"
     ]
@@ -334,6 +334,7 @@ def test_the_chart_layout_check_refuses_what_a_phone_cannot_read() -> None:
     charts.CHARTS["tiny.svg"] = tiny  # render() writes nothing; it raises first
     with pytest.raises(charts.LayoutError, match="'small' is 5 pt"):
         charts.render("tiny.svg", [])
+
 
 def test_every_chart_is_shown_small_and_with_text_as_text() -> None:
     pages = "\n".join(page.read_text() for page in PAGES)
@@ -350,7 +351,7 @@ def test_every_chart_is_shown_small_and_with_text_as_text() -> None:
         assert len(svg) < 60_000, f"{chart.name} is {len(svg)} bytes"
         # svg.fonttype "none": text is <text>, not glyph outlines (small, searchable).
         assert "<text" in svg
-        assert "<defs>\n  <path id=\"DejaVuSans" not in svg
+        assert '<defs>\n  <path id="DejaVuSans' not in svg
     # The numbers on the pagination chart are the table's: the deepest OFFSET page.
     assert "142.57 ms" in (CHARTS / "pagination.svg").read_text()
     assert "142.57" in (ROOT / "docs" / "benchmarks.md").read_text()
@@ -430,6 +431,7 @@ def test_benchmarks_page_structure() -> None:
     opened = [i for i, line in enumerate(lines) if line.startswith("<details")]
     assert len(opened) == sum(line.startswith("</details>") for line in lines) >= 10
     assert all(lines[i + 1].startswith("<summary>") for i in opened)
+
 
 # Words that speak of how the project is run, not to the reader.
 _INTERNAL = re.compile(r"\b(?:issue\s+\d+|the foundation issue|the issue)\b", re.IGNORECASE)

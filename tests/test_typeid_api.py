@@ -260,9 +260,19 @@ def test_the_documented_alias_passes_mypy_and_the_plain_one_does_not(tmp_path: P
     runs = {}
     for path in (checked, plain):
         runs[path.name] = subprocess.run(
-            [sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(tmp_path / "cache"),
-             str(path)],
-            capture_output=True, text=True, timeout=300, check=False,
+            [
+                sys.executable,
+                "-m",
+                "mypy",
+                "--strict",
+                "--cache-dir",
+                str(tmp_path / "cache"),
+                str(path),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
         )
     assert runs["checked.py"].returncode == 0, runs["checked.py"].stdout
     assert runs["plain.py"].returncode == 1

@@ -96,6 +96,10 @@ def _typed(value: Any) -> list[Any]:
         return ["s", value]
     if isinstance(value, ULID):
         return ["U", str(value)]
+    if isinstance(value, TypeID):
+        # Its 128 bits as a ULID: the prefix belongs to the key's column,
+        # which gives it back when the cursor's value is bound.
+        return ["U", str(value.to_ulid())]
     if isinstance(value, uuid.UUID):
         return ["u", str(value)]
     if isinstance(value, bytes):

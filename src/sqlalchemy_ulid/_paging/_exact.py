@@ -39,6 +39,7 @@ from sqlalchemy.types import TypeDecorator, TypeEngine
 from .._codec import InvalidCursor
 from .._dialects import PagingSQL
 from .._keys import table_column as _table_column
+from .._typeid import TypeID
 from .._types import ULIDType
 from .._ulid import ULID
 from ._computed import computed_type
@@ -47,7 +48,7 @@ from ._keyset import SortKey
 __all__ = ["bind_type", "check_key_type", "checked_value", "key_type", "raw_type"]
 
 #: the Python values a cursor carries exactly (see _cursor._typed)
-_CARRIED = (bool, int, float, Decimal, str, bytes, datetime, date, time, uuid.UUID, ULID)
+_CARRIED = (bool, int, float, Decimal, str, bytes, datetime, date, time, uuid.UUID, ULID, TypeID)
 #: significant digits a double carries through decimal text and back
 _DOUBLE_DIGITS = 15
 #: a date or datetime as MariaDB/MySQL's drivers return one they cannot
@@ -225,7 +226,7 @@ def _holdable(value: Any, expected: type, facts: PagingSQL) -> bool:
             value.encode()
         except UnicodeEncodeError:
             return False
-    if expected is ULID and not isinstance(value, (ULID, uuid.UUID)):
+    if expected in (ULID, TypeID) and not isinstance(value, (ULID, uuid.UUID)):
         return False
     if expected is uuid.UUID and not isinstance(value, uuid.UUID):
         return False

@@ -23,7 +23,7 @@ from sqlalchemy.sql.elements import ColumnElement, Label
 
 from ._keyset import SortKey
 
-__all__ = ["Reader", "Shown", "all_rows", "find", "key_readers"]
+__all__ = ["Reader", "Shown", "all_rows", "find", "key_readers", "selected"]
 
 Reader = Callable[[Row[Any]], Any]
 
@@ -76,7 +76,7 @@ def key_readers(
     for key in keys:
         reader = None
         if width > 1 and key.raw is None:
-            reader = _selected(stmt, key.expr, orm)
+            reader = selected(stmt, key.expr, orm)
         if reader is None:
             typed = key.expr if key.raw is None else sa.type_coerce(key.expr, key.raw)
             reader = _column(width + len(hidden))
@@ -114,7 +114,7 @@ def _entity_key(entity: Any, column: ColumnElement[Any]) -> str | None:
     return None
 
 
-def _selected(stmt: sa.Select[Any], column: ColumnElement[Any], orm: bool) -> Reader | None:
+def selected(stmt: sa.Select[Any], column: ColumnElement[Any], orm: bool) -> Reader | None:
     """How to read ``column`` from a row of ``stmt`` where it is selected as a column."""
     if not orm:
         # Core execution (Connection): entities come back as plain columns.
@@ -131,7 +131,7 @@ def _selected(stmt: sa.Select[Any], column: ColumnElement[Any], orm: bool) -> Re
 
 def find(stmt: sa.Select[Any], column: ColumnElement[Any], orm: bool) -> Reader | None:
     """How to read ``column`` from a row of ``stmt``: selected, or mapped by an entity."""
-    reader = _selected(stmt, column, orm)
+    reader = selected(stmt, column, orm)
     if reader is not None or not orm:
         return reader
     for index, description in enumerate(stmt.column_descriptions):

@@ -28,9 +28,13 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Dialect, Row
 from sqlalchemy.sql import operators
 from sqlalchemy.sql.elements import (
+    BindParameter,
     ColumnElement,
+    False_,
     Label,
+    Null,
     TextClause,
+    True_,
     UnaryExpression,
 )
 
@@ -41,7 +45,7 @@ from .._keys import Keys
 from ._clauses import ULIDColumn, after, before
 from ._cursor import MAX_TEXT, InvalidCursor, decode, encode, fingerprint
 from ._exact import bind_type, check_key_type, checked_value, key_type
-from ._fetch import Reader, Shown, find, key_readers
+from ._fetch import Reader, Shown, find, key_readers, selected
 from ._keyset import Keyset, SortKey
 from ._nulls import may_be_null, outer_joined
 from ._wrap import may_need_subquery, paged_form
@@ -109,8 +113,28 @@ def _order_keys(stmt: sa.Select[Any]) -> list[_OrderKey]:
                 f"the statement is ordered by {clause}, which is not a column expression: "
                 "order by the column or expression itself (not its name as text)"
             )
+        if isinstance(expr, (BindParameter, True_, False_, Null)):
+            raise PaginationError(
+                f"the statement is ordered by {clause}, a constant: it orders nothing, and "
+                "where a driver or dialect writes it as an integer (a bound value on "
+                "MariaDB/MySQL, true on SQLite) the database reads a position in the "
+                "select list (ORDER BY 1 sorts by the first column, which the cursor's "
+                "WHERE does not compare): remove it, or sort by a column"
+            )
+        if isinstance(element, Label) and _names(stmt).count(element.name) > 1:
+            raise PaginationError(
+                f"the statement is ordered by the label {element.name!r}, which names more "
+                "than one selected column: the database sorts by whichever it picks (or "
+                "refuses), not by the expression a cursor compares; give each label its "
+                "own name"
+            )
         keys.append(_OrderKey(element, expr, descending, nulls))
     return keys
+
+
+def _names(stmt: sa.Select[Any]) -> list[str | None]:
+    """The names of the selected columns, as an ORDER BY by name would find them."""
+    return [getattr(c, "name", None) for c in stmt.selected_columns]
 
 
 def _is_position(expr: Any) -> bool:
@@ -261,10 +285,38 @@ def read_sort(
         keys.append(
             SortKey(item.expr, item.order, item.descending, item.nulls, nullable, nulls_after, raw)
         )
+    for key in keys[:-1]:
+        _check_distinct(stmt, key.expr, orm, column)
     statement, readers, shown = key_readers(stmt, keys[:-1], orm)
     parts = [key.describe() for key in keys]
     keyset = Keyset(tuple(keys), facts)
     return last.descending, Sort(keyset, statement, readers, fingerprint(parts), shown)
+
+
+def _check_distinct(
+    stmt: sa.Select[Any], expr: ColumnElement[Any], orm: bool, column: ColumnElement[Any]
+) -> None:
+    """Refuse a hidden key that could change what a SELECT DISTINCT keeps.
+
+    A key read from the paging column's table (or from no table) has one value
+    per paging column value, which is unique: adding it keeps every row. A key
+    of another table in the join (one shop, many items' prices) would split a
+    row into one per value, and is refused (PostgreSQL refuses the statement
+    itself: an ORDER BY key of a SELECT DISTINCT must be selected).
+    """
+    # Private attribute: Select has no public accessor for DISTINCT (ON).
+    if not stmt._distinct or stmt._distinct_on:
+        return
+    if selected(stmt, expr, orm) is not None:
+        return  # the same expression is already in the row: DISTINCT compares it anyway
+    own = getattr(column, "table", None)
+    if own is not None and all(source is own for source in expr._from_objects):
+        return
+    raise PaginationError(
+        f"the statement is SELECT DISTINCT and sorted by {expr}, which is not selected and "
+        f"not a column of {column}'s table: reading it as an extra column would change the "
+        "rows DISTINCT keeps; select it, or sort by a column of that table"
+    )
 
 
 def _reader(stmt: sa.Select[Any], column: ColumnElement[Any], orm: bool) -> tuple[Reader, bool]:

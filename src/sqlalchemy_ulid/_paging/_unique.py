@@ -44,8 +44,11 @@ def check_unique(
     Unique on its own, or within a composite key (primary key, unique
     constraint or index) whose other columns the WHERE fixes by equality, or
     that precede it, NOT NULL, in the ORDER BY; or grouped by (GROUP BY) with
-    only columns that precede it in the ORDER BY.
+    only columns that precede it in the ORDER BY. A ``contains_eager()`` of
+    a collection repeats each entity once per child: refused, whatever the
+    paging column.
     """
+    _check_eager_collection(stmt)
     # Private attribute: Select has no public accessor for its GROUP BY.
     grouped = list(stmt._group_by_clauses)
     if any(group.compare(column) for group in grouped) and all(
@@ -76,6 +79,30 @@ def check_unique(
         "other columns of its composite key by equality in the WHERE, or put them before it "
         "in the ORDER BY"
     )
+
+
+def _check_eager_collection(stmt: sa.Select[Any]) -> None:
+    """Refuse ``contains_eager()`` of a collection: the LIMIT would count joined rows.
+
+    ``joinedload()`` of a collection makes SQLAlchemy apply the LIMIT to the
+    parents in a subquery; ``contains_eager()`` reads the caller's own join,
+    one row per child, so a page of ``n`` rows can hold a single entity with
+    its children cut short, and the page after it starts past rows never shown.
+    """
+    # Private attributes: a loader option's elements, their options and path
+    # (no public accessor; pinned by the contains_eager tests on 2.0 and 2.1).
+    for option in getattr(stmt, "_with_options", ()):
+        for element in getattr(option, "context", ()):
+            if "eager_from_alias" not in getattr(element, "local_opts", {}):
+                continue
+            path = getattr(getattr(element, "path", None), "path", ())
+            if any(getattr(step, "uselist", False) for step in path):
+                raise PaginationError(
+                    "contains_eager() of a collection returns one row per child, so a page's "
+                    "LIMIT would count children, not entities, and rows would be lost: load "
+                    "the collection with selectinload() (or joinedload(), which limits the "
+                    "entities in a subquery)"
+                )
 
 
 def _is_unique(column: sa.Column[Any]) -> bool:

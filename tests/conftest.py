@@ -284,6 +284,8 @@ def backends(
                 backend.url = None
                 continue
         engine = sa.create_engine(backend.url)
+        if backend.name == "mysql":
+            sa.event.listen(engine, "checkin", _reset_mysql_session)
         try:
             with engine.connect():
                 pass
@@ -372,6 +374,29 @@ def backend(request: pytest.FixtureRequest, backends: dict[str, Backend]) -> Bac
             pytest.fail(f"required backend missing: {found.reason}", pytrace=False)
         pytest.skip(found.reason)
     return found
+
+
+#: What a test may SET SESSION on a shared, pooled MariaDB connection; put back
+#: to the server's value when the connection returns to the pool.
+_MYSQL_SESSION_RESET = (
+    "SET SESSION innodb_lock_wait_timeout = DEFAULT, lock_wait_timeout = DEFAULT, "
+    "time_zone = DEFAULT, sql_mode = DEFAULT, foreign_key_checks = DEFAULT"
+)
+
+
+def _reset_mysql_session(dbapi_connection: Any, record: Any) -> None:
+    """A pooled connection forgets the session settings a test made on it.
+
+    Otherwise the next test that borrows it inherits them: one test's
+    one-second lock wait made a later test's locking read time out.
+    """
+    if dbapi_connection is None:
+        return
+    try:
+        with dbapi_connection.cursor() as cursor:
+            cursor.execute(_MYSQL_SESSION_RESET)
+    except Exception:  # a broken connection: the pool discards it
+        record.invalidate()
 
 
 @pytest.fixture

@@ -68,3 +68,24 @@ def session_killer(engine: Engine, when: Callable[[str, int], bool]) -> Callable
         return bool(state["killed"])
 
     return done
+
+
+def mariadb_held_up(monitor: Connection, session: int, seconds: float = 1.0) -> bool:
+    """Whether MariaDB session ``session`` waits in its statement (read from ``monitor``).
+
+    True when INNODB_TRX shows it in a row lock wait, or when its statement
+    has run ``seconds`` already: under load a locking read held up by a row
+    lock was seen as RUNNING in INNODB_TRX for 20 s, so the lock wait alone
+    is not a condition a test can wait for.
+    """
+    waiting, running_ms = monitor.execute(
+        sa.text(
+            "SELECT (SELECT COUNT(*) FROM information_schema.INNODB_TRX "
+            "WHERE trx_mysql_thread_id = :id AND trx_state = 'LOCK WAIT'), "
+            "(SELECT MAX(TIME_MS) FROM information_schema.PROCESSLIST "
+            "WHERE ID = :id AND COMMAND = 'Query')"
+        ),
+        {"id": session},
+    ).one()
+    monitor.rollback()
+    return bool(waiting) or float(running_ms or 0) >= seconds * 1000

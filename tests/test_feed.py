@@ -26,6 +26,7 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from _sessions import mariadb_held_up
 from conftest import Backend, recording
 from sqlalchemy_ulid import (
     ULID,
@@ -646,20 +647,16 @@ def _commit_when_waited_on(
     """Commit ``writer`` once the page waits for its row, or once the page is done.
 
     MariaDB's locking read also locks the first row past its range (A's, not
-    yet committed), so it waits for that commit: the lock wait shows in
-    INNODB_TRX (``reader_id``: the reader's connection id). PostgreSQL's page
+    yet committed), so it waits for that commit, seen from another
+    connection (``reader_id``: the reader's connection id). PostgreSQL's page
     waits for nothing, so the commit comes after it. Conditions, not delays:
     however slow the machine, the order of events is the same.
     """
-    query = sa.text(
-        "SELECT COUNT(*) FROM information_schema.INNODB_TRX "
-        "WHERE trx_mysql_thread_id = :id AND trx_state = 'LOCK WAIT'"
-    )
     deadline = time.monotonic() + 30
     with contextlib.ExitStack() as stack:
         monitor = None if reader_id is None else stack.enter_context(engine.connect())
         while not page_done.is_set() and time.monotonic() < deadline:
-            if monitor is not None and monitor.execute(query, {"id": reader_id}).scalar():
+            if monitor is not None and mariadb_held_up(monitor, reader_id):
                 break
             page_done.wait(0.01)
     writer.commit()

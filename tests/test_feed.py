@@ -386,17 +386,11 @@ def check_locking_read(engine: Engine) -> None:
         writer.execute(feed.insert(), {"id": stuck, "writer": "A"})
         with reader(engine) as conn:
             conn.exec_driver_sql("SET SESSION innodb_lock_wait_timeout = 1")
-            try:
-                with pytest.raises(sa.exc.OperationalError, match="Lock wait timeout"):
-                    poll(conn, str(after_it), "auto")
-                conn.rollback()
-                writer.commit()
-                assert poll(conn, str(after_it), "auto").items == [stuck]
-            finally:
-                # The connection goes back to the pool: a later test of this
-                # worker must not get a one-second lock wait from it.
-                conn.rollback()
-                conn.exec_driver_sql("SET SESSION innodb_lock_wait_timeout = DEFAULT")
+            with pytest.raises(sa.exc.OperationalError, match="Lock wait timeout"):
+                poll(conn, str(after_it), "auto")
+            conn.rollback()
+            writer.commit()
+            assert poll(conn, str(after_it), "auto").items == [stuck]
     # follow() retries such a poll instead of ending the consumer.
     impatient = sa.create_engine(
         engine.url, connect_args={"init_command": "SET SESSION innodb_lock_wait_timeout = 1"}

@@ -100,6 +100,11 @@ class Writers:
         """Fail on what a writer raised."""
         assert not self.errors, self.errors[:3]
 
+    def check_waits(self, bound: float, stall: float) -> None:
+        """Fail if a write waited ``bound`` seconds longer than ``stall`` (``Control.stall()``)."""
+        slowest = sorted(self.latencies)[-5:]
+        assert max(self.latencies) < bound + stall, (slowest, f"control stall {stall:.3f}")
+
 
 class SwapFollowers(Writers):
     """Writers that bind for the new storage from the moment the op's swap begins.

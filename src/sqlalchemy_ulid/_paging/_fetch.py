@@ -28,15 +28,20 @@ __all__ = ["Reader", "Shown", "all_rows", "find", "key_readers", "selected"]
 Reader = Callable[[Row[Any]], Any]
 
 
-def all_rows(result: Result[Any]) -> Sequence[Row[Any]]:
-    """Every row of a page's result."""
+def _uniqued(result: Result[Any]) -> Result[Any]:
+    """``result``, made unique where SQLAlchemy demands it."""
     # Joined eager loads of collections repeat a parent on several rows;
     # SQLAlchemy then demands unique(), and has already applied the LIMIT to
     # the parents in a subquery. The marker is private (no public accessor;
     # pinned by the joinedload test on SQLAlchemy 2.0 and 2.1).
     if getattr(result, "_unique_filter_state", None) is not None:
-        result = result.unique()
-    return result.all()
+        return result.unique()
+    return result
+
+
+def all_rows(result: Result[Any]) -> Sequence[Row[Any]]:
+    """Every row of a page's result."""
+    return _uniqued(result).all()
 
 
 class Shown:
@@ -48,9 +53,7 @@ class Shown:
 
     def rows(self, result: Result[Any]) -> Sequence[Row[Any]]:
         """The rows with their hidden columns (each key's reader reads those)."""
-        if getattr(result, "_unique_filter_state", None) is not None:
-            result = result.unique()  # (see all_rows)
-        frozen = result.freeze()
+        frozen = _uniqued(result).freeze()
         full = frozen().all()
         shown = frozen().columns(*range(self.width)).all()
         self._shown = {id(row): item for row, item in zip(full, shown, strict=True)}

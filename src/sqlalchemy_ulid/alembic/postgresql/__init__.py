@@ -18,6 +18,7 @@ from .._plan.step import Plan
 from .._proxy import behind_a_proxy
 from .add_column import plan_add_column
 from .catalog import LOCKS, STATE
+from .storage import plan_storage
 
 __all__ = ["PostgreSQL"]
 
@@ -45,6 +46,10 @@ class PostgreSQL(Database):
     def add_column(self, op: Any, facts: Any) -> Plan:
         """See :meth:`Database.add_column`."""
         return plan_add_column(op, facts)
+
+    def alter_storage(self, target: Any, copy: Any) -> Plan:
+        """See :meth:`Database.alter_storage`."""
+        return plan_storage(target, copy)
 
     def render(self, plan: Plan) -> str:
         """See :meth:`Database.render`."""

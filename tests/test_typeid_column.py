@@ -28,6 +28,7 @@ from sqlalchemy_ulid import (
     TypeIDType,
     ULIDType,
     after,
+    create_partitions,
     created_before,
     created_between,
     created_since,
@@ -544,6 +545,61 @@ def test_partition_bounds_are_the_bits_of_the_time() -> None:
     [ddl] = partition_ddl(table.c.id, day, day + dt.timedelta(days=1))
     low = ULID.min_at(dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)).to_uuid()
     assert f"FROM (CAST('{low.hex}' AS UUID))" in ddl
+
+
+def test_partitions_route_typed_ids_and_prune(
+    backend: Backend, engine: Engine, statements: list[str]
+) -> None:
+    from test_timerange import Explain
+
+    metadata = sa.MetaData()
+    events = sa.Table(
+        "tid_parted_events",
+        metadata,
+        sa.Column("id", TypeIDType("evt"), primary_key=True),
+        sa.Column("n", sa.Integer, nullable=False),
+        postgresql_partition_by="RANGE (id)",
+    )
+    days = [dt.date(2024, 4, 1) + dt.timedelta(days=n) for n in range(3)]
+    if backend.name != "postgresql":
+        # Other servers: a clear refusal, and not one statement sent.
+        with engine.connect() as conn, pytest.raises(ValueError, match="PostgreSQL feature"):
+            create_partitions(conn, events.c.id, days[0], days[-1])
+        assert statements == []
+        return
+    metadata.drop_all(engine)
+    try:
+        with engine.begin() as conn:
+            metadata.create_all(conn)
+            assert len(create_partitions(conn, events.c.id, days[0], days[-1])) == 2
+            # The first and the last typed id each day can hold, as text.
+            rows = []
+            for n, day in enumerate(days[:2]):
+                start = dt.datetime.combine(day, dt.time(), dt.timezone.utc)
+                first = TypeID.from_ulid("evt", ULID.min_at(start))
+                end = start + dt.timedelta(days=1, milliseconds=-1)
+                last = TypeID.from_ulid("evt", ULID.max_at(end))
+                rows += [{"id": str(first), "n": n}, {"id": str(last), "n": n}]
+            conn.execute(events.insert(), rows)
+            placed = conn.execute(
+                sa.text(
+                    "SELECT tableoid::regclass::text, min(n), max(n), count(*) "
+                    "FROM tid_parted_events GROUP BY 1 ORDER BY 1"
+                )
+            ).all()
+            assert [tuple(row) for row in placed] == [
+                ("tid_parted_events_p20240401", 0, 0, 2),
+                ("tid_parted_events_p20240402", 1, 1, 2),
+            ]
+            noon = dt.datetime(2024, 4, 2, 12, tzinfo=dt.timezone.utc)
+            stmt = sa.select(events.c.id, events.c.n).where(created_since(events.c.id, noon))
+            plan = "\n".join(row[0] for row in conn.execute(Explain(stmt, "EXPLAIN")))
+            assert "tid_parted_events_p20240402" in plan, plan
+            assert "tid_parted_events_p20240401" not in plan, plan  # pruned
+            [(found, n)] = conn.execute(stmt).all()
+            assert (found, n) == (TypeID.parse(rows[3]["id"]), 1)
+    finally:
+        metadata.drop_all(engine)
 
 
 async def _async_round_trip(url: str) -> None:

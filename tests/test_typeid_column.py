@@ -6,6 +6,7 @@ import asyncio
 import datetime as dt
 import inspect
 import random
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +25,7 @@ from sqlalchemy_ulid import (
     CursorSealer,
     CursorSortMismatch,
     InvalidTypeID,
+    SettleError,
     TypeID,
     TypeIDType,
     ULIDType,
@@ -532,6 +534,29 @@ def test_follow_yields_every_row_once_with_typed_cursors(session: Session, engin
             break
     feed.close()
     assert seen == sorted(user.id for user in users)
+
+
+def test_settle_holds_back_typed_ids_past_the_horizon(
+    session: Session, engine: Engine, backend: Backend
+) -> None:
+    now_ms = int(time.time() * 1000)
+    settled = [TypeID.from_ulid("user", ULID.from_parts(now_ms - 60_000 + n, 0)) for n in range(3)]
+    unsettled = TypeID.from_ulid("user", ULID.from_parts(now_ms + 3_600_000, 0))  # an hour ahead
+    session.add_all([TUser(id=i) for i in (*settled, unsettled)])
+    session.commit()
+    stmt = sa.select(TUser.id).order_by(TUser.id)
+    with engine.connect() as conn:
+        page = paginate(conn, stmt, TUser.id, limit=10, settle=dt.timedelta(seconds=5))
+    assert page.items == settled
+    if backend.name == "sqlite":
+        with engine.connect() as conn, pytest.raises(SettleError, match="SQLite"):
+            paginate(conn, stmt, TUser.id, settle="auto")
+        return
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        first = paginate(conn, stmt, TUser.id, limit=2, settle="auto")
+        assert first.next_cursor == str(settled[1])
+        rest = paginate(conn, stmt, TUser.id, after=first.next_cursor, settle="auto")
+    assert [*first.items, *rest.items] == settled
 
 
 def test_partition_bounds_are_the_bits_of_the_time() -> None:

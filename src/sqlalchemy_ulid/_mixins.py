@@ -353,17 +353,15 @@ class TypeIDBase(TypeIDPrimaryKey, DeclarativeBase):
 
     Example:
         >>> import sqlalchemy as sa
-        >>> from sqlalchemy.orm import Mapped, Session, mapped_column
-        >>> from sqlalchemy_ulid import TypeID, TypeIDBase, TypeIDType
+        >>> from sqlalchemy.orm import Session, mapped_column
+        >>> from sqlalchemy_ulid import TypeIDBase, TypeIDType
         >>> class Account(TypeIDBase):
         ...     __tablename__ = "doc_accounts"
         ...     __typeid_prefix__ = "acct"
         >>> class Invoice(TypeIDBase):
         ...     __tablename__ = "doc_invoices"
         ...     __typeid_prefix__ = "inv"
-        ...     account_id: Mapped[TypeID] = mapped_column(
-        ...         TypeIDType("acct"), sa.ForeignKey("doc_accounts.id")
-        ...     )
+        ...     account_id = mapped_column(TypeIDType("acct"), sa.ForeignKey("doc_accounts.id"))
         >>> engine = sa.create_engine("sqlite://")
         >>> tables = [Account.__table__, Invoice.__table__]
         >>> TypeIDBase.metadata.create_all(engine, tables=tables)
@@ -392,6 +390,7 @@ class TypeIDAuditBase(_Audit, TypeIDBase):
     and on every ORM update.
 
     Example:
+        >>> import sqlalchemy as sa
         >>> from sqlalchemy.orm import Session
         >>> from sqlalchemy_ulid import TypeIDAuditBase
         >>> class Comment(TypeIDAuditBase):

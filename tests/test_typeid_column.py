@@ -345,19 +345,26 @@ def test_repr_cache_key_and_prefix_checks() -> None:
 ROOT = Path(__file__).resolve().parent.parent
 AUTOGEN_VERSION_TABLE = "alembic_version_tidgen"
 AUTOGEN_TABLES = ("tidgen_orders", "tidgen_users")
-# Only this test's tables: the database is shared with other test files.
-AUTOGEN_ENV_PY = f"""
+
+
+def autogenerate_env_py(version_table: str, table_prefix: str) -> str:
+    """An ``env.py`` comparing ``config.attributes["target_metadata"]`` with the database.
+
+    Only the tables named ``table_prefix...``: the database is shared with
+    other test files. Types are compared, and rendered by ``render_item``.
+    """
+    return f"""
 from alembic import context
 import sqlalchemy_ulid.alembic
 
 def include_name(name, type_, parent_names):
-    return type_ != "table" or name.startswith("tidgen_")
+    return type_ != "table" or name.startswith({table_prefix!r})
 
 config = context.config
 context.configure(
     connection=config.attributes["connection"],
     target_metadata=config.attributes["target_metadata"],
-    version_table={AUTOGEN_VERSION_TABLE!r},
+    version_table={version_table!r},
     include_name=include_name,
     compare_type=True,
     render_item=sqlalchemy_ulid.alembic.render_item,
@@ -365,6 +372,9 @@ context.configure(
 with context.begin_transaction():
     context.run_migrations()
 """
+
+
+AUTOGEN_ENV_PY = autogenerate_env_py(AUTOGEN_VERSION_TABLE, "tidgen_")
 
 
 def _autogen_models(user_type: sa.types.TypeEngine[Any]) -> sa.MetaData:

@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import io
-import uuid
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -42,6 +41,8 @@ from sqlalchemy_ulid import (
     new_uuid7,
     uuid7_min_at,
 )
+from test_alembic_uuid7_storage import _decoded
+from test_typeid_column import autogenerate_env_py
 
 ROOT = Path(__file__).resolve().parent.parent
 ITEMS = "tidmig_items"
@@ -50,26 +51,7 @@ VERSION_TABLE = "alembic_version_tidmig"
 DATETIME = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql")
 T0 = datetime(2024, 4, 5, 12, 0, tzinfo=timezone.utc)
 
-# Only this file's tables: the database is shared with other test files.
-ENV_PY = f"""
-from alembic import context
-import sqlalchemy_ulid.alembic
-
-def include_name(name, type_, parent_names):
-    return type_ != "table" or name.startswith("tidmig_")
-
-config = context.config
-context.configure(
-    connection=config.attributes["connection"],
-    target_metadata=config.attributes["target_metadata"],
-    version_table={VERSION_TABLE!r},
-    include_name=include_name,
-    compare_type=True,
-    render_item=sqlalchemy_ulid.alembic.render_item,
-)
-with context.begin_transaction():
-    context.run_migrations()
-"""
+ENV_PY = autogenerate_env_py(VERSION_TABLE, "tidmig_")
 
 
 @pytest.fixture
@@ -116,15 +98,7 @@ def _stored(engine: Engine) -> list[bytes]:
     raw = sa.table(ITEMS, sa.column("id"))
     with engine.connect() as conn:
         values = conn.scalars(sa.select(raw.c.id).order_by(raw.c.id)).all()
-    return [_bits(value) for value in values]
-
-
-def _bits(value: Any) -> bytes:
-    if isinstance(value, uuid.UUID):
-        return value.bytes
-    if isinstance(value, str):  # CHAR(32) hex, or MariaDB's UUID as its text
-        return uuid.UUID(value).bytes
-    return bytes(value)
+    return [_decoded(value).bytes for value in values]
 
 
 # -- switching a column between sa.Uuid / ULIDType and TypeIDType --------------------

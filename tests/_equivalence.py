@@ -7,38 +7,33 @@ version table and can be run again whole), the real ``psql`` / ``mariadb``
 clients, and the database's catalog. Nothing imports the library's
 internal modules, so the tests hold whatever the ops are rewritten into.
 
-The script is cut at statement boundaries by :func:`boundaries`, a small
-splitter for psql scripts (quotes, dollar quotes, comments, backslash
-commands such as ``\\gexec``) and for mariadb client scripts
-(``DELIMITER`` lines, quotes, comments).
+The script is cut at statement boundaries by ``_script_cuts``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
-import os
-import random
-import re
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
 from sqlalchemy.engine import Connection, Engine
 
 import _clients
+import _script_cuts as cuts
+from conftest import Backend, private_engine
 
 #: Every version table of these tests starts so: dropped with the tables, left out of snapshots.
 VERSION_PREFIX = "eqv_version"
-#: The seed of the cut points (printed by every test that uses it, for reproduction).
-SEED = int(os.environ.get("SQLALCHEMY_ULID_EQUIVALENCE_SEED", "31"))
-#: At most this many cut points per op and database.
-CUTS = int(os.environ.get("SQLALCHEMY_ULID_EQUIVALENCE_CUTS", "6"))
 
 _ENV_PY = """
 from alembic import context
@@ -151,118 +146,6 @@ _RUNNERS: dict[str, Callable[[Engine, str], subprocess.CompletedProcess[str]]] =
     "postgresql": lambda engine, script: _clients.psql(engine, script, timeout=120),
     "mysql": lambda engine, script: _clients.mariadb(engine, script, "--unbuffered"),
 }
-
-
-# --- cutting a script at its statement boundaries ---------------------------------------------
-
-
-def boundaries(script: str, client: str) -> list[int]:
-    """The offsets just after each statement of ``script`` (a psql or mariadb client script).
-
-    Each offset is at the end of the line the statement ends on; ``script[:offset]``
-    is the script stopped after that statement. Client commands other than
-    ``\\gexec`` (``\\set``, ``DELIMITER``) are not boundaries of their own.
-    """
-    split = _psql_ends if client == "postgresql" else _mariadb_ends
-    ends = []
-    for end in split(script):
-        line_end = script.find("\n", end)
-        ends.append(len(script) if line_end < 0 else line_end + 1)
-    return sorted(set(ends))
-
-
-def cut_points(script: str, client: str, seed: int = SEED, cuts: int = CUTS) -> list[int]:
-    """At most ``cuts`` boundaries (not the last), chosen by ``seed``: the statement counts."""
-    inner = boundaries(script, client)[:-1]
-    chosen = random.Random(seed).sample(range(len(inner)), min(cuts, len(inner)))
-    return sorted(chosen)
-
-
-def cut(script: str, client: str, k: int) -> str:
-    """``script`` stopped after its statement ``k`` (0-based)."""
-    return script[: boundaries(script, client)[k]]
-
-
-def _psql_ends(script: str) -> Iterator[int]:
-    i, n, has_sql = 0, len(script), False
-    while i < n:
-        ch = script[i]
-        if script.startswith("--", i):
-            i = _line_end(script, i)
-        elif script.startswith("/*", i):
-            i = script.find("*/", i + 2) % (n + 1) + 2
-        elif ch == "'":
-            escapes = i > 0 and script[i - 1] in "eE"
-            i = _quoted(script, i, "'", escapes)
-            has_sql = True
-        elif ch == '"':
-            i = _quoted(script, i, '"', False)
-            has_sql = True
-        elif ch == "$" and (tag := re.match(r"\$([A-Za-z_]\w*)?\$", script[i:])):
-            close = script.find(tag.group(0), i + len(tag.group(0)))
-            i = (close if close >= 0 else n) + len(tag.group(0))
-            has_sql = True
-        elif ch == "\\":
-            end = _line_end(script, i)
-            if script.startswith("\\g", i):  # \g, \gexec, \gset: send the query buffer
-                yield end - 1
-                has_sql = False
-            i = end
-        elif ch == ";":
-            if has_sql:
-                yield i
-            has_sql = False
-            i += 1
-        else:
-            has_sql = has_sql or not ch.isspace()
-            i += 1
-
-
-def _mariadb_ends(script: str) -> Iterator[int]:
-    i, n, has_sql, delimiter = 0, len(script), False, ";"
-    while i < n:
-        ch = script[i]
-        at_line_start = i == 0 or script[i - 1] == "\n"
-        if at_line_start and not has_sql and script[i : i + 10].upper() == "DELIMITER ":
-            end = _line_end(script, i)
-            delimiter = script[i + 10 : end].strip()
-            i = end
-        elif script.startswith("-- ", i) or ch == "#":
-            i = _line_end(script, i)
-        elif script.startswith("/*", i):
-            i = script.find("*/", i + 2) % (n + 1) + 2
-        elif ch in "'\"`":
-            i = _quoted(script, i, ch, ch != "`")
-            has_sql = True
-        elif script.startswith(delimiter, i):
-            if has_sql:
-                yield i + len(delimiter) - 1
-            has_sql = False
-            i += len(delimiter)
-        else:
-            has_sql = has_sql or not ch.isspace()
-            i += 1
-
-
-def _line_end(script: str, i: int) -> int:
-    end = script.find("\n", i)
-    return len(script) if end < 0 else end + 1
-
-
-def _quoted(script: str, i: int, quote: str, escapes: bool) -> int:
-    """The offset after the quoted text starting at ``i`` (a doubled quote stays inside)."""
-    j = i + 1
-    while j < len(script):
-        if escapes and script[j] == "\\":
-            j += 2
-        elif script[j] == quote:
-            if script.startswith(quote * 2, j):
-                j += 2
-            else:
-                return j + 1
-        else:
-            j += 1
-    return j
 
 
 # --- what a database holds --------------------------------------------------------------------
@@ -409,3 +292,131 @@ def diff(left: dict[str, Any], right: dict[str, Any]) -> str:
         if left.get(key) != right.get(key):
             lines.append(f"{key}:\n  A: {left.get(key)!r:.1500}\n  B: {right.get(key)!r:.1500}")
     return "\n".join(lines)
+
+
+# --- one op on one database, and the checks every op gets ------------------------------------
+
+
+@dataclass
+class Case:
+    """One op on one database: how to make its tables, call it, and read what it left.
+
+    ``action`` is the migration under test: ``upgrade`` (from ``e0``), or
+    ``downgrade`` (from ``e1``, reached online first).
+    """
+
+    backend: str
+    op: str
+    tables: list[str]
+    create: Callable[[Engine], None]
+    up: str
+    queries: list[str]
+    fresh: bool  # the op makes new ids (compared by their time and rank)
+    down: str = "pass"
+    action: str = "upgrade"
+    label: str = ""  # the case's name in test ids, when not the op's
+
+    @property
+    def name(self) -> str:
+        return f"{self.label or self.op}-{self.backend}"
+
+    def param(self, defects: dict[tuple[str, str], str], test: str) -> Any:
+        """The case as a test parameter, an expected failure where ``defects`` names one."""
+        reason = defects.get((self.name, test))
+        marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+        return pytest.param(self, id=self.name, marks=marks)
+
+
+@dataclass
+class Run:
+    """One case on its server: the tables made fresh, a project per run, the state read."""
+
+    case: Case
+    engine: Engine
+    tmp_path: Path
+    baseline: set[tuple[str, str]]
+    projects: int = 0
+
+    def fresh(self, up: str | None = None) -> Project:
+        """Everything the last run made dropped, the tables made again, a new project."""
+        reset(self.engine, self.baseline)
+        self.case.create(self.engine)
+        self.projects += 1
+        where = self.tmp_path / f"p{self.projects}"
+        project = Project(where, self.engine, up or self.case.up, self.case.down)
+        project.online("upgrade", "e0" if self.case.action == "upgrade" else "e1")
+        return project
+
+    def state(self) -> dict[str, Any]:
+        return state(self.engine, self.case.tables, self.case.queries, self.case.fresh)
+
+    def online(self, project: Project | None = None) -> dict[str, Any]:
+        project = project or self.fresh()
+        project.online(self.case.action, "e1" if self.case.action == "upgrade" else "e0")
+        return self.state()
+
+    def script(self, project: Project) -> str:
+        return project.script(self.case.action)
+
+    def offline(self) -> tuple[str, dict[str, Any]]:
+        script = self.script(self.fresh())
+        applied(self.engine, script)
+        return script, self.state()
+
+    def cut(self, k: int) -> Project:
+        """A fresh run whose script was stopped after statement ``k``."""
+        project = self.fresh()
+        head = cuts.cut(self.script(project), self.case.backend, k)
+        applied(self.engine, head, f"the script up to statement {k}")
+        return project
+
+
+@contextlib.contextmanager
+def running(
+    request: pytest.FixtureRequest, backends: dict[str, Backend], tmp_path: Path
+) -> Iterator[Run]:
+    """The ``run`` fixture of the test modules: the case their parameter names."""
+    case: Case = request.param
+    with private_engine(backends[case.backend]) as engine:
+        baseline = objects(engine)
+        try:
+            yield Run(case, engine, tmp_path, baseline)
+        finally:
+            reset(engine, baseline)
+
+
+def check_same(run: Run) -> None:
+    """The online run and the offline script end the same."""
+    online = run.online()
+    _, offline = run.offline()
+    assert online == offline, "online (A) and offline (B) differ:\n" + diff(online, offline)
+
+
+def check_second_run(run: Run) -> None:
+    """The script run whole a second time succeeds and changes nothing."""
+    script, first = run.offline()
+    applied(run.engine, script, "the second run")
+    again = run.state()
+    assert again == first, "first run (A), second run (B):\n" + diff(first, again)
+
+
+def check_cuts(
+    run: Run, finish: Callable[[Project], None] | None = None, most: int = cuts.CUTS
+) -> None:
+    """The script stopped after statement k, then finished (by default rerun whole), ends clean."""
+    script, clean = run.offline()
+    backend = run.case.backend
+    points = cuts.cut_points(script, backend, cuts=most)
+    total = len(cuts.boundaries(script, backend))
+    print(f"seed {cuts.SEED}: cut after statements {points} of {total}")
+    for k in points:
+        project = run.cut(k)
+        if finish is None:
+            applied(run.engine, run.script(project), f"the rerun after statement {k}")
+        else:
+            finish(project)
+        after = run.state()
+        assert after == clean, (
+            f"stopped after statement {k} (seed {cuts.SEED}); clean (A), finished (B):\n"
+            + diff(clean, after)
+        )

@@ -13,7 +13,7 @@ from typing import Any
 from ..._dialects._migration import MYSQL_LOCKS
 from .._plan.state import StateSQL, literal
 
-__all__ = ["LOCKS", "STATE", "column", "column_exists", "lit", "table_where"]
+__all__ = ["LOCKS", "STATE", "KeyGuards", "column", "column_exists", "lit", "table_where"]
 
 
 def lit(text: str) -> str:
@@ -67,3 +67,53 @@ def column(where: str, name: str, condition: str = "TRUE") -> str:
 def column_exists(where: str, name: str) -> str:
     """SQL true when the table has the column."""
     return column(where, name)
+
+
+class KeyGuards:
+    """The key conversion's swap guards, each SQL true while its change is still to do.
+
+    Each method takes the table as (its quoted, qualified name, its name, its
+    schema), the form every database's guards are given.
+    """
+
+    @staticmethod
+    def has_column(table_sql: str, table: str, schema: str | None, name: str) -> str:
+        """SQL true when the table has the column."""
+        return column_exists(table_where(table, schema), name)
+
+    @staticmethod
+    def nullable(table_sql: str, table: str, schema: str | None, name: str) -> str:
+        """SQL true when the column exists and takes NULL."""
+        return column(table_where(table, schema), name, "IS_NULLABLE = 'YES'")
+
+    @staticmethod
+    def comment_differs(
+        table_sql: str, table: str, schema: str | None, name: str, comment: str
+    ) -> str:
+        """SQL true when the column exists with another comment than ``comment``."""
+        return column(table_where(table, schema), name, f"COLUMN_COMMENT <> {lit(comment)}")
+
+    @staticmethod
+    def has_primary_key(table_sql: str, table: str, schema: str | None) -> str:
+        """SQL true when the table has a primary key."""
+        return (
+            "EXISTS (SELECT 1 FROM information_schema.TABLE_CONSTRAINTS WHERE "
+            f"{table_where(table, schema)} AND CONSTRAINT_TYPE = 'PRIMARY KEY')"
+        )
+
+    @staticmethod
+    def has_foreign_key(table_sql: str, table: str, schema: str | None, name: str) -> str:
+        """SQL true when the table has the foreign key ``name``."""
+        return (
+            "EXISTS (SELECT 1 FROM information_schema.TABLE_CONSTRAINTS WHERE "
+            f"{table_where(table, schema)} AND CONSTRAINT_TYPE = 'FOREIGN KEY' "
+            f"AND CONSTRAINT_NAME = {lit(name)})"
+        )
+
+    @staticmethod
+    def has_index(table_sql: str, table: str, schema: str | None, name: str) -> str:
+        """SQL true when the table has an index (or a unique constraint) named ``name``."""
+        return (
+            "EXISTS (SELECT 1 FROM information_schema.STATISTICS WHERE "
+            f"{table_where(table, schema)} AND INDEX_NAME = {lit(name)})"
+        )

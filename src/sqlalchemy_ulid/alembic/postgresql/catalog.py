@@ -17,6 +17,7 @@ from .._plan.state import StateSQL, literal
 __all__ = [
     "LOCKS",
     "STATE",
+    "KeyGuards",
     "column_default_missing",
     "column_exists",
     "column_nullable",
@@ -100,3 +101,47 @@ def unique_elsewhere(table: str, column: str, name: str) -> str:
         f"AND x.indnkeyatts = 1 AND x.indpred IS NULL AND x.indexprs IS NULL "
         f"AND a.attname = {column} AND i.relname <> {name})"
     )
+
+
+class KeyGuards:
+    """The key conversion's swap guards, each SQL true while its change is still to do.
+
+    Each method takes the table as (its quoted, qualified name, its name, its
+    schema), the form every database's guards are given.
+    """
+
+    @staticmethod
+    def has_column(table_sql: str, table: str, schema: str | None, column: str) -> str:
+        """SQL true when the table has the column."""
+        return column_exists(literal(table_sql), literal(column))
+
+    @staticmethod
+    def nullable(table_sql: str, table: str, schema: str | None, column: str) -> str:
+        """SQL true when the column exists and takes NULL."""
+        return column_nullable(literal(table_sql), literal(column))
+
+    @staticmethod
+    def comment_differs(
+        table_sql: str, table: str, schema: str | None, column: str, comment: str
+    ) -> str:
+        """SQL true when the column exists with another comment than ``comment``."""
+        where = f"col_description(a.attrelid, a.attnum) IS DISTINCT FROM {literal(comment)}"
+        return _attribute(literal(table_sql), literal(column), where)
+
+    @staticmethod
+    def has_primary_key(table_sql: str, table: str, schema: str | None) -> str:
+        """SQL true when the table has a primary key."""
+        return (
+            "EXISTS (SELECT 1 FROM pg_index x WHERE x.indrelid = "
+            f"to_regclass({literal(table_sql)}) AND x.indisprimary)"
+        )
+
+    @staticmethod
+    def has_foreign_key(table_sql: str, table: str, schema: str | None, name: str) -> str:
+        """SQL true when the table has the foreign key ``name``."""
+        return constraint_exists(literal(table_sql), literal(name), "c.contype = 'f'")
+
+    @staticmethod
+    def has_index(table_sql: str, table: str, schema: str | None, name: str) -> str:
+        """SQL true when the table has an index (or a unique constraint's) named ``name``."""
+        return index_named(literal(table_sql), literal(name))

@@ -89,3 +89,45 @@ def test_the_swap_sends_its_steps_both_ways(server: Engine) -> None:
     _check(server, plan, sent)
     with server.connect() as conn:
         assert "legacy_id" not in {c["name"] for c in sa.inspect(conn).get_columns("pk_customers")}
+
+
+_COMMENTED = """
+CREATE TABLE pk_noted_parent (id serial PRIMARY KEY);
+CREATE TABLE pk_noted_child (id serial PRIMARY KEY,
+  parent_id int CONSTRAINT fk_noted_parent REFERENCES pk_noted_parent (id));
+COMMENT ON CONSTRAINT fk_noted_parent ON pk_noted_child IS 'the parent''s; 100%';
+CREATE INDEX ix_noted_parent ON pk_noted_child (parent_id);
+COMMENT ON INDEX ix_noted_parent IS 'looked up by parent';
+INSERT INTO pk_noted_parent SELECT FROM generate_series(1, 3);
+INSERT INTO pk_noted_child (parent_id) SELECT id FROM pk_noted_parent;
+"""
+_COMMENTS = (
+    "SELECT obj_description(c.oid, 'pg_constraint') FROM pg_constraint c "
+    "WHERE c.conname = 'fk_noted_parent' UNION ALL "
+    "SELECT obj_description('ix_noted_parent'::regclass, 'pg_class')"
+)
+
+
+@pytest.fixture
+def pg(backends: dict[str, Backend]) -> Iterator[Engine]:
+    def drop(engine: Engine) -> None:
+        with engine.begin() as conn:
+            conn.exec_driver_sql("DROP TABLE IF EXISTS pk_noted_child, pk_noted_parent")
+            conn.exec_driver_sql("DROP TABLE IF EXISTS ulid_key_conversions")
+
+    with private_engine(backends["postgresql"], drop) as engine:
+        yield engine
+
+
+def test_the_comments_of_recreated_foreign_keys_and_indexes_come_back(pg: Engine) -> None:
+    """Online as the offline script: the swap drops and recreates them (they were lost)."""
+    with pg.begin() as conn:
+        conn.exec_driver_sql(_COMMENTED.replace("%", "%%"))
+    expected = ["the parent's; 100%", "looked up by parent"]
+    for name in ("convert_primary_key_to_ulid", "restore_legacy_primary_key"):
+        with pg.connect() as conn:
+            context = MigrationContext.configure(conn)
+            with context.begin_transaction():
+                getattr(Operations(context), name)("pk_noted_parent")
+        with pg.connect() as conn:
+            assert list(conn.exec_driver_sql(_COMMENTS).scalars()) == expected

@@ -58,8 +58,8 @@ class Database:
     late_row_codes: ClassVar[frozenset[object]] = frozenset()
     #: the session id, lock-timeout errors and blockers query
     locks: ClassVar[LockSQL]
-    #: the key conversion's swap guards (the database's ``catalog.KeyGuards``)
-    key_guards: ClassVar[Any] = None
+    #: the key conversion's swap guards (the database's ``catalog.KeyCatalog``)
+    key_catalog: ClassVar[Any] = None
     #: storage kinds whose ids the scripts make in SQL (empty: no script)
     script_kinds: ClassVar[tuple[str, ...]] = ()
     #: rows a script's batch may take at most, by key kind (the tie counter's range)

@@ -88,12 +88,12 @@ def swap_steps(connection: Connection, plan: Plan) -> list[Step]:
     """The swap's steps: each its DDL and a guard in SQL, true while it is still to do.
 
     The statements are compiled by the dialect; the guards come from the
-    database's catalog (``alembic/<database>/catalog.py``, its ``KeyGuards``),
+    database's catalog (``alembic/<database>/catalog.py``, its ``KeyCatalog``),
     so that the steps read the same online (``SELECT <guard>``) and in a script.
     """
     sql = key_conversion_sql(connection.dialect)
     assert sql is not None
-    guards = database_for(connection.dialect).key_guards
+    guards = database_for(connection.dialect).key_catalog
     dialect = connection.dialect
     metadata = sa.MetaData()
 
@@ -267,22 +267,45 @@ def swap_steps(connection: Connection, plan: Plan) -> list[Step]:
             add_pk(plan.table, key),
             step("drop unique legacy", compiled(sa.schema.DropConstraint(unique)), has_unique),
         ]
-    steps += [
-        step(
-            f"create index {ix.name}",
-            compiled(sa.schema.CreateIndex(index(ix))),
-            f"NOT {guards.has_index(*on(ix.table), ix.name)}",
+
+    def comment_back(label: str, name: str, index: bool, text: str | None) -> list[Step]:
+        """Give a recreated index or foreign key its comment back, where the database can."""
+        schema_sql = quoted(connection, plan.schema) if plan.schema else None
+        statement = None
+        if text is not None:
+            statement = guards.comment_sql(
+                on(name)[0], schema_sql, index, quoted(connection, label), text
+            )
+        if statement is None:
+            return []
+        read = guards.index_comment if index else guards.constraint_comment
+        now = read(*on(name), label)
+        return [
+            step(
+                f"comment {'index' if index else 'foreign key'} {label}",
+                statement,
+                f"COALESCE({now}, '') <> {guards.literal(text)}",
+            )
+        ]
+
+    for ix in plan.indexes:
+        steps.append(
+            step(
+                f"create index {ix.name}",
+                compiled(sa.schema.CreateIndex(index(ix))),
+                f"NOT {guards.has_index(*on(ix.table), ix.name)}",
+            )
         )
-        for ix in plan.indexes
-    ]
-    steps += [
-        step(
-            f"create foreign key {fk.name}",
-            compiled(sa.schema.AddConstraint(foreign_key(fk))),
-            f"NOT {guards.has_foreign_key(*on(fk.table), fk.name)}",
+        steps += comment_back(ix.name, ix.table, True, ix.comment)
+    for fk in plan.foreign_keys:
+        steps.append(
+            step(
+                f"create foreign key {fk.name}",
+                compiled(sa.schema.AddConstraint(foreign_key(fk))),
+                f"NOT {guards.has_foreign_key(*on(fk.table), fk.name)}",
+            )
         )
-        for fk in plan.foreign_keys
-    ]
+        steps += comment_back(fk.name, fk.table, False, fk.comment)
     return steps
 
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import json
 import textwrap
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 import sqlalchemy as sa
@@ -22,8 +23,9 @@ from sqlalchemy.engine import Connection
 
 from ..._dialects import key_conversion_sql
 from ..._types import Storage, ULIDType
-from .._inspect import check_identifier, column_state, safe_name
+from .._inspect import check_identifier, column_state, quote, run, safe_name
 from .._names import shadow_column
+from .._plan.database import database_for
 from ._checks import ConversionRefused, has_shadow, refuse_unsafe
 
 __all__ = [
@@ -77,6 +79,8 @@ class ForeignKeyDef:
     deferrable: bool | None = None
     initially: str | None = None
     match: str | None = None
+    #: its comment, given back after the swap (``None``: none)
+    comment: str | None = None
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,8 @@ class IndexDef:
     table: str
     columns: tuple[str, ...]
     unique: bool
+    #: its comment, given back after the swap (``None``: none)
+    comment: str | None = None
 
 
 @dataclass
@@ -209,6 +215,7 @@ def build_plan(
         storage=storage,
     )
     _follow_references(connection, inspector, plan, suffix)
+    _read_comments(connection, plan)
     refuse_unsafe(connection, inspector, plan)
     for name in plan.tables:
         count = connection.scalar(
@@ -293,6 +300,25 @@ def _follow_references(connection: Connection, inspector: Any, plan: Plan, suffi
                         )
                         if definition not in plan.indexes:
                             plan.indexes.append(definition)
+
+
+def _read_comments(connection: Connection, plan: Plan) -> None:
+    """The comments on the foreign keys and indexes the swap drops, to give them back."""
+    catalog = database_for(connection.dialect).key_catalog
+
+    def read(expression: Callable[..., str], table: str, name: str) -> str | None:
+        table_sql = quote(connection.dialect, table, plan.schema)
+        found = run(connection, f"SELECT {expression(table_sql, table, plan.schema, name)}")
+        comment = found.scalar()
+        return None if comment is None else str(comment)
+
+    plan.foreign_keys = [
+        replace(fk, comment=read(catalog.constraint_comment, fk.table, fk.name))
+        for fk in plan.foreign_keys
+    ]
+    plan.indexes = [
+        replace(ix, comment=read(catalog.index_comment, ix.table, ix.name)) for ix in plan.indexes
+    ]
 
 
 def _referencing(

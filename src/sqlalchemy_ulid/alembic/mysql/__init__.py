@@ -15,7 +15,7 @@ from .._plan.database import Database, DDLFrame
 from .._plan.render_mariadb import lock_wrapped, render_mariadb
 from .._plan.step import Plan
 from .add_column import plan_add_column
-from .catalog import LOCKS, STATE, KeyGuards
+from .catalog import LOCKS, STATE, KeyCatalog
 from .primary_key import mariadb_script
 
 __all__ = ["MariaDB"]
@@ -36,7 +36,7 @@ class MariaDB(Database):
     __dialect__ = ("mysql", "mariadb")
     state = STATE
     locks = LOCKS
-    key_guards = KeyGuards
+    key_catalog = KeyCatalog
     # data truncated, invalid use of NULL, column cannot be NULL
     late_row_codes = frozenset({1265, 1138, 1048})
     script_kinds = ("binary",)

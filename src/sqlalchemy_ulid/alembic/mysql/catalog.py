@@ -13,7 +13,7 @@ from typing import Any
 from ..._dialects._migration import MYSQL_LOCKS
 from .._plan.state import StateSQL, literal
 
-__all__ = ["LOCKS", "STATE", "KeyGuards", "column", "column_exists", "lit", "table_where"]
+__all__ = ["LOCKS", "STATE", "KeyCatalog", "column", "column_exists", "lit", "table_where"]
 
 
 def lit(text: str) -> str:
@@ -69,12 +69,34 @@ def column_exists(where: str, name: str) -> str:
     return column(where, name)
 
 
-class KeyGuards:
-    """The key conversion's swap guards, each SQL true while its change is still to do.
+class KeyCatalog:
+    """The key conversion's swap guards (SQL true while a change is still to do), and comments.
 
     Each method takes the table as (its quoted, qualified name, its name, its
-    schema), the form every database's guards are given.
+    schema), the form every database's are given. MariaDB's foreign keys
+    have no comments, and an index's comment is part of its definition: the
+    swap gives none back.
     """
+
+    #: a string literal
+    literal = staticmethod(lit)
+
+    @staticmethod
+    def constraint_comment(table_sql: str, table: str, schema: str | None, name: str) -> str:
+        """SQL of the comment on the table's constraint ``name``: none here."""
+        return "NULL"
+
+    @staticmethod
+    def index_comment(table_sql: str, table: str, schema: str | None, name: str) -> str:
+        """SQL of the comment on the table's index ``name``: none kept here."""
+        return "NULL"
+
+    @staticmethod
+    def comment_sql(
+        table_sql: str, schema_sql: str | None, index: bool, name_sql: str, comment: str
+    ) -> str | None:
+        """No statement gives a comment back on its own here."""
+        return None
 
     @staticmethod
     def has_column(table_sql: str, table: str, schema: str | None, name: str) -> str:

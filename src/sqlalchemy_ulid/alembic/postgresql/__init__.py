@@ -17,7 +17,7 @@ from .._plan.render_pg import render_pg
 from .._plan.step import Plan
 from .._proxy import behind_a_proxy
 from .add_column import plan_add_column
-from .catalog import LOCKS, STATE, KeyGuards
+from .catalog import LOCKS, STATE, KeyCatalog
 from .primary_key import postgresql_script
 
 __all__ = ["PostgreSQL"]
@@ -39,7 +39,7 @@ class PostgreSQL(Database):
     __dialect__ = ("postgresql",)
     state = STATE
     locks = LOCKS
-    key_guards = KeyGuards
+    key_catalog = KeyCatalog
     # check_violation (VALIDATE), not_null_violation (SET NOT NULL)
     late_row_codes = frozenset({"23514", "23502"})
     script_kinds = ("uuid", "binary")

@@ -17,7 +17,7 @@ from .._plan.state import StateSQL, literal
 __all__ = [
     "LOCKS",
     "STATE",
-    "KeyGuards",
+    "KeyCatalog",
     "column_default_missing",
     "column_exists",
     "column_nullable",
@@ -103,12 +103,42 @@ def unique_elsewhere(table: str, column: str, name: str) -> str:
     )
 
 
-class KeyGuards:
-    """The key conversion's swap guards, each SQL true while its change is still to do.
+class KeyCatalog:
+    """The key conversion's swap guards (SQL true while a change is still to do), and comments.
 
     Each method takes the table as (its quoted, qualified name, its name, its
-    schema), the form every database's guards are given.
+    schema), the form every database's are given.
     """
+
+    #: a string literal
+    literal = staticmethod(literal)
+
+    @staticmethod
+    def constraint_comment(table_sql: str, table: str, schema: str | None, name: str) -> str:
+        """SQL of the comment on the table's constraint ``name`` (NULL: none)."""
+        return (
+            "(SELECT obj_description(c.oid, 'pg_constraint') FROM pg_constraint c WHERE "
+            f"c.conrelid = to_regclass({literal(table_sql)}) AND c.conname = {literal(name)})"
+        )
+
+    @staticmethod
+    def index_comment(table_sql: str, table: str, schema: str | None, name: str) -> str:
+        """SQL of the comment on the table's index ``name`` (NULL: none)."""
+        return (
+            "(SELECT obj_description(x.indexrelid, 'pg_class') FROM pg_index x JOIN pg_class i "
+            f"ON i.oid = x.indexrelid WHERE x.indrelid = to_regclass({literal(table_sql)}) "
+            f"AND i.relname = {literal(name)})"
+        )
+
+    @staticmethod
+    def comment_sql(
+        table_sql: str, schema_sql: str | None, index: bool, name_sql: str, comment: str
+    ) -> str | None:
+        """The statement giving a constraint (or an index) its comment back."""
+        if index:
+            name = f"{schema_sql}.{name_sql}" if schema_sql else name_sql
+            return f"COMMENT ON INDEX {name} IS {literal(comment)}"
+        return f"COMMENT ON CONSTRAINT {name_sql} ON {table_sql} IS {literal(comment)}"
 
     @staticmethod
     def has_column(table_sql: str, table: str, schema: str | None, column: str) -> str:

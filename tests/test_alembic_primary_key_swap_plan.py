@@ -6,6 +6,10 @@ a guard in SQL from the database's catalog (``alembic/<database>/catalog.py``).
 Golden: the DDL the online op sends in its swap is the steps' statements, in
 order; and once it finished every guard says "done", so that a rerun of the
 steps changes nothing (a guard that stayed true would run its DDL again).
+
+Then what the online swap did differently from the offline PostgreSQL script
+(which recreates foreign keys and indexes from the catalog's definitions):
+their comments, and NOT VALID foreign keys.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from sqlalchemy.engine import Engine
 
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from conftest import Backend, private_engine, recording
+from sqlalchemy_ulid.alembic import ConversionRefused
 from sqlalchemy_ulid.alembic._primary_key._phases import swap_steps
 from sqlalchemy_ulid.alembic._primary_key._plan import Plan, build_plan
 from test_alembic_primary_key import _drop, _seed
@@ -131,3 +136,49 @@ def test_the_comments_of_recreated_foreign_keys_and_indexes_come_back(pg: Engine
                 getattr(Operations(context), name)("pk_noted_parent")
         with pg.connect() as conn:
             assert list(conn.exec_driver_sql(_COMMENTS).scalars()) == expected
+
+
+_NOT_VALID = """
+CREATE TABLE pk_noted_parent (id serial PRIMARY KEY);
+CREATE TABLE pk_noted_child (id serial PRIMARY KEY, parent_id int);
+INSERT INTO pk_noted_parent SELECT FROM generate_series(1, 3);
+INSERT INTO pk_noted_child (parent_id) VALUES (1), (2), ({orphan});
+ALTER TABLE pk_noted_child ADD CONSTRAINT fk_noted_parent FOREIGN KEY (parent_id)
+  REFERENCES pk_noted_parent (id) NOT VALID;
+"""
+_COLUMNS = (
+    "SELECT attrelid::regclass::text || '.' || attname FROM pg_attribute WHERE attrelid IN "
+    "('pk_noted_parent'::regclass, 'pk_noted_child'::regclass) AND attnum > 0 "
+    "AND NOT attisdropped ORDER BY 1"
+)
+
+
+def _convert_noted(engine: Engine) -> None:
+    with engine.connect() as conn:
+        context = MigrationContext.configure(conn)
+        with context.begin_transaction():
+            Operations(context).convert_primary_key_to_ulid("pk_noted_parent")
+
+
+def test_a_not_valid_foreign_key_with_orphans_is_refused_before_any_ddl(pg: Engine) -> None:
+    """As the offline script does; online refused in the swap, after the shadow columns."""
+    with pg.begin() as conn:
+        conn.exec_driver_sql(_NOT_VALID.format(orphan=99))
+        before = list(conn.exec_driver_sql(_COLUMNS).scalars())
+    with pytest.raises(ConversionRefused, match="fk_noted_parent on pk_noted_child is NOT VALID"):
+        _convert_noted(pg)
+    with pg.connect() as conn:
+        assert list(conn.exec_driver_sql(_COLUMNS).scalars()) == before
+        assert not sa.inspect(conn).has_table("ulid_key_conversions")
+
+
+def test_a_not_valid_foreign_key_comes_back_not_valid(pg: Engine) -> None:
+    """As the offline script recreates it from its definition; online validated it."""
+    with pg.begin() as conn:
+        conn.exec_driver_sql(_NOT_VALID.format(orphan="NULL"))
+    _convert_noted(pg)
+    with pg.connect() as conn:
+        validated = conn.exec_driver_sql(
+            "SELECT convalidated FROM pg_constraint WHERE conname = 'fk_noted_parent'"
+        ).scalar_one()
+    assert validated is False

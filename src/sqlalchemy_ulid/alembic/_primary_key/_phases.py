@@ -131,6 +131,8 @@ def swap_steps(connection: Connection, plan: Plan) -> list[Step]:
             deferrable=fk.deferrable,
             initially=fk.initially,
             match=fk.match,
+            # Recreated as it was: PostgreSQL's NOT VALID stays (other dialects ignore it).
+            postgresql_not_valid=not fk.validated,
         )
         table(fk.table, fk.column).append_constraint(constraint)
         return constraint

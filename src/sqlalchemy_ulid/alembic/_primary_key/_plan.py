@@ -81,6 +81,8 @@ class ForeignKeyDef:
     match: str | None = None
     #: its comment, given back after the swap (``None``: none)
     comment: str | None = None
+    #: false for PostgreSQL's NOT VALID, recreated NOT VALID
+    validated: bool = True
 
 
 @dataclass(frozen=True)
@@ -215,7 +217,7 @@ def build_plan(
         storage=storage,
     )
     _follow_references(connection, inspector, plan, suffix)
-    _read_comments(connection, plan)
+    _read_catalog(connection, plan)
     refuse_unsafe(connection, inspector, plan)
     for name in plan.tables:
         count = connection.scalar(
@@ -302,18 +304,28 @@ def _follow_references(connection: Connection, inspector: Any, plan: Plan, suffi
                             plan.indexes.append(definition)
 
 
-def _read_comments(connection: Connection, plan: Plan) -> None:
-    """The comments on the foreign keys and indexes the swap drops, to give them back."""
+def _read_catalog(connection: Connection, plan: Plan) -> None:
+    """What reflection leaves out of the foreign keys and indexes the swap drops.
+
+    Their comments, and whether a foreign key is NOT VALID: the swap gives
+    them back as they were.
+    """
     catalog = database_for(connection.dialect).key_catalog
 
-    def read(expression: Callable[..., str], table: str, name: str) -> str | None:
+    def value(expression: Callable[..., str], table: str, name: str) -> Any:
         table_sql = quote(connection.dialect, table, plan.schema)
-        found = run(connection, f"SELECT {expression(table_sql, table, plan.schema, name)}")
-        comment = found.scalar()
+        return run(connection, f"SELECT {expression(table_sql, table, plan.schema, name)}").scalar()
+
+    def read(expression: Callable[..., str], table: str, name: str) -> str | None:
+        comment = value(expression, table, name)
         return None if comment is None else str(comment)
 
     plan.foreign_keys = [
-        replace(fk, comment=read(catalog.constraint_comment, fk.table, fk.name))
+        replace(
+            fk,
+            comment=read(catalog.constraint_comment, fk.table, fk.name),
+            validated=bool(value(catalog.foreign_key_validated, fk.table, fk.name)),
+        )
         for fk in plan.foreign_keys
     ]
     plan.indexes = [

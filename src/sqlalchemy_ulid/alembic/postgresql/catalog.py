@@ -122,6 +122,14 @@ class KeyCatalog:
         )
 
     @staticmethod
+    def foreign_key_validated(table_sql: str, table: str, schema: str | None, name: str) -> str:
+        """SQL true unless the table's foreign key ``name`` is NOT VALID."""
+        return (
+            "(SELECT c.convalidated FROM pg_constraint c WHERE "
+            f"c.conrelid = to_regclass({literal(table_sql)}) AND c.conname = {literal(name)})"
+        )
+
+    @staticmethod
     def index_comment(table_sql: str, table: str, schema: str | None, name: str) -> str:
         """SQL of the comment on the table's index ``name`` (NULL: none)."""
         return (

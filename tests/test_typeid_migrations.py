@@ -264,8 +264,15 @@ def test_the_offline_script_adds_a_typed_id_column(clean: Engine, backend: Backe
                 ORDERS, "public_id", "created_at", prefix="order", online=True
             )
         return
+    # A batch size given by hand past what a script batch can number is
+    # refused; the default (5,000 online) is capped to it, not refused.
+    with pytest.raises(ValueError, match="batch_size is at most 4095"):
+        Operations(context).add_uuid7_column(
+            ORDERS, "public_id", "created_at", prefix="order", online=True, batch_size=5000
+        )
+    assert buffer.getvalue() == ""
     Operations(context).add_uuid7_column(
-        ORDERS, "public_id", "created_at", prefix="order", online=True, batch_size=100
+        ORDERS, "public_id", "created_at", prefix="order", online=True
     )
     script = buffer.getvalue()
     storage = str(TypeIDType("order").compile(dialect=clean.dialect))

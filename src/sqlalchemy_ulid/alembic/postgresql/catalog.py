@@ -21,6 +21,7 @@ __all__ = [
     "column_default_missing",
     "column_exists",
     "column_nullable",
+    "column_where",
     "constraint_exists",
     "index_named",
     "literal",
@@ -59,6 +60,11 @@ def _attribute(table: str, column: str, where: str = "TRUE") -> str:
         f"EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = to_regclass({table}) "
         f"AND a.attname = {column} AND a.attnum > 0 AND NOT a.attisdropped AND {where})"
     )
+
+
+def column_where(table: str, column: str, where: str) -> str:
+    """SQL true when the table has the column and ``where`` holds for its row ``a``."""
+    return _attribute(table, column, where)
 
 
 def column_exists(table: str, column: str) -> str:

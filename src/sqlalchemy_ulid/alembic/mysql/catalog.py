@@ -92,6 +92,11 @@ class KeyCatalog:
         return "TRUE"
 
     @staticmethod
+    def unique_constraint(table_sql: str, table: str, schema: str | None, name: str) -> str:
+        """SQL false: a unique key here is an index, dropped and created as one."""
+        return "FALSE"
+
+    @staticmethod
     def index_comment(table_sql: str, table: str, schema: str | None, name: str) -> str:
         """SQL of the comment on the table's index ``name``: none kept here."""
         return "NULL"

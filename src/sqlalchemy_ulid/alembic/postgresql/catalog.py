@@ -130,6 +130,11 @@ class KeyCatalog:
         )
 
     @staticmethod
+    def unique_constraint(table_sql: str, table: str, schema: str | None, name: str) -> str:
+        """SQL true when the index ``name`` is the table's unique constraint's."""
+        return constraint_exists(literal(table_sql), literal(name), "c.contype = 'u'")
+
+    @staticmethod
     def index_comment(table_sql: str, table: str, schema: str | None, name: str) -> str:
         """SQL of the comment on the table's index ``name`` (NULL: none)."""
         return (

@@ -95,6 +95,8 @@ SERVER_TIER = frozenset(
         "test_alembic_uuid7_faults",
         "test_alembic_uuid7_storage_online",
         "test_feed_faults",
+        "test_offline_equivalence",
+        "test_offline_equivalence_2",
         "test_pooler_feed",
         "test_pooler_migrations",
         "test_settle_isolation",

@@ -69,6 +69,14 @@ def column_exists(where: str, name: str) -> str:
     return column(where, name)
 
 
+def _exists(view: str, table: str, schema: str | None, where: str) -> str:
+    """SQL true when ``information_schema.<view>`` has a row of the table where ``where``."""
+    return (
+        f"EXISTS (SELECT 1 FROM information_schema.{view} WHERE "
+        f"{table_where(table, schema)} AND {where})"
+    )
+
+
 class KeyCatalog:
     """The key conversion's swap guards (SQL true while a change is still to do), and comments.
 
@@ -128,24 +136,15 @@ class KeyCatalog:
     @staticmethod
     def has_primary_key(table_sql: str, table: str, schema: str | None) -> str:
         """SQL true when the table has a primary key."""
-        return (
-            "EXISTS (SELECT 1 FROM information_schema.TABLE_CONSTRAINTS WHERE "
-            f"{table_where(table, schema)} AND CONSTRAINT_TYPE = 'PRIMARY KEY')"
-        )
+        return _exists("TABLE_CONSTRAINTS", table, schema, "CONSTRAINT_TYPE = 'PRIMARY KEY'")
 
     @staticmethod
     def has_foreign_key(table_sql: str, table: str, schema: str | None, name: str) -> str:
         """SQL true when the table has the foreign key ``name``."""
-        return (
-            "EXISTS (SELECT 1 FROM information_schema.TABLE_CONSTRAINTS WHERE "
-            f"{table_where(table, schema)} AND CONSTRAINT_TYPE = 'FOREIGN KEY' "
-            f"AND CONSTRAINT_NAME = {lit(name)})"
-        )
+        where = f"CONSTRAINT_TYPE = 'FOREIGN KEY' AND CONSTRAINT_NAME = {lit(name)}"
+        return _exists("TABLE_CONSTRAINTS", table, schema, where)
 
     @staticmethod
     def has_index(table_sql: str, table: str, schema: str | None, name: str) -> str:
         """SQL true when the table has an index (or a unique constraint) named ``name``."""
-        return (
-            "EXISTS (SELECT 1 FROM information_schema.STATISTICS WHERE "
-            f"{table_where(table, schema)} AND INDEX_NAME = {lit(name)})"
-        )
+        return _exists("STATISTICS", table, schema, f"INDEX_NAME = {lit(name)}")

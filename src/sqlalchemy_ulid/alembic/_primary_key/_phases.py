@@ -148,7 +148,9 @@ def swap_steps(connection: Connection, plan: Plan) -> list[Step]:
                 sa.schema.AddConstraint(unique) if add else sa.schema.DropConstraint(unique)
             )
         found = sa.Index(ix.name, *columns, unique=ix.unique)
-        return compiled(sa.schema.CreateIndex(found) if add else sa.schema.DropIndex(found))
+        if add:
+            return guards.create_index(compiled(sa.schema.CreateIndex(found)), ix.comment)  # type: ignore[no-any-return]
+        return compiled(sa.schema.DropIndex(found))
 
     def pk_sql(name: str, column: str, pk_name: str | None, add: bool) -> str:
         t = table(name, column)

@@ -82,8 +82,7 @@ class KeyCatalog:
 
     Each method takes the table as (its quoted, qualified name, its name, its
     schema), the form every database's are given. MariaDB's foreign keys
-    have no comments, and an index's comment is part of its definition: the
-    swap gives none back.
+    have no comments, and an index's comment is part of its definition.
     """
 
     #: a string literal
@@ -106,8 +105,16 @@ class KeyCatalog:
 
     @staticmethod
     def index_comment(table_sql: str, table: str, schema: str | None, name: str) -> str:
-        """SQL of the comment on the table's index ``name``: none kept here."""
-        return "NULL"
+        """SQL of the comment on the table's index ``name`` (NULL: none)."""
+        return (
+            "(SELECT NULLIF(MAX(INDEX_COMMENT), '') FROM information_schema.STATISTICS WHERE "
+            f"{table_where(table, schema)} AND INDEX_NAME = {lit(name)})"
+        )
+
+    @staticmethod
+    def create_index(statement: str, comment: str | None) -> str:
+        """``CREATE INDEX`` with the index's comment: part of its definition here."""
+        return statement if comment is None else f"{statement} COMMENT {lit(comment)}"
 
     @staticmethod
     def comment_sql(

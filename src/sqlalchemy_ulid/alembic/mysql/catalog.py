@@ -69,13 +69,20 @@ def column_exists(where: str, name: str) -> str:
     return column(where, name)
 
 
+def _exists(view: str, table: str, schema: str | None, where: str) -> str:
+    """SQL true when ``information_schema.<view>`` has a row of the table where ``where``."""
+    return (
+        f"EXISTS (SELECT 1 FROM information_schema.{view} WHERE "
+        f"{table_where(table, schema)} AND {where})"
+    )
+
+
 class KeyCatalog:
     """The key conversion's swap guards (SQL true while a change is still to do), and comments.
 
     Each method takes the table as (its quoted, qualified name, its name, its
     schema), the form every database's are given. MariaDB's foreign keys
-    have no comments, and an index's comment is part of its definition: the
-    swap gives none back.
+    have no comments, and an index's comment is part of its definition.
     """
 
     #: a string literal
@@ -92,9 +99,22 @@ class KeyCatalog:
         return "TRUE"
 
     @staticmethod
+    def unique_constraint(table_sql: str, table: str, schema: str | None, name: str) -> str:
+        """SQL false: a unique key here is an index, dropped and created as one."""
+        return "FALSE"
+
+    @staticmethod
     def index_comment(table_sql: str, table: str, schema: str | None, name: str) -> str:
-        """SQL of the comment on the table's index ``name``: none kept here."""
-        return "NULL"
+        """SQL of the comment on the table's index ``name`` (NULL: none)."""
+        return (
+            "(SELECT NULLIF(MAX(INDEX_COMMENT), '') FROM information_schema.STATISTICS WHERE "
+            f"{table_where(table, schema)} AND INDEX_NAME = {lit(name)})"
+        )
+
+    @staticmethod
+    def create_index(statement: str, comment: str | None) -> str:
+        """``CREATE INDEX`` with the index's comment: part of its definition here."""
+        return statement if comment is None else f"{statement} COMMENT {lit(comment)}"
 
     @staticmethod
     def comment_sql(
@@ -123,24 +143,15 @@ class KeyCatalog:
     @staticmethod
     def has_primary_key(table_sql: str, table: str, schema: str | None) -> str:
         """SQL true when the table has a primary key."""
-        return (
-            "EXISTS (SELECT 1 FROM information_schema.TABLE_CONSTRAINTS WHERE "
-            f"{table_where(table, schema)} AND CONSTRAINT_TYPE = 'PRIMARY KEY')"
-        )
+        return _exists("TABLE_CONSTRAINTS", table, schema, "CONSTRAINT_TYPE = 'PRIMARY KEY'")
 
     @staticmethod
     def has_foreign_key(table_sql: str, table: str, schema: str | None, name: str) -> str:
         """SQL true when the table has the foreign key ``name``."""
-        return (
-            "EXISTS (SELECT 1 FROM information_schema.TABLE_CONSTRAINTS WHERE "
-            f"{table_where(table, schema)} AND CONSTRAINT_TYPE = 'FOREIGN KEY' "
-            f"AND CONSTRAINT_NAME = {lit(name)})"
-        )
+        where = f"CONSTRAINT_TYPE = 'FOREIGN KEY' AND CONSTRAINT_NAME = {lit(name)}"
+        return _exists("TABLE_CONSTRAINTS", table, schema, where)
 
     @staticmethod
     def has_index(table_sql: str, table: str, schema: str | None, name: str) -> str:
         """SQL true when the table has an index (or a unique constraint) named ``name``."""
-        return (
-            "EXISTS (SELECT 1 FROM information_schema.STATISTICS WHERE "
-            f"{table_where(table, schema)} AND INDEX_NAME = {lit(name)})"
-        )
+        return _exists("STATISTICS", table, schema, f"INDEX_NAME = {lit(name)}")

@@ -109,6 +109,14 @@ def unique_elsewhere(table: str, column: str, name: str) -> str:
     )
 
 
+def _of_constraint(what: str, table_sql: str, name: str) -> str:
+    """SQL of ``what`` (on ``c``, its pg_constraint row) of the table's constraint ``name``."""
+    return (
+        f"(SELECT {what} FROM pg_constraint c WHERE "
+        f"c.conrelid = to_regclass({literal(table_sql)}) AND c.conname = {literal(name)})"
+    )
+
+
 class KeyCatalog:
     """The key conversion's swap guards (SQL true while a change is still to do), and comments.
 
@@ -122,18 +130,17 @@ class KeyCatalog:
     @staticmethod
     def constraint_comment(table_sql: str, table: str, schema: str | None, name: str) -> str:
         """SQL of the comment on the table's constraint ``name`` (NULL: none)."""
-        return (
-            "(SELECT obj_description(c.oid, 'pg_constraint') FROM pg_constraint c WHERE "
-            f"c.conrelid = to_regclass({literal(table_sql)}) AND c.conname = {literal(name)})"
-        )
+        return _of_constraint("obj_description(c.oid, 'pg_constraint')", table_sql, name)
 
     @staticmethod
     def foreign_key_validated(table_sql: str, table: str, schema: str | None, name: str) -> str:
         """SQL true unless the table's foreign key ``name`` is NOT VALID."""
-        return (
-            "(SELECT c.convalidated FROM pg_constraint c WHERE "
-            f"c.conrelid = to_regclass({literal(table_sql)}) AND c.conname = {literal(name)})"
-        )
+        return _of_constraint("c.convalidated", table_sql, name)
+
+    @staticmethod
+    def unique_constraint(table_sql: str, table: str, schema: str | None, name: str) -> str:
+        """SQL true when the index ``name`` is the table's unique constraint's."""
+        return constraint_exists(literal(table_sql), literal(name), "c.contype = 'u'")
 
     @staticmethod
     def index_comment(table_sql: str, table: str, schema: str | None, name: str) -> str:
@@ -143,6 +150,11 @@ class KeyCatalog:
             f"ON i.oid = x.indexrelid WHERE x.indrelid = to_regclass({literal(table_sql)}) "
             f"AND i.relname = {literal(name)})"
         )
+
+    @staticmethod
+    def create_index(statement: str, comment: str | None) -> str:
+        """``CREATE INDEX`` as compiled: the comment is given back by its own statement."""
+        return statement
 
     @staticmethod
     def comment_sql(

@@ -98,6 +98,12 @@ class KeyKind:
     #: this kind, of one level of a column's type, where that level is a
     #: type of this kind (a typed id's: the kind of its prefix); else None
     of_type: Callable[[TypeEngine[Any]], KeyKind | None]
+    #: the ``storage=`` a server default of this kind takes for a column of
+    #: this type ("text": no database generates it)
+    default_storage: Callable[[TypeEngine[Any]], str]
+    #: the database's UUIDv7 time functions read this kind's keys (their
+    #: version and variant bits are a UUIDv7's)
+    uuid7_time: bool = False
     #: the prefix of every key of this kind ("" for unprefixed kinds)
     prefix: str = ""
     #: the kind of another prefix (None: this kind has no prefix)
@@ -174,7 +180,13 @@ ULID_KEYS = KeyKind(
     generated_storage=_ulid_storage,
     column_type=ULIDType,
     of_type=lambda type_: _ulid_of_type(type_),
+    default_storage=lambda type_: _ulid_default_storage(type_),
 )
+
+
+def _ulid_default_storage(type_: TypeEngine[Any]) -> str:
+    # ULIDType's own storage (a TypeIDType's is ULIDType's too).
+    return str(getattr(type_, "storage", "auto"))
 
 
 def _ulid_of_type(type_: TypeEngine[Any]) -> KeyKind | None:
@@ -246,6 +258,9 @@ UUID7_KEYS = KeyKind(
     generated_storage=_uuid_storage,
     column_type=sa.Uuid,
     of_type=_uuid_of_type,
+    # sa.Uuid(native_uuid=False) stores 32 hex digits on every database.
+    default_storage=lambda type_: "auto" if getattr(type_, "native_uuid", True) else "hex",
+    uuid7_time=True,
 )
 
 # -- TypeID -------------------------------------------------------------------------
@@ -306,6 +321,7 @@ def typeid_keys(prefix: str) -> KeyKind:
         generated_storage=_ulid_storage,
         column_type=column_type,
         of_type=_typeid_of_type,
+        default_storage=_ulid_default_storage,
         prefix=prefix,
         prefixed=typeid_keys,
     )

@@ -40,6 +40,7 @@ from ._dialects import DialectRow, dialect_row
 from ._generator import new_ulid
 from ._generator_sql import UUID7_FUNCTION, GeneratorSQL
 from ._typeid import TypeID, coerce, new_typeid
+from ._typeid_type import TypeIDType
 from ._types import ULIDType, to_bytes
 from ._ulid import ULID
 from ._uuid7 import new_uuid7, uuid7_max_at, uuid7_min_at
@@ -286,8 +287,6 @@ def typeid_keys(prefix: str) -> KeyKind:
     """
 
     def column_type() -> TypeEngine[Any]:
-        from ._typeid_type import TypeIDType  # the column layer imports this module
-
         return TypeIDType(prefix)
 
     def parse(value: object) -> TypeID:
@@ -328,8 +327,6 @@ def typeid_keys(prefix: str) -> KeyKind:
 
 
 def _typeid_of_type(type_: TypeEngine[Any]) -> KeyKind | None:
-    from ._typeid_type import TypeIDType  # the column layer imports this module
-
     return typeid_keys(type_.prefix) if isinstance(type_, TypeIDType) else None
 
 

@@ -7,13 +7,28 @@ condition naming the table (:func:`table_where`).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
 from ..._dialects._migration import MYSQL_LOCKS
+from .._catalog import Catalog
 from .._plan.state import StateSQL, literal
 
-__all__ = ["LOCKS", "STATE", "KeyCatalog", "column", "column_exists", "lit", "table_where"]
+__all__ = [
+    "LOCKS",
+    "STATE",
+    "KeyCatalog",
+    "MariaDBCatalog",
+    "column",
+    "column_exists",
+    "lit",
+    "table_where",
+]
 
 
 def lit(text: str) -> str:
@@ -155,3 +170,70 @@ class KeyCatalog:
     def has_index(table_sql: str, table: str, schema: str | None, name: str) -> str:
         """SQL true when the table has an index (or a unique constraint) named ``name``."""
         return _exists("STATISTICS", table, schema, f"INDEX_NAME = {lit(name)}")
+
+
+class MariaDBCatalog(Catalog):
+    """MariaDB's and MySQL's: the server's own column text, strict mode, UTC reads."""
+
+    __dialect__ = ("mysql", "mariadb")
+
+    def column_text(
+        self, connection: Connection, table: str, column: str, schema: str | None
+    ) -> tuple[str | None, str | None]:
+        """The column's DEFAULT and COMMENT, from ``information_schema``.
+
+        SQLAlchemy cuts long DEFAULT expressions short and misses a COMMENT
+        after a function DEFAULT.
+        """
+        row = connection.execute(
+            sa.text(
+                "SELECT COLUMN_DEFAULT, COLUMN_COMMENT FROM information_schema.COLUMNS WHERE "
+                "TABLE_SCHEMA = COALESCE(:schema, DATABASE()) AND TABLE_NAME = :table "
+                "AND COLUMN_NAME = :column"
+            ),
+            {"schema": schema, "table": table, "column": column},
+        ).one()
+        return row[0], row[1]
+
+    def strict_mode(self, connection: Connection) -> contextlib.AbstractContextManager[None]:
+        """Add ``STRICT_ALL_TABLES`` to the session's ``sql_mode``, put back after the block."""
+        mode = str(connection.exec_driver_sql("SELECT @@SESSION.sql_mode").scalar() or "")
+        if "STRICT_ALL_TABLES" in mode.split(","):
+            return contextlib.nullcontext()
+        return _session_setting(
+            connection,
+            "SET SESSION sql_mode = "
+            "CONCAT_WS(',', NULLIF(@@SESSION.sql_mode, ''), 'STRICT_ALL_TABLES')",
+            sa.text("SET SESSION sql_mode = :value"),
+            mode,
+        )
+
+    def utc_session(self, connection: Connection) -> contextlib.AbstractContextManager[None]:
+        """Set the session's ``time_zone`` to UTC (``DATETIME`` is not converted either way)."""
+        zone = str(connection.exec_driver_sql("SELECT @@SESSION.time_zone").scalar())
+        if zone == "+00:00":
+            return contextlib.nullcontext()
+        return _session_setting(
+            connection,
+            "SET SESSION time_zone = '+00:00'",
+            sa.text("SET SESSION time_zone = :value"),
+            zone,
+        )
+
+
+@contextlib.contextmanager
+def _session_setting(
+    connection: Connection, change: str, restore: sa.TextClause, value: str
+) -> Iterator[None]:
+    """Run ``change``, then the block, then ``restore`` with the setting's old value."""
+    connection.exec_driver_sql(change)
+    try:
+        yield
+    except BaseException:
+        # The connection may be gone (that is why we are here): the setting
+        # dies with the session, and the error that brought us here is the
+        # one to report.
+        with contextlib.suppress(sa.exc.SQLAlchemyError):
+            connection.execute(restore, {"value": value})
+        raise
+    connection.execute(restore, {"value": value})

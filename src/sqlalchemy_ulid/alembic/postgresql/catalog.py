@@ -12,12 +12,14 @@ from dataclasses import replace
 from typing import Any
 
 from ..._dialects._migration import PG_LOCKS
+from .._catalog import Catalog
 from .._plan.state import StateSQL, literal
 
 __all__ = [
     "LOCKS",
     "STATE",
     "KeyCatalog",
+    "PostgreSQLCatalog",
     "column_default_missing",
     "column_exists",
     "column_nullable",
@@ -201,3 +203,9 @@ class KeyCatalog:
     def has_index(table_sql: str, table: str, schema: str | None, name: str) -> str:
         """SQL true when the table has an index (or a unique constraint's) named ``name``."""
         return index_named(literal(table_sql), literal(name))
+
+
+class PostgreSQLCatalog(Catalog):
+    """PostgreSQL's: reflection reads its columns whole, and its sessions are always strict."""
+
+    __dialect__ = ("postgresql",)

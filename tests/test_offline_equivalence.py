@@ -197,6 +197,8 @@ def _storage_case(
 
 
 STORAGE = {"postgresql": "auto", "mysql": "binary"}
+#: The schema the ``[schema]`` cases' tables are in, not the connection's (PostgreSQL).
+SCHEMA = "eqv_elsewhere"
 CASES = [
     case
     for backend in ("postgresql", "mysql")
@@ -218,6 +220,9 @@ CASES = [
             column="Réf_" + "é" * (29 if backend == "postgresql" else 20),
         ),
     )
+] + [
+    eq.in_schema(_add_case("postgresql", "add_ulid_column", "public_id", "naive", False), SCHEMA),
+    eq.in_schema(_storage_case("postgresql", "alter_ulid_storage", nullable=False), SCHEMA),
 ]
 #: Defects found: (case name, test) -> a one-line description.
 DEFECTS: dict[tuple[str, str], eq.Defect] = {

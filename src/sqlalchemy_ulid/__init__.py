@@ -45,6 +45,9 @@ if TYPE_CHECKING:
     from ._guard_ddl import guard_ulid_age_ddl
     from ._insert_select import insert_from_select
     from ._mixins import (
+        TypeIDAuditBase,
+        TypeIDBase,
+        TypeIDPrimaryKey,
         ULIDAuditBase,
         ULIDBase,
         ULIDPrimaryKey,
@@ -98,6 +101,9 @@ __all__ = [
     "SettleError",
     "StaleULIDError",
     "TypeID",
+    "TypeIDAuditBase",
+    "TypeIDBase",
+    "TypeIDPrimaryKey",
     "TypeIDType",
     "ULIDAuditBase",
     "ULIDBase",
@@ -163,6 +169,9 @@ _LAZY = {
     "apaginate": "_paging",
     "before": "_paging",
     "paginate": "_paging",
+    "TypeIDAuditBase": "_mixins",
+    "TypeIDBase": "_mixins",
+    "TypeIDPrimaryKey": "_mixins",
     "ULIDAuditBase": "_mixins",
     "ULIDBase": "_mixins",
     "ULIDPrimaryKey": "_mixins",

@@ -52,6 +52,7 @@ __all__ = [
     "UUID_TEXT",
     "KeyKind",
     "key_kind",
+    "kind_of_type",
     "typeid_keys",
 ]
 
@@ -94,9 +95,28 @@ class KeyKind:
     generated_storage: Callable[[str, Dialect], str]
     #: a fresh column type of the mixins' primary key
     column_type: Callable[[], TypeEngine[Any]]
+    #: this kind, of one level of a column's type, where that level is a
+    #: type of this kind (a typed id's: the kind of its prefix); else None
+    of_type: Callable[[TypeEngine[Any]], KeyKind | None]
+    #: the prefix of every key of this kind ("" for unprefixed kinds)
+    prefix: str = ""
+    #: the kind of another prefix (None: this kind has no prefix)
+    prefixed: Callable[[str], KeyKind] | None = None
 
     def __repr__(self) -> str:
         return f"<key kind {self.label}>"
+
+    def with_prefix(self, prefix: str) -> KeyKind:
+        """This kind for keys of ``prefix`` (itself, for its own prefix).
+
+        Raises:
+            ValueError: the kind has no prefix and ``prefix`` is not empty.
+        """
+        if prefix == self.prefix:
+            return self
+        if self.prefixed is None:
+            raise ValueError(f"{self.label} keys have no prefix; got {prefix!r}")
+        return self.prefixed(prefix)
 
     def primary_key(self) -> Any:
         """The ``id`` column of the mixins: this kind's type, made in Python, sorted first."""
@@ -153,7 +173,13 @@ ULID_KEYS = KeyKind(
     convert=lambda row: row.convert,
     generated_storage=_ulid_storage,
     column_type=ULIDType,
+    of_type=lambda type_: _ulid_of_type(type_),
 )
+
+
+def _ulid_of_type(type_: TypeEngine[Any]) -> KeyKind | None:
+    # A TypeIDType is a ULIDType too: KEY_KINDS asks the typed ids first.
+    return ULID_KEYS if isinstance(type_, ULIDType) else None
 
 
 # -- UUIDv7 -------------------------------------------------------------------------
@@ -192,6 +218,16 @@ def _uuid_storage(storage: str, dialect: Dialect) -> str:
     return "uuid"
 
 
+def _uuid_of_type(type_: TypeEngine[Any]) -> KeyKind | None:
+    """A uuid type, or any type that reads as uuid.UUID (advanced-alchemy's ``GUID``)."""
+    if isinstance(type_, sa.Uuid):
+        return UUID7_KEYS
+    try:
+        return UUID7_KEYS if type_.python_type is uuid.UUID else None
+    except NotImplementedError:
+        return None
+
+
 UUID7_KEYS = KeyKind(
     name="uuid",
     label="UUIDv7",
@@ -209,6 +245,7 @@ UUID7_KEYS = KeyKind(
     convert=lambda row: row.convert_uuid7,
     generated_storage=_uuid_storage,
     column_type=sa.Uuid,
+    of_type=_uuid_of_type,
 )
 
 # -- TypeID -------------------------------------------------------------------------
@@ -268,27 +305,58 @@ def typeid_keys(prefix: str) -> KeyKind:
         convert=lambda row: row.convert,
         generated_storage=_ulid_storage,
         column_type=column_type,
+        of_type=_typeid_of_type,
+        prefix=prefix,
+        prefixed=typeid_keys,
     )
+
+
+def _typeid_of_type(type_: TypeEngine[Any]) -> KeyKind | None:
+    from ._typeid_type import TypeIDType  # the column layer imports this module
+
+    return typeid_keys(type_.prefix) if isinstance(type_, TypeIDType) else None
 
 
 #: The kind of a typed id without a prefix: the server default's, whose SQL
 #: every prefix shares.
 TYPEID_KEYS = typeid_keys("")
 
-#: Every key kind by name (the Alembic ops and ``Keys`` look kinds up here).
-KEY_KINDS: dict[str, KeyKind] = {kind.name: kind for kind in (ULID_KEYS, UUID7_KEYS)}
+#: Every key kind by name (the Alembic ops and ``Keys`` look kinds up here), in
+#: the order a column's type is asked: a typed id's type is a ULIDType too.
+#: A new kind of key is one more entry.
+KEY_KINDS: dict[str, KeyKind] = {kind.name: kind for kind in (TYPEID_KEYS, ULID_KEYS, UUID7_KEYS)}
 
 
-def key_kind(name: str) -> KeyKind:
-    """The key kind of a name (``"ulid"``, ``"uuid"``); ValueError for another.
+def key_kind(name: str, prefix: str = "") -> KeyKind:
+    """The key kind of a name (``"ulid"``, ``"uuid"``, ``"typeid"``); ValueError for another.
 
     Example:
         >>> key_kind("ulid").label
         'ULID'
+        >>> kind = key_kind("typeid", "user")
+        >>> kind.format(kind.min_at(0))
+        'user_00000000000000000000000000'
     """
     try:
-        return KEY_KINDS[name]
+        kind = KEY_KINDS[name]
     except KeyError:
         raise ValueError(
             f"unknown key kind {name!r}; expected one of {', '.join(KEY_KINDS)}"
         ) from None
+    return kind.with_prefix(prefix)
+
+
+def kind_of_type(type_: TypeEngine[Any]) -> KeyKind | None:
+    """The key kind of one level of a column's type (None: not a key type).
+
+    Example:
+        >>> kind_of_type(sa.Uuid()) is UUID7_KEYS
+        True
+        >>> kind_of_type(sa.Integer()) is None
+        True
+    """
+    for kind in KEY_KINDS.values():
+        found = kind.of_type(type_)
+        if found is not None:
+            return found
+    return None

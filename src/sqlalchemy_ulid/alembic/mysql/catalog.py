@@ -13,7 +13,7 @@ from typing import Any
 from ..._dialects._migration import MYSQL_LOCKS
 from .._plan.state import StateSQL, literal
 
-__all__ = ["LOCKS", "STATE", "column", "column_exists", "lit", "table_where"]
+__all__ = ["LOCKS", "STATE", "KeyCatalog", "column", "column_exists", "lit", "table_where"]
 
 
 def lit(text: str) -> str:
@@ -67,3 +67,80 @@ def column(where: str, name: str, condition: str = "TRUE") -> str:
 def column_exists(where: str, name: str) -> str:
     """SQL true when the table has the column."""
     return column(where, name)
+
+
+class KeyCatalog:
+    """The key conversion's swap guards (SQL true while a change is still to do), and comments.
+
+    Each method takes the table as (its quoted, qualified name, its name, its
+    schema), the form every database's are given. MariaDB's foreign keys
+    have no comments, and an index's comment is part of its definition: the
+    swap gives none back.
+    """
+
+    #: a string literal
+    literal = staticmethod(lit)
+
+    @staticmethod
+    def constraint_comment(table_sql: str, table: str, schema: str | None, name: str) -> str:
+        """SQL of the comment on the table's constraint ``name``: none here."""
+        return "NULL"
+
+    @staticmethod
+    def foreign_key_validated(table_sql: str, table: str, schema: str | None, name: str) -> str:
+        """SQL true: every foreign key here is checked when it is added."""
+        return "TRUE"
+
+    @staticmethod
+    def index_comment(table_sql: str, table: str, schema: str | None, name: str) -> str:
+        """SQL of the comment on the table's index ``name``: none kept here."""
+        return "NULL"
+
+    @staticmethod
+    def comment_sql(
+        table_sql: str, schema_sql: str | None, index: bool, name_sql: str, comment: str
+    ) -> str | None:
+        """No statement gives a comment back on its own here."""
+        return None
+
+    @staticmethod
+    def has_column(table_sql: str, table: str, schema: str | None, name: str) -> str:
+        """SQL true when the table has the column."""
+        return column_exists(table_where(table, schema), name)
+
+    @staticmethod
+    def nullable(table_sql: str, table: str, schema: str | None, name: str) -> str:
+        """SQL true when the column exists and takes NULL."""
+        return column(table_where(table, schema), name, "IS_NULLABLE = 'YES'")
+
+    @staticmethod
+    def comment_differs(
+        table_sql: str, table: str, schema: str | None, name: str, comment: str
+    ) -> str:
+        """SQL true when the column exists with another comment than ``comment``."""
+        return column(table_where(table, schema), name, f"COLUMN_COMMENT <> {lit(comment)}")
+
+    @staticmethod
+    def has_primary_key(table_sql: str, table: str, schema: str | None) -> str:
+        """SQL true when the table has a primary key."""
+        return (
+            "EXISTS (SELECT 1 FROM information_schema.TABLE_CONSTRAINTS WHERE "
+            f"{table_where(table, schema)} AND CONSTRAINT_TYPE = 'PRIMARY KEY')"
+        )
+
+    @staticmethod
+    def has_foreign_key(table_sql: str, table: str, schema: str | None, name: str) -> str:
+        """SQL true when the table has the foreign key ``name``."""
+        return (
+            "EXISTS (SELECT 1 FROM information_schema.TABLE_CONSTRAINTS WHERE "
+            f"{table_where(table, schema)} AND CONSTRAINT_TYPE = 'FOREIGN KEY' "
+            f"AND CONSTRAINT_NAME = {lit(name)})"
+        )
+
+    @staticmethod
+    def has_index(table_sql: str, table: str, schema: str | None, name: str) -> str:
+        """SQL true when the table has an index (or a unique constraint) named ``name``."""
+        return (
+            "EXISTS (SELECT 1 FROM information_schema.STATISTICS WHERE "
+            f"{table_where(table, schema)} AND INDEX_NAME = {lit(name)})"
+        )

@@ -1,4 +1,8 @@
-"""The key-conversion ops' offline (``--sql``) script for MariaDB/MySQL.
+"""The key conversion's offline (``--sql``) script for MariaDB/MySQL.
+
+``convert_primary_key_to_ulid`` / ``restore_legacy_primary_key`` find it
+through the registered :class:`~.MariaDB` database
+(:meth:`~.._plan.database.Database.primary_key_script`).
 
 Nothing can be reflected while the script is written, so the script does,
 when the ``mariadb`` client runs it: its first block (``_offline_mariadb_plan``)
@@ -27,12 +31,12 @@ from alembic.util import CommandError
 from ..._dialects import dialect_row
 from .._inspect import check_identifier
 from .._offline_mariadb import _SAVED, _comment
-from ._offline_mariadb_plan import plan_block
-from ._offline_mariadb_run import run_block
-from ._offline_mariadb_sql import STEPS_TABLE, Names
+from .._primary_key._offline_mariadb_plan import plan_block
+from .._primary_key._offline_mariadb_run import run_block
+from .._primary_key._offline_mariadb_sql import STEPS_TABLE, Names
 
 if TYPE_CHECKING:
-    from ._ops import _KeyOp
+    from .._primary_key._ops import _KeyOp
 
 __all__ = ["mariadb_script"]
 

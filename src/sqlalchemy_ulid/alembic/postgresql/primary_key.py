@@ -1,4 +1,8 @@
-"""The key-conversion ops' offline (``--sql``) script for PostgreSQL, run by ``psql``.
+"""The key conversion's offline (``--sql``) script for PostgreSQL, run by ``psql``.
+
+``convert_primary_key_to_ulid`` / ``restore_legacy_primary_key`` find it
+through the registered :class:`~.PostgreSQL` database
+(:meth:`~.._plan.database.Database.primary_key_script`).
 
 Nothing can be reflected while the script is written, so the script does,
 when it runs, what the online op does from reflection: a first ``DO``
@@ -30,11 +34,16 @@ from ..._dialects import dialect_row
 from ..._types import ULIDType
 from .._inspect import check_identifier, safe_name
 from .._offline import _MAX_BATCH, _comment
-from ._offline_pg_plan import Names, plan_block
-from ._offline_pg_swap import fill_key_block, fill_referencing_block, prepare_block, swap_block
+from .._primary_key._offline_pg_plan import Names, plan_block
+from .._primary_key._offline_pg_swap import (
+    fill_key_block,
+    fill_referencing_block,
+    prepare_block,
+    swap_block,
+)
 
 if TYPE_CHECKING:
-    from ._ops import _KeyOp
+    from .._primary_key._ops import _KeyOp
 
 __all__ = ["postgresql_script"]
 

@@ -13,13 +13,13 @@ The script is cut at statement boundaries by ``_script_cuts``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import random
+import re
 import subprocess
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,14 +27,12 @@ import pytest
 import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Engine
 
 import _clients
 import _script_cuts as cuts
+from _db_state import VERSION_PREFIX, diff, objects, reset, state
 from conftest import Backend, private_engine
-
-#: Every version table of these tests starts so: dropped with the tables, left out of snapshots.
-VERSION_PREFIX = "eqv_version"
 
 _ENV_PY = """
 from alembic import context
@@ -149,157 +147,6 @@ _RUNNERS: dict[str, Callable[[Engine, str], subprocess.CompletedProcess[str]]] =
 }
 
 
-# --- what a database holds --------------------------------------------------------------------
-
-
-def objects(engine: Engine) -> set[tuple[str, str]]:
-    """Every table, view, sequence, trigger and routine of the test's schema (or database)."""
-    with engine.connect() as conn:
-        rows = conn.exec_driver_sql(_OBJECTS[engine.url.get_backend_name()]).all()
-    return {(kind, name) for kind, name in rows if not name.startswith(VERSION_PREFIX)}
-
-
-_OBJECTS = {
-    "postgresql": (
-        "SELECT 'relation', relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-        "WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p', 'v', 'm', 'S') "
-        "UNION ALL SELECT 'function', p.oid::regprocedure::text FROM pg_proc p "
-        "JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = current_schema()"
-    ),
-    "mysql": (
-        "SELECT 'relation', table_name FROM information_schema.tables "
-        "WHERE table_schema = DATABASE() "
-        "UNION ALL SELECT 'routine', CONCAT(routine_type, ' ', routine_name) "
-        "FROM information_schema.routines WHERE routine_schema = DATABASE()"
-    ),
-}
-
-
-def reset(engine: Engine, baseline: set[tuple[str, str]]) -> None:
-    """Drop every object not in ``baseline`` (and the projects' version tables)."""
-    with engine.connect() as conn:
-        extra = objects(engine) - baseline
-        versions = conn.exec_driver_sql(_OBJECTS[engine.url.get_backend_name()]).all()
-    extra |= {(kind, name) for kind, name in versions if name.startswith(VERSION_PREFIX)}
-    quote = engine.dialect.identifier_preparer.quote
-    with engine.begin() as conn:
-        if engine.url.get_backend_name() == "mysql":
-            conn.exec_driver_sql("SET SESSION foreign_key_checks = 0")
-        for kind, name in sorted(extra):
-            if kind == "relation":
-                cascade = " CASCADE" if engine.url.get_backend_name() == "postgresql" else ""
-                conn.exec_driver_sql(f"DROP TABLE IF EXISTS {quote(name)}{cascade}")
-            elif kind == "function":
-                conn.exec_driver_sql(f"DROP FUNCTION IF EXISTS {name} CASCADE")
-            else:
-                routine, routine_name = name.split(" ", 1)
-                conn.exec_driver_sql(f"DROP {routine} IF EXISTS {quote(routine_name)}")
-
-
-def schema(engine: Engine, tables: list[str]) -> dict[str, Any]:
-    """What the op leaves, by the catalog: the objects there and each table's full shape."""
-    found: dict[str, Any] = {"objects": sorted(objects(engine))}
-    with engine.connect() as conn:
-        for table in tables:
-            found[table] = _SHAPES[engine.url.get_backend_name()](conn, table)
-    return found
-
-
-def _pg_shape(conn: Connection, table: str) -> dict[str, Any]:
-    oid = conn.execute(
-        sa.text("SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-                "WHERE n.nspname = current_schema() AND c.relname = :t"), {"t": table}
-    ).scalar_one()  # fmt: skip
-    queries = {
-        "columns": "SELECT attname, format_type(atttypid, atttypmod), attnotnull, "
-        "pg_get_expr(d.adbin, d.adrelid), col_description(attrelid, attnum), attidentity "
-        "FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid "
-        "AND d.adnum = a.attnum WHERE attrelid = :o AND attnum > 0 AND NOT attisdropped "
-        "ORDER BY attnum",
-        "constraints": "SELECT conname, contype, pg_get_constraintdef(oid), convalidated, "
-        "obj_description(oid, 'pg_constraint') FROM pg_constraint WHERE conrelid = :o "
-        "ORDER BY conname",
-        "indexes": "SELECT c.relname, pg_get_indexdef(x.indexrelid), x.indisvalid, "
-        "x.indisprimary, x.indisreplident, obj_description(c.oid, 'pg_class') FROM pg_index x "
-        "JOIN pg_class c ON c.oid = x.indexrelid WHERE x.indrelid = :o ORDER BY c.relname",
-        "triggers": "SELECT tgname FROM pg_trigger WHERE tgrelid = :o AND NOT tgisinternal "
-        "ORDER BY tgname",
-        "sequences": "SELECT a.attname, pg_get_serial_sequence(:t, a.attname) "
-        "FROM pg_attribute a WHERE attrelid = :o AND attnum > 0 AND NOT attisdropped "
-        "AND pg_get_serial_sequence(:t, a.attname) IS NOT NULL ORDER BY 1",
-        "comment": "SELECT obj_description(:o, 'pg_class')",
-    }
-    quoted = conn.dialect.identifier_preparer.quote(table).replace("%%", "%")
-    return {
-        name: [tuple(row) for row in conn.execute(sa.text(sql), {"o": oid, "t": quoted})]
-        for name, sql in queries.items()
-    }
-
-
-def _mariadb_shape(conn: Connection, table: str) -> dict[str, Any]:
-    quoted = conn.dialect.identifier_preparer.quote(table)
-    triggers = conn.execute(
-        sa.text("SELECT trigger_name FROM information_schema.triggers "
-                "WHERE event_object_schema = DATABASE() AND event_object_table = :t "
-                "ORDER BY trigger_name"), {"t": table}
-    ).scalars().all()  # fmt: skip
-    return {
-        "create": conn.exec_driver_sql(f"SHOW CREATE TABLE {quoted}").one()[1],
-        "triggers": list(triggers),
-    }
-
-
-_SHAPES: dict[str, Callable[[Connection, str], dict[str, Any]]] = {
-    "postgresql": _pg_shape,
-    "mysql": _mariadb_shape,
-}
-
-
-def rows(engine: Engine, queries: list[str], fresh: bool) -> list[list[tuple[Any, ...]]]:
-    """The rows of ``queries``; with ``fresh``, a new id (16 bytes or a UUID) is its millisecond.
-
-    The random part of a new ULID or UUIDv7 differs between two runs; its time
-    part (the first 48 bits) and its rank, which the queries read with a
-    window function, must not.
-    """
-    found: list[list[tuple[Any, ...]]] = []
-    for sql in queries:
-        try:
-            with engine.connect() as conn:
-                found.append(
-                    [tuple(_value(v, fresh) for v in row) for row in conn.exec_driver_sql(sql)]
-                )
-        except sa.exc.DBAPIError as exc:  # a state half-way through: a column not there yet
-            found.append([("cannot read", type(exc.orig).__name__)])
-    return found
-
-
-def _value(value: Any, fresh: bool) -> Any:
-    if isinstance(value, str) and len(value) == 36 and value.count("-") == 4:
-        value = uuid.UUID(value)
-    if isinstance(value, bytes | bytearray) and len(value) == 16:
-        value = uuid.UUID(bytes=bytes(value))
-    if isinstance(value, uuid.UUID):
-        return ("ms", value.int >> 80) if fresh else value
-    if isinstance(value, datetime):
-        return value.replace(tzinfo=None)
-    return value
-
-
-def state(engine: Engine, tables: list[str], queries: list[str], fresh: bool) -> dict[str, Any]:
-    """Schema and data together: what two runs must agree on."""
-    return {**schema(engine, tables), "rows": rows(engine, queries, fresh)}
-
-
-def diff(left: dict[str, Any], right: dict[str, Any]) -> str:
-    """A short account of where two states differ (for assertion messages)."""
-    lines = []
-    for key in sorted(set(left) | set(right)):
-        if left.get(key) != right.get(key):
-            lines.append(f"{key}:\n  A: {left.get(key)!r:.1500}\n  B: {right.get(key)!r:.1500}")
-    return "\n".join(lines)
-
-
 # --- one op on one database, and the checks every op gets ------------------------------------
 
 
@@ -321,6 +168,7 @@ class Case:
     down: str = "pass"
     action: str = "upgrade"
     label: str = ""  # the case's name in test ids, when not the op's
+    schema: str | None = None  # PostgreSQL: the tables are in this schema (made, then dropped)
 
     @property
     def name(self) -> str:
@@ -328,6 +176,32 @@ class Case:
 
     def param(self) -> Any:
         return pytest.param(self, id=self.name)
+
+
+def in_schema(case: Case, schema: str) -> Case:
+    """``case`` with its tables in ``schema`` (PostgreSQL), and ``schema=`` given to the op."""
+
+    def create(engine: Engine) -> None:
+        case.create(engine.execution_options(schema_translate_map={None: schema}))
+
+    def qualified(call: str) -> str:
+        return call if call == "pass" else f"{call[:-1]}, schema={schema!r})"
+
+    queries = case.queries
+    for table in case.tables:
+        for spelled in (f'"{table}"', table):
+            pattern = re.compile(rf'(?<![\w."]){re.escape(spelled)}(?![\w"])')
+            queries = [pattern.sub(f"{schema}.{spelled}", query) for query in queries]
+    return dataclasses.replace(
+        case,
+        create=create,
+        up=qualified(case.up),
+        down=qualified(case.down),
+        queries=queries,
+        tables=[f"{schema}.{table}" for table in case.tables],
+        schema=schema,
+        label=f"{case.label or case.op}[schema]",
+    )
 
 
 @dataclass(frozen=True)
@@ -356,7 +230,7 @@ class Run:
 
     def fresh(self, up: str | None = None) -> Project:
         """Everything the last run made dropped, the tables made again, a new project."""
-        reset(self.engine, self.baseline)
+        reset(self.engine, self.baseline, self.case.schema)
         self.case.create(self.engine)
         self.projects += 1
         where = self.tmp_path / f"p{self.projects}"
@@ -365,7 +239,8 @@ class Run:
         return project
 
     def state(self) -> dict[str, Any]:
-        return state(self.engine, self.case.tables, self.case.queries, self.case.fresh)
+        case = self.case
+        return state(self.engine, case.tables, case.queries, case.fresh, case.schema)
 
     def online(self, project: Project | None = None) -> dict[str, Any]:
         project = project or self.fresh()
@@ -407,11 +282,17 @@ def running(
             pass
         if defect is not None and defect.on(engine):
             request.applymarker(pytest.mark.xfail(strict=True, reason=defect.reason))
-        baseline = objects(engine)
+        if case.schema is not None:
+            with engine.begin() as conn:
+                conn.exec_driver_sql(f"CREATE SCHEMA {case.schema}")
+        baseline = objects(engine, case.schema)
         try:
             yield Run(case, engine, tmp_path, baseline)
         finally:
-            reset(engine, baseline)
+            reset(engine, baseline, case.schema)
+            if case.schema is not None:
+                with engine.begin() as conn:
+                    conn.exec_driver_sql(f"DROP SCHEMA {case.schema} CASCADE")
 
 
 def check_same(run: Run) -> None:

@@ -291,12 +291,9 @@ def typeid_keys(prefix: str) -> KeyKind:
 
     def parse(value: object) -> TypeID:
         # A ULID or uuid.UUID is the bits alone (a sealed cursor opens as a
-        # ULID): the column's prefix is given to them.
-        if isinstance(value, (TypeID, str, ULID, uuid.UUID)):
-            return column_type().typed(value)  # type: ignore[attr-defined, no-any-return]
-        raise TypeError(
-            f"a cursor of a TypeID column is a TypeID or its text, not {type(value).__name__}"
-        )
+        # ULID): the column's prefix is given to them. Another library's typed
+        # id (typeid-python's) is taken as a column bind takes it.
+        return column_type().typed(value)  # type: ignore[attr-defined, no-any-return]
 
     def bound(ulid: ULID) -> TypeID:
         return TypeID.from_ulid(prefix, ulid)

@@ -54,6 +54,10 @@ def skip_tls_probe() -> None:
 
 
 def _without_tls(dialect: object, record: object, cargs: object, cparams: dict[str, Any]) -> None:
+    # asyncmy's dialect is a subclass of PyMySQL's, and its connect() has no
+    # ssl_disabled: only PyMySQL itself is told.
+    if getattr(dialect, "driver", None) != "pymysql":
+        return
     if not any(key.startswith("ssl") for key in cparams):
         cparams["ssl_disabled"] = True
 

@@ -95,6 +95,8 @@ SERVER_TIER = frozenset(
         "test_alembic_uuid7_faults",
         "test_alembic_uuid7_storage_online",
         "test_feed_faults",
+        "test_offline_equivalence",
+        "test_offline_equivalence_2",
         "test_pooler_feed",
         "test_pooler_migrations",
         "test_settle_isolation",
@@ -150,6 +152,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_configure(config: pytest.Config) -> None:
     global WORKER
+    _databases.skip_tls_probe()
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:
         WORKER = str(workerinput["workerid"])

@@ -7,6 +7,7 @@ online storage conversion's copy position) is found by
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -16,8 +17,11 @@ from sqlalchemy.engine import Engine
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from conftest import Backend, private_engine
 from sqlalchemy_ulid.alembic._plan.state import read_legacy, read_state
+from sqlalchemy_ulid.alembic._primary_key._fill import add_shadows
 from sqlalchemy_ulid.alembic._primary_key._plan import build_plan
 from sqlalchemy_ulid.alembic._primary_key._state import mark_done, save_state
+from test_alembic_primary_key import _check_ulids
+from test_alembic_primary_key import _convert as _convert_pk
 from test_alembic_primary_key import _drop as _drop_pk
 from test_alembic_primary_key import _seed as _seed_pk
 from test_alembic_storage_online import _create, _run
@@ -85,3 +89,39 @@ def test_a_storage_conversion_in_flight_is_read(pg: Engine) -> None:
     with pg.connect() as conn:
         assert not [s for s in read_legacy(conn) if s.target == f"{ITEMS}.ref"]
         assert not sa.inspect(conn).has_table("ulid_storage_conversions")
+
+
+#: What the stored plan of a foreign key or an index gained after the release
+#: that wrote it (comments, NOT VALID, a unique constraint's index).
+_ADDED_SINCE = ("comment", "validated", "constraint")
+
+
+def test_a_key_conversion_stored_by_the_previous_release_resumes(server: Engine) -> None:
+    """A plan stored without the fields added since (its JSON as that release wrote it)."""
+    _seed_pk(server)
+    with server.begin() as conn:
+        plan = build_plan(
+            conn,
+            "pk_customers",
+            direction="ulid",
+            legacy_id="legacy_id",
+            schema=None,
+            from_time="created_at",
+        )
+        raw = json.loads(plan.to_json())
+        for item in (*raw["foreign_keys"], *raw["indexes"]):
+            for name in _ADDED_SINCE:
+                item.pop(name, None)
+        save_state(conn, plan)
+        conn.execute(
+            sa.text("UPDATE ulid_key_conversions SET plan = :plan WHERE name = 'pk_customers'"),
+            {"plan": json.dumps(raw, sort_keys=True)},
+        )
+        add_shadows(conn, plan, 5.0)
+        mark_done(conn, plan, [], "prepare")
+    text = _convert_pk(server, from_time="created_at")
+    assert text is not None
+    assert "(done)" in text  # the stored plan, its prepare phase done, went on
+    _check_ulids(server)
+    with server.connect() as conn:
+        assert not sa.inspect(conn).has_table("ulid_key_conversions")

@@ -1,4 +1,8 @@
-"""advanced-alchemy: keyset filters and list_page() with the real package on the three servers."""
+"""advanced-alchemy: keyset filters and list_page() with the real package on the three servers.
+
+On advanced-alchemy's UUIDv7Base (GUID ids), our ULIDBase and our TypeIDBase
+(typed ids, issue 35).
+"""
 
 from __future__ import annotations
 
@@ -27,7 +31,15 @@ from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from conftest import Backend
-from sqlalchemy_ulid import ULID, InvalidCursor, InvalidULID, ULIDBase
+from sqlalchemy_ulid import (
+    ULID,
+    InvalidCursor,
+    InvalidTypeID,
+    InvalidULID,
+    TypeID,
+    TypeIDBase,
+    ULIDBase,
+)
 from sqlalchemy_ulid.contrib.advanced_alchemy import (
     After,
     AsyncKeysetServiceMixin,
@@ -57,16 +69,26 @@ class Doc(ULIDBase):
     zone: Mapped[str] = mapped_column(sa.String(5))
 
 
-MODELS: list[Any] = [Seat, Doc]
+class Ticket(TypeIDBase):
+    __tablename__ = "contrib_aa_tickets"
+    __typeid_prefix__ = "tkt"
+
+    row: Mapped[int | None]
+    zone: Mapped[str] = mapped_column(sa.String(5))
+
+
+MODELS: list[Any] = [Seat, Doc, Ticket]
 
 
 def make_id(model: Any, n: int, rng: random.Random) -> Any:
     if model is Seat:
         return v7(MS + n, rng.getrandbits(74))
+    if model is Ticket:
+        return TypeID.from_uuid("tkt", v7(MS + n, rng.getrandbits(74)))
     return ULID.from_parts(MS + n, rng.getrandbits(80))
 
 
-@pytest.fixture(params=MODELS, ids=["UUIDv7Base", "ULIDBase"])
+@pytest.fixture(params=MODELS, ids=["UUIDv7Base", "ULIDBase", "TypeIDBase"])
 def model(request: pytest.FixtureRequest, engine: Engine) -> Iterator[Any]:
     """19 rows, ids made 1 ms apart from MS, rows with ties and NULLs."""
     table = request.param.__table__
@@ -202,6 +224,14 @@ def test_bad_input_fails_before_any_sql(engine: Engine, model: Any, statements: 
             service.get_many(CreatedBetween(MS + 5, MS + 1))
         with pytest.raises(InvalidULID):
             service.get_many(After(keyset))  # plain list() pages in id order: ids only
+        if model is Ticket:  # a typed id of another prefix, as a cursor and as a filter
+            other = "org_01h455vb4pex5vsknk084sn02q"
+            with pytest.raises(InvalidTypeID, match="expected prefix 'tkt', got 'org'"):
+                service.list_page(After(other))
+            with pytest.raises(InvalidTypeID, match="expected prefix 'tkt', got 'org'"):
+                service.get_many(Before(other))
+            with pytest.raises(InvalidTypeID, match="expected prefix 'tkt', got 'org'"):
+                service.get_many(CollectionFilter("id", [other]))
     assert statements == []
 
 

@@ -1,13 +1,17 @@
-"""typeid-python's TypeID both ways, with the real package."""
+"""typeid-python's TypeID both ways, with the real package, and in TypeIDType columns."""
 
 from __future__ import annotations
 
 import uuid
 
 import pytest
+import sqlalchemy as sa
 from hypothesis import given
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Mapped, Session, mapped_column
 
-from sqlalchemy_ulid import InvalidTypeID, TypeID, new_typeid
+from conftest import recording
+from sqlalchemy_ulid import InvalidTypeID, TypeID, TypeIDBase, TypeIDType, new_typeid, paginate
 from strategies import typeid_parts
 
 typeid = pytest.importorskip("typeid", reason="typeid-python is in tests-integrations")
@@ -82,3 +86,57 @@ def test_bad_values() -> None:
         from_typeid_python(5)
     with pytest.raises(InvalidTypeID):
         to_typeid_python("User_01h455vb4pex5vsknk084sn02q")
+
+
+class Member(TypeIDBase):
+    __tablename__ = "tpy_members"
+    __typeid_prefix__ = "user"
+
+    org_id: Mapped[TypeID | None] = mapped_column(TypeIDType("org"))
+
+
+def test_their_objects_bind_where_a_typeid_does(engine: Engine) -> None:
+    table = Member.__table__
+    table.create(engine)  # type: ignore[attr-defined]
+    try:
+        theirs = [typeid.TypeID(prefix="user") for _ in range(3)]
+        org = typeid.TypeID(prefix="org")
+        with Session(engine) as session:
+            # As the id of new objects, a foreign value, in INSERT and UPDATE.
+            session.add_all([Member(id=t) for t in theirs[:2]])
+            session.execute(sa.insert(Member), [{"id": theirs[2], "org_id": org}])
+            session.commit()
+            session.execute(sa.update(Member).where(Member.id == theirs[0]).values(org_id=org))
+            session.commit()
+        with Session(engine) as session:
+            found = session.scalars(sa.select(Member).where(Member.id.in_(theirs))).all()
+            assert sorted(m.id for m in found) == sorted(from_typeid_python(t) for t in theirs)
+            assert all(type(m.id) is TypeID for m in found)
+            got = session.get(Member, theirs[1])
+            assert got is not None
+            assert str(got.id) == str(theirs[1])
+            with_org = session.scalars(sa.select(Member.id).where(Member.org_id == org)).all()
+            assert sorted(with_org) == sorted(from_typeid_python(t) for t in (theirs[0], theirs[2]))
+            # As a page cursor: the rows after it, in id order.
+            ordered = sorted(theirs, key=lambda t: from_typeid_python(t))
+            page = paginate(
+                session, sa.select(Member).order_by(Member.id), Member.id, limit=5, after=ordered[0]
+            )
+            assert [str(m.id) for m in page.items] == [str(t) for t in ordered[1:]]
+            # One of another prefix is refused before any SQL, as ours is.
+            with recording(engine) as sent:
+                with pytest.raises(InvalidTypeID, match="expected prefix 'user', got 'org'"):
+                    paginate(
+                        session,
+                        sa.select(Member).order_by(Member.id),
+                        Member.id,
+                        limit=5,
+                        after=org,
+                    )
+                with pytest.raises(InvalidTypeID, match="expected prefix 'user', got 'org'"):
+                    _ = Member.id == org
+                with pytest.raises(InvalidTypeID, match="expected prefix 'user', got 'org'"):
+                    Member(id=org)
+            assert sent == []
+    finally:
+        table.drop(engine)  # type: ignore[attr-defined]

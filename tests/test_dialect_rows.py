@@ -25,8 +25,10 @@ from sqlalchemy_ulid import (
     uuid7_function_ddl,
 )
 from sqlalchemy_ulid._dialects import dialect_row
-from sqlalchemy_ulid._kinds import KEY_KINDS, ULID_KEYS, UUID7_KEYS, key_kind
+from sqlalchemy_ulid._keys import keys_of
+from sqlalchemy_ulid._kinds import KEY_KINDS, ULID_KEYS, UUID7_KEYS, key_kind, kind_of_type
 from sqlalchemy_ulid._settle import plan_horizon
+from sqlalchemy_ulid._typeid_type import TypeIDType
 
 
 class _Unknown(DefaultDialect):
@@ -103,9 +105,36 @@ def test_the_three_servers_rows(dialect: Any, has_settle: bool, per_connection: 
 def test_key_kinds_by_name() -> None:
     assert key_kind("ulid") is ULID_KEYS
     assert key_kind("uuid") is UUID7_KEYS
-    assert set(KEY_KINDS) == {"ulid", "uuid"}
-    with pytest.raises(ValueError, match="unknown key kind 'typeid'"):
-        key_kind("typeid")
+    assert set(KEY_KINDS) == {"ulid", "uuid", "typeid"}
+    with pytest.raises(ValueError, match="unknown key kind 'ksuid'"):
+        key_kind("ksuid")
+    # The typed ids are one kind, parameterized by the prefix.
+    user = key_kind("typeid", "user")
+    assert user is key_kind("typeid", "user")
+    assert user.prefix == "user"
+    assert user.with_prefix("user") is user
+    assert user.with_prefix("") is KEY_KINDS["typeid"]
+    with pytest.raises(ValueError, match="ULID keys have no prefix"):
+        key_kind("ulid", "user")
+
+
+@pytest.mark.parametrize(
+    ("type_", "kind", "prefix"),
+    [
+        (ULIDType(), "ulid", ""),
+        (ULIDType("text"), "ulid", ""),
+        (TypeIDType("user"), "typeid", "user"),  # a ULIDType too: typed ids are asked first
+        (sa.Uuid(), "uuid", ""),
+        (sa.Uuid(as_uuid=False), "uuid", ""),
+        (sa.Integer(), None, ""),  # not a key type
+    ],
+)
+def test_a_column_type_names_its_kind(type_: Any, kind: str | None, prefix: str) -> None:
+    found = kind_of_type(type_)
+    assert (found and found.name) == kind
+    assert (found.prefix if found else "") == prefix
+    # keys_of() asks the kinds; any other type holds ULIDs, as before.
+    assert keys_of(type_).key_kind is key_kind(kind or "ulid", prefix)
 
 
 @given(st.integers(min_value=0, max_value=(1 << 128) - 1))

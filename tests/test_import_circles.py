@@ -32,7 +32,6 @@ LAZY_CIRCLES = [
     frozenset({"_types", "_orm", "_bulk"}),
     frozenset({"_ulid", "_pydantic"}),
     frozenset({"_typeid", "_typeid_pydantic"}),
-    frozenset({"_kinds", "_server_defaults", "_typeid_type"}),
 ]
 #: The migration layer's circle (as measured after the engine split): remove a module from
 #: it when it leaves the circle; never add one.

@@ -12,6 +12,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from sqlalchemy.schema import CreateTable
 
+from _mixin_checks import flush_in_one_insert, fresh_tables
 from conftest import recording
 from sqlalchemy_ulid import (
     ULID,
@@ -61,14 +62,7 @@ TABLES = [Reading.__table__, Shelf.__table__, Book.__table__, Memo.__table__]
 
 @pytest.fixture
 def tables(engine: Engine) -> Iterator[None]:
-    # Only these tables: ULIDBase.metadata is shared with the doctests' models.
-    for table in reversed(TABLES):
-        table.drop(engine, checkfirst=True)  # type: ignore[attr-defined]
-    for table in TABLES:
-        table.create(engine)  # type: ignore[attr-defined]
-    yield
-    for table in reversed(TABLES):
-        table.drop(engine, checkfirst=True)  # type: ignore[attr-defined]
+    yield from fresh_tables(engine, TABLES)
 
 
 def test_id_column_shape(engine: Engine) -> None:
@@ -84,23 +78,8 @@ def test_id_column_shape(engine: Engine) -> None:
 
 
 def test_thousand_objects_flush_in_one_batched_insert(engine: Engine, tables: None) -> None:
-    with Session(engine) as session, recording(engine) as seen:
-        readings = [Reading(value=n) for n in range(1000)]
-        session.add_all(readings)
-        session.flush()
-        inserts = [s for s in seen if s.lstrip().upper().startswith("INSERT")]
-        # One INSERT .. RETURNING for all 1,000 rows (SQLAlchemy batches up to
-        # 1,000 rows a statement), not 1,000 single-row INSERTs.
-        assert len(inserts) == 1
-        assert "RETURNING" in inserts[0].upper()
-        # The RETURNING rows went back to the right objects.
-        assert all(r.stored is not None for r in readings)
-        made = [r.id for r in readings]
-        session.commit()
-        ids = session.scalars(sa.select(Reading.id).order_by(Reading.id)).all()
-        values = session.scalars(sa.select(Reading.value).order_by(Reading.id)).all()
-    assert made == ids  # made in order, stored in order
-    assert values == list(range(1000))
+    made = flush_in_one_insert(engine, Reading)
+    assert all(type(i) is ULID for i in made)
 
 
 def test_more_objects_take_one_statement_per_thousand(engine: Engine, tables: None) -> None:

@@ -6,6 +6,7 @@ import asyncio
 import datetime as dt
 import inspect
 import random
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,10 +25,12 @@ from sqlalchemy_ulid import (
     CursorSealer,
     CursorSortMismatch,
     InvalidTypeID,
+    SettleError,
     TypeID,
     TypeIDType,
     ULIDType,
     after,
+    create_partitions,
     created_before,
     created_between,
     created_since,
@@ -342,19 +345,26 @@ def test_repr_cache_key_and_prefix_checks() -> None:
 ROOT = Path(__file__).resolve().parent.parent
 AUTOGEN_VERSION_TABLE = "alembic_version_tidgen"
 AUTOGEN_TABLES = ("tidgen_orders", "tidgen_users")
-# Only this test's tables: the database is shared with other test files.
-AUTOGEN_ENV_PY = f"""
+
+
+def autogenerate_env_py(version_table: str, table_prefix: str) -> str:
+    """An ``env.py`` comparing ``config.attributes["target_metadata"]`` with the database.
+
+    Only the tables named ``table_prefix...``: the database is shared with
+    other test files. Types are compared, and rendered by ``render_item``.
+    """
+    return f"""
 from alembic import context
 import sqlalchemy_ulid.alembic
 
 def include_name(name, type_, parent_names):
-    return type_ != "table" or name.startswith("tidgen_")
+    return type_ != "table" or name.startswith({table_prefix!r})
 
 config = context.config
 context.configure(
     connection=config.attributes["connection"],
     target_metadata=config.attributes["target_metadata"],
-    version_table={AUTOGEN_VERSION_TABLE!r},
+    version_table={version_table!r},
     include_name=include_name,
     compare_type=True,
     render_item=sqlalchemy_ulid.alembic.render_item,
@@ -362,6 +372,9 @@ context.configure(
 with context.begin_transaction():
     context.run_migrations()
 """
+
+
+AUTOGEN_ENV_PY = autogenerate_env_py(AUTOGEN_VERSION_TABLE, "tidgen_")
 
 
 def _autogen_models(user_type: sa.types.TypeEngine[Any]) -> sa.MetaData:
@@ -533,6 +546,29 @@ def test_follow_yields_every_row_once_with_typed_cursors(session: Session, engin
     assert seen == sorted(user.id for user in users)
 
 
+def test_settle_holds_back_typed_ids_past_the_horizon(
+    session: Session, engine: Engine, backend: Backend
+) -> None:
+    now_ms = int(time.time() * 1000)
+    settled = [TypeID.from_ulid("user", ULID.from_parts(now_ms - 60_000 + n, 0)) for n in range(3)]
+    unsettled = TypeID.from_ulid("user", ULID.from_parts(now_ms + 3_600_000, 0))  # an hour ahead
+    session.add_all([TUser(id=i) for i in (*settled, unsettled)])
+    session.commit()
+    stmt = sa.select(TUser.id).order_by(TUser.id)
+    with engine.connect() as conn:
+        page = paginate(conn, stmt, TUser.id, limit=10, settle=dt.timedelta(seconds=5))
+    assert page.items == settled
+    if backend.name == "sqlite":
+        with engine.connect() as conn, pytest.raises(SettleError, match="SQLite"):
+            paginate(conn, stmt, TUser.id, settle="auto")
+        return
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        first = paginate(conn, stmt, TUser.id, limit=2, settle="auto")
+        assert first.next_cursor == str(settled[1])
+        rest = paginate(conn, stmt, TUser.id, after=first.next_cursor, settle="auto")
+    assert [*first.items, *rest.items] == settled
+
+
 def test_partition_bounds_are_the_bits_of_the_time() -> None:
     table = sa.Table(
         "tid_parted",
@@ -544,6 +580,61 @@ def test_partition_bounds_are_the_bits_of_the_time() -> None:
     [ddl] = partition_ddl(table.c.id, day, day + dt.timedelta(days=1))
     low = ULID.min_at(dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)).to_uuid()
     assert f"FROM (CAST('{low.hex}' AS UUID))" in ddl
+
+
+def test_partitions_route_typed_ids_and_prune(
+    backend: Backend, engine: Engine, statements: list[str]
+) -> None:
+    from test_timerange import Explain
+
+    metadata = sa.MetaData()
+    events = sa.Table(
+        "tid_parted_events",
+        metadata,
+        sa.Column("id", TypeIDType("evt"), primary_key=True),
+        sa.Column("n", sa.Integer, nullable=False),
+        postgresql_partition_by="RANGE (id)",
+    )
+    days = [dt.date(2024, 4, 1) + dt.timedelta(days=n) for n in range(3)]
+    if backend.name != "postgresql":
+        # Other servers: a clear refusal, and not one statement sent.
+        with engine.connect() as conn, pytest.raises(ValueError, match="PostgreSQL feature"):
+            create_partitions(conn, events.c.id, days[0], days[-1])
+        assert statements == []
+        return
+    metadata.drop_all(engine)
+    try:
+        with engine.begin() as conn:
+            metadata.create_all(conn)
+            assert len(create_partitions(conn, events.c.id, days[0], days[-1])) == 2
+            # The first and the last typed id each day can hold, as text.
+            rows = []
+            for n, day in enumerate(days[:2]):
+                start = dt.datetime.combine(day, dt.time(), dt.timezone.utc)
+                first = TypeID.from_ulid("evt", ULID.min_at(start))
+                end = start + dt.timedelta(days=1, milliseconds=-1)
+                last = TypeID.from_ulid("evt", ULID.max_at(end))
+                rows += [{"id": str(first), "n": n}, {"id": str(last), "n": n}]
+            conn.execute(events.insert(), rows)
+            placed = conn.execute(
+                sa.text(
+                    "SELECT tableoid::regclass::text, min(n), max(n), count(*) "
+                    "FROM tid_parted_events GROUP BY 1 ORDER BY 1"
+                )
+            ).all()
+            assert [tuple(row) for row in placed] == [
+                ("tid_parted_events_p20240401", 0, 0, 2),
+                ("tid_parted_events_p20240402", 1, 1, 2),
+            ]
+            noon = dt.datetime(2024, 4, 2, 12, tzinfo=dt.timezone.utc)
+            stmt = sa.select(events.c.id, events.c.n).where(created_since(events.c.id, noon))
+            plan = "\n".join(row[0] for row in conn.execute(Explain(stmt, "EXPLAIN")))
+            assert "tid_parted_events_p20240402" in plan, plan
+            assert "tid_parted_events_p20240401" not in plan, plan  # pruned
+            [(found, n)] = conn.execute(stmt).all()
+            assert (found, n) == (TypeID.parse(rows[3]["id"]), 1)
+    finally:
+        metadata.drop_all(engine)
 
 
 async def _async_round_trip(url: str) -> None:

@@ -13,7 +13,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from sqlalchemy.schema import CreateTable
 
-from conftest import recording
+from _mixin_checks import flush_in_one_insert, fresh_tables
 from sqlalchemy_ulid import (
     UUIDv7AuditBase,
     UUIDv7Base,
@@ -61,14 +61,7 @@ TABLES = [Sample.__table__, Rack.__table__, Slot.__table__, Entry.__table__]
 
 @pytest.fixture
 def tables(engine: Engine) -> Iterator[None]:
-    # Only these tables: the bases' metadata is shared with the doctests' models.
-    for table in reversed(TABLES):
-        table.drop(engine, checkfirst=True)  # type: ignore[attr-defined]
-    for table in TABLES:
-        table.create(engine)  # type: ignore[attr-defined]
-    yield
-    for table in reversed(TABLES):
-        table.drop(engine, checkfirst=True)  # type: ignore[attr-defined]
+    yield from fresh_tables(engine, TABLES)
 
 
 def test_id_column_shape(engine: Engine) -> None:
@@ -85,23 +78,8 @@ def test_id_column_shape(engine: Engine) -> None:
 
 
 def test_thousand_objects_flush_in_one_insert_returning(engine: Engine, tables: None) -> None:
-    with Session(engine) as session, recording(engine) as seen:
-        samples = [Sample(value=n) for n in range(1000)]
-        session.add_all(samples)
-        session.flush()
-        inserts = [s for s in seen if s.lstrip().upper().startswith("INSERT")]
-        # One INSERT .. RETURNING for all 1,000 rows, not 1,000 statements.
-        assert len(inserts) == 1
-        assert "RETURNING" in inserts[0].upper()
-        # The RETURNING rows went back to the right objects.
-        assert all(s.stored is not None for s in samples)
-        made = [s.id for s in samples]
-        session.commit()
-        ids = session.scalars(sa.select(Sample.id).order_by(Sample.id)).all()
-        values = session.scalars(sa.select(Sample.value).order_by(Sample.id)).all()
+    made = flush_in_one_insert(engine, Sample)
     assert all(type(i) is uuid.UUID and i.version == 7 for i in made)
-    assert made == ids  # made in order, stored in order
-    assert values == list(range(1000))
 
 
 def test_base_maps_uuid_foreign_keys(engine: Engine, tables: None) -> None:

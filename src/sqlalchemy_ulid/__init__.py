@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         drop_ulid_function_ddl,
         install_ulid_function,
         register_ulid_function,
+        typeid_server_default,
         ulid_function_ddl,
         ulid_server_default,
     )
@@ -45,6 +46,9 @@ if TYPE_CHECKING:
     from ._guard_ddl import guard_ulid_age_ddl
     from ._insert_select import insert_from_select
     from ._mixins import (
+        TypeIDAuditBase,
+        TypeIDBase,
+        TypeIDPrimaryKey,
         ULIDAuditBase,
         ULIDBase,
         ULIDPrimaryKey,
@@ -66,7 +70,7 @@ if TYPE_CHECKING:
     from ._sqltime import ulid_timestamp
     from ._timerange import created_before, created_between, created_since
     from ._typeid import InvalidTypeID, TypeID, new_typeid
-    from ._typeid_type import TypeIDType, typeid_server_default
+    from ._typeid_type import TypeIDType
     from ._types import ULIDType
     from ._utctime import UTCDateTime
     from ._uuid7_defaults import (
@@ -98,6 +102,9 @@ __all__ = [
     "SettleError",
     "StaleULIDError",
     "TypeID",
+    "TypeIDAuditBase",
+    "TypeIDBase",
+    "TypeIDPrimaryKey",
     "TypeIDType",
     "ULIDAuditBase",
     "ULIDBase",
@@ -155,7 +162,7 @@ _LAZY = {
     "TypeID": "_typeid",
     "new_typeid": "_typeid",
     "TypeIDType": "_typeid_type",
-    "typeid_server_default": "_typeid_type",
+    "typeid_server_default": "_defaults",
     "ULIDType": "_types",
     "Page": "_paging",
     "PaginationError": "_paging",
@@ -163,6 +170,9 @@ _LAZY = {
     "apaginate": "_paging",
     "before": "_paging",
     "paginate": "_paging",
+    "TypeIDAuditBase": "_mixins",
+    "TypeIDBase": "_mixins",
+    "TypeIDPrimaryKey": "_mixins",
     "ULIDAuditBase": "_mixins",
     "ULIDBase": "_mixins",
     "ULIDPrimaryKey": "_mixins",

@@ -24,7 +24,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, Union
+from typing import Any, Literal, Union, cast
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
@@ -34,8 +34,7 @@ from sqlalchemy.sql.elements import BindParameter, ColumnElement
 from sqlalchemy.types import TypeDecorator, TypeEngine, _Binary
 
 from ._dialects import dialect_row
-from ._kinds import KeyKind, key_kind, typeid_keys
-from ._typeid_type import TypeIDType
+from ._kinds import ULID_KEYS, UUID7_KEYS, KeyKind, key_kind, kind_of_type
 from ._types import ULIDType
 from ._ulid import ULID
 from ._uuid7 import uuid7_min_at
@@ -113,9 +112,7 @@ class Keys:
     @property
     def key_kind(self) -> KeyKind:
         """The :class:`KeyKind` of these keys (its parse, format and bounds)."""
-        if self.kind == "typeid":
-            return typeid_keys(self.prefix)
-        return key_kind(self.kind)
+        return key_kind(self.kind, self.prefix)
 
     def parse(self, cursor: object) -> KeyValue:
         """Parse a cursor strictly into the value the column binds.
@@ -133,7 +130,7 @@ class Keys:
             sqlalchemy_ulid.InvalidULID: ...
         """
         value = self.key_kind.parse(cursor)
-        return value if self.kind == "ulid" or self.binds_uuid else str(value)
+        return value if self.binds_uuid else str(value)
 
     def format(self, value: object) -> str:
         """Write a key (as the column returns it) as cursor text.
@@ -155,7 +152,7 @@ class Keys:
             '00000000-0000-7000-8000-000000000000'
         """
         bound = self.key_kind.min_at(when)
-        return bound if self.kind == "ulid" or self.binds_uuid else str(bound)
+        return bound if self.binds_uuid else str(bound)
 
     def bind(self, column: ColumnElement[Any], value: KeyValue) -> BindParameter[Any]:
         """A bound parameter of ``value`` with the column's own type.
@@ -178,10 +175,12 @@ def keys_of(column: Any) -> Keys:
     """
     type_ = column if isinstance(column, TypeEngine) else column_expression(column).type
     for level in _decorated(type_):
-        if isinstance(level, TypeIDType):
-            return Keys("typeid", prefix=level.prefix)
-    holds_uuid, binds_uuid = _uuid_kind(type_)
-    return Keys("uuid", binds_uuid) if holds_uuid else Keys("ulid")
+        kind = kind_of_type(level)
+        if kind is not None:
+            # binds_uuid: a uuid column of sa.Uuid(as_uuid=False) binds text.
+            binds_uuid = _uuid_kind(type_)[1] if kind is UUID7_KEYS else True
+            return Keys(cast(KindName, kind.name), binds_uuid, prefix=kind.prefix)
+    return Keys(cast(KindName, ULID_KEYS.name))
 
 
 def storage_kind(type_: TypeEngine[Any], dialect: Dialect) -> str:

@@ -40,6 +40,7 @@ from ._dialects import DialectRow, dialect_row
 from ._generator import new_ulid
 from ._generator_sql import UUID7_FUNCTION, GeneratorSQL
 from ._typeid import TypeID, coerce, new_typeid
+from ._typeid_type import TypeIDType
 from ._types import ULIDType, to_bytes
 from ._ulid import ULID
 from ._uuid7 import new_uuid7, uuid7_max_at, uuid7_min_at
@@ -52,6 +53,7 @@ __all__ = [
     "UUID_TEXT",
     "KeyKind",
     "key_kind",
+    "kind_of_type",
     "typeid_keys",
 ]
 
@@ -94,9 +96,34 @@ class KeyKind:
     generated_storage: Callable[[str, Dialect], str]
     #: a fresh column type of the mixins' primary key
     column_type: Callable[[], TypeEngine[Any]]
+    #: this kind, of one level of a column's type, where that level is a
+    #: type of this kind (a typed id's: the kind of its prefix); else None
+    of_type: Callable[[TypeEngine[Any]], KeyKind | None]
+    #: the ``storage=`` a server default of this kind takes for a column of
+    #: this type ("text": no database generates it)
+    default_storage: Callable[[TypeEngine[Any]], str]
+    #: the database's UUIDv7 time functions read this kind's keys (their
+    #: version and variant bits are a UUIDv7's)
+    uuid7_time: bool = False
+    #: the prefix of every key of this kind ("" for unprefixed kinds)
+    prefix: str = ""
+    #: the kind of another prefix (None: this kind has no prefix)
+    prefixed: Callable[[str], KeyKind] | None = None
 
     def __repr__(self) -> str:
         return f"<key kind {self.label}>"
+
+    def with_prefix(self, prefix: str) -> KeyKind:
+        """This kind for keys of ``prefix`` (itself, for its own prefix).
+
+        Raises:
+            ValueError: the kind has no prefix and ``prefix`` is not empty.
+        """
+        if prefix == self.prefix:
+            return self
+        if self.prefixed is None:
+            raise ValueError(f"{self.label} keys have no prefix; got {prefix!r}")
+        return self.prefixed(prefix)
 
     def primary_key(self) -> Any:
         """The ``id`` column of the mixins: this kind's type, made in Python, sorted first."""
@@ -153,7 +180,19 @@ ULID_KEYS = KeyKind(
     convert=lambda row: row.convert,
     generated_storage=_ulid_storage,
     column_type=ULIDType,
+    of_type=lambda type_: _ulid_of_type(type_),
+    default_storage=lambda type_: _ulid_default_storage(type_),
 )
+
+
+def _ulid_default_storage(type_: TypeEngine[Any]) -> str:
+    # ULIDType's own storage (a TypeIDType's is ULIDType's too).
+    return str(getattr(type_, "storage", "auto"))
+
+
+def _ulid_of_type(type_: TypeEngine[Any]) -> KeyKind | None:
+    # A TypeIDType is a ULIDType too: KEY_KINDS asks the typed ids first.
+    return ULID_KEYS if isinstance(type_, ULIDType) else None
 
 
 # -- UUIDv7 -------------------------------------------------------------------------
@@ -192,6 +231,16 @@ def _uuid_storage(storage: str, dialect: Dialect) -> str:
     return "uuid"
 
 
+def _uuid_of_type(type_: TypeEngine[Any]) -> KeyKind | None:
+    """A uuid type, or any type that reads as uuid.UUID (advanced-alchemy's ``GUID``)."""
+    if isinstance(type_, sa.Uuid):
+        return UUID7_KEYS
+    try:
+        return UUID7_KEYS if type_.python_type is uuid.UUID else None
+    except NotImplementedError:
+        return None
+
+
 UUID7_KEYS = KeyKind(
     name="uuid",
     label="UUIDv7",
@@ -209,6 +258,10 @@ UUID7_KEYS = KeyKind(
     convert=lambda row: row.convert_uuid7,
     generated_storage=_uuid_storage,
     column_type=sa.Uuid,
+    of_type=_uuid_of_type,
+    # sa.Uuid(native_uuid=False) stores 32 hex digits on every database.
+    default_storage=lambda type_: "auto" if getattr(type_, "native_uuid", True) else "hex",
+    uuid7_time=True,
 )
 
 # -- TypeID -------------------------------------------------------------------------
@@ -234,18 +287,13 @@ def typeid_keys(prefix: str) -> KeyKind:
     """
 
     def column_type() -> TypeEngine[Any]:
-        from ._typeid_type import TypeIDType  # the column layer imports this module
-
         return TypeIDType(prefix)
 
     def parse(value: object) -> TypeID:
         # A ULID or uuid.UUID is the bits alone (a sealed cursor opens as a
-        # ULID): the column's prefix is given to them.
-        if isinstance(value, (TypeID, str, ULID, uuid.UUID)):
-            return column_type().typed(value)  # type: ignore[attr-defined, no-any-return]
-        raise TypeError(
-            f"a cursor of a TypeID column is a TypeID or its text, not {type(value).__name__}"
-        )
+        # ULID): the column's prefix is given to them. Another library's typed
+        # id (typeid-python's) is taken as a column bind takes it.
+        return column_type().typed(value)  # type: ignore[attr-defined, no-any-return]
 
     def bound(ulid: ULID) -> TypeID:
         return TypeID.from_ulid(prefix, ulid)
@@ -268,27 +316,57 @@ def typeid_keys(prefix: str) -> KeyKind:
         convert=lambda row: row.convert,
         generated_storage=_ulid_storage,
         column_type=column_type,
+        of_type=_typeid_of_type,
+        default_storage=_ulid_default_storage,
+        prefix=prefix,
+        prefixed=typeid_keys,
     )
+
+
+def _typeid_of_type(type_: TypeEngine[Any]) -> KeyKind | None:
+    return typeid_keys(type_.prefix) if isinstance(type_, TypeIDType) else None
 
 
 #: The kind of a typed id without a prefix: the server default's, whose SQL
 #: every prefix shares.
 TYPEID_KEYS = typeid_keys("")
 
-#: Every key kind by name (the Alembic ops and ``Keys`` look kinds up here).
-KEY_KINDS: dict[str, KeyKind] = {kind.name: kind for kind in (ULID_KEYS, UUID7_KEYS)}
+#: Every key kind by name (the Alembic ops and ``Keys`` look kinds up here), in
+#: the order a column's type is asked: a typed id's type is a ULIDType too.
+#: A new kind of key is one more entry.
+KEY_KINDS: dict[str, KeyKind] = {kind.name: kind for kind in (TYPEID_KEYS, ULID_KEYS, UUID7_KEYS)}
 
 
-def key_kind(name: str) -> KeyKind:
-    """The key kind of a name (``"ulid"``, ``"uuid"``); ValueError for another.
+def key_kind(name: str, prefix: str = "") -> KeyKind:
+    """The key kind of a name (``"ulid"``, ``"uuid"``, ``"typeid"``); ValueError for another.
 
     Example:
         >>> key_kind("ulid").label
         'ULID'
+        >>> kind = key_kind("typeid", "user")
+        >>> kind.format(kind.min_at(0))
+        'user_00000000000000000000000000'
     """
     try:
-        return KEY_KINDS[name]
+        kind = KEY_KINDS[name]
     except KeyError:
         raise ValueError(
             f"unknown key kind {name!r}; expected one of {', '.join(KEY_KINDS)}"
         ) from None
+    return kind.with_prefix(prefix)
+
+
+def kind_of_type(type_: TypeEngine[Any]) -> KeyKind | None:
+    """The key kind of one level of a column's type (None: not a key type).
+
+    Example:
+        >>> kind_of_type(sa.Uuid()) is UUID7_KEYS
+        True
+        >>> kind_of_type(sa.Integer()) is None
+        True
+    """
+    for kind in KEY_KINDS.values():
+        found = kind.of_type(type_)
+        if found is not None:
+            return found
+    return None

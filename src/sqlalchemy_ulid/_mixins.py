@@ -1,4 +1,4 @@
-"""Declarative mixins and bases: a ULID or UUIDv7 primary key without the boilerplate.
+"""Declarative mixins and bases: a ULID, UUIDv7 or typed-id primary key without the boilerplate.
 
 Named after the conventions SQLAlchemy users copy from advanced-alchemy
 (``UUIDv7PrimaryKey``, ``UUIDv7Base``, ``UUIDv7AuditBase``). Ours make the
@@ -17,17 +17,21 @@ from typing import Any, ClassVar
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.ext.hybrid import hybrid_property
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import DeclarativeBase, Mapped, declared_attr, mapped_column
 from sqlalchemy.sql.elements import ColumnElement
 
-from ._kinds import ULID_KEYS, UUID7_KEYS
+from ._kinds import ULID_KEYS, UUID7_KEYS, typeid_keys
 from ._sqltime import ulid_timestamp
 from ._time import datetime_from_ms
+from ._typeid import TypeID
 from ._types import ULIDType
 from ._ulid import ULID
 from ._utctime import UTCDateTime
 
 __all__ = [
+    "TypeIDAuditBase",
+    "TypeIDBase",
+    "TypeIDPrimaryKey",
     "ULIDAuditBase",
     "ULIDBase",
     "ULIDPrimaryKey",
@@ -283,6 +287,124 @@ class UUIDv7AuditBase(_Audit, UUIDv7Base):
         ...     uuid7_min_at(note.created_at) <= note.id, note.updated_at >= note.created_at
         (True, True)
         >>> UUIDv7AuditBase.metadata.remove(Note.__table__)  # tidy the shared metadata
+    """
+
+    __abstract__ = True
+
+
+# -- TypeID ---------------------------------------------------------------------
+
+
+class TypeIDPrimaryKey:
+    """Mixin: an ``id`` primary key of typed ids, with the prefix the model names.
+
+    Each model says its prefix in ``__typeid_prefix__``. The column is
+    ``TypeIDType(prefix)`` (the 16 bytes of :class:`ULIDType`) with
+    ``default=lambda: new_typeid(prefix)``; as in :class:`ULIDPrimaryKey`
+    it comes first in ``CREATE TABLE`` and is the table's insert sentinel,
+    so many objects flush in a few batched ``INSERT .. RETURNING``
+    statements. An ``id`` assigned as text becomes a
+    :class:`~sqlalchemy_ulid.TypeID` at once, and one of another prefix
+    raises :class:`~sqlalchemy_ulid.InvalidTypeID` there.
+
+    Raises:
+        TypeError: (when the model is declared) it names no prefix.
+        InvalidTypeID: (when the model is declared) the prefix breaks the
+            specification's rules.
+
+    Example:
+        >>> import sqlalchemy as sa
+        >>> from sqlalchemy.orm import DeclarativeBase, mapped_column
+        >>> from sqlalchemy_ulid import TypeIDPrimaryKey
+        >>> class Base(DeclarativeBase):
+        ...     pass
+        >>> class Customer(TypeIDPrimaryKey, Base):
+        ...     __tablename__ = "customers"
+        ...     __typeid_prefix__ = "cus"
+        ...     name = mapped_column(sa.String(20))
+        >>> Customer.__table__.c.id.type
+        TypeIDType('cus')
+        >>> Customer(id="cus_01h455vb4pex5vsknk084sn02q").id
+        TypeID('cus_01h455vb4pex5vsknk084sn02q')
+    """
+
+    #: the prefix of the model's ids (``"user"``); every model sets its own
+    __typeid_prefix__: ClassVar[str]
+
+    @declared_attr
+    def id(cls) -> Mapped[TypeID]:  # noqa: N805 (declared_attr: called on the class)
+        model: Any = cls  # the mapped class (typed as the mixin)
+        prefix = getattr(model, "__typeid_prefix__", None)
+        if not isinstance(prefix, str):
+            raise TypeError(
+                f"{model.__name__} has a typed-id key: name its prefix with "
+                f'__typeid_prefix__ = "..." (a str, not {type(prefix).__name__})'
+            )
+        return typeid_keys(prefix).primary_key()  # type: ignore[no-any-return]
+
+
+class TypeIDBase(TypeIDPrimaryKey, DeclarativeBase):
+    """A declarative base whose models get a typed ``id`` of their ``__typeid_prefix__``.
+
+    A typed foreign key names the prefix of the table it points to:
+    ``mapped_column(TypeIDType("user"), sa.ForeignKey("users.id"))``. All
+    models of this base share ``TypeIDBase.metadata``; for a metadata of
+    your own, put :class:`TypeIDPrimaryKey` on your own base.
+
+    Example:
+        >>> import sqlalchemy as sa
+        >>> from sqlalchemy.orm import Session, mapped_column
+        >>> from sqlalchemy_ulid import TypeIDBase, TypeIDType
+        >>> class Account(TypeIDBase):
+        ...     __tablename__ = "doc_accounts"
+        ...     __typeid_prefix__ = "acct"
+        >>> class Invoice(TypeIDBase):
+        ...     __tablename__ = "doc_invoices"
+        ...     __typeid_prefix__ = "inv"
+        ...     account_id = mapped_column(TypeIDType("acct"), sa.ForeignKey("doc_accounts.id"))
+        >>> engine = sa.create_engine("sqlite://")
+        >>> tables = [Account.__table__, Invoice.__table__]
+        >>> TypeIDBase.metadata.create_all(engine, tables=tables)
+        >>> with Session(engine) as session:
+        ...     account = Account()
+        ...     session.add(account)
+        ...     session.flush()
+        ...     invoice = Invoice(account_id=account.id)
+        ...     session.add(invoice)
+        ...     session.commit()
+        ...     str(invoice.id)[:4], invoice.account_id == account.id
+        ('inv_', True)
+        >>> for table in reversed(tables):  # tidy the shared metadata
+        ...     TypeIDBase.metadata.remove(table)
+    """
+
+    __abstract__ = True
+
+
+class TypeIDAuditBase(_Audit, TypeIDBase):
+    """:class:`TypeIDBase` plus ``created_at`` (from the id) and ``updated_at``.
+
+    As in :class:`ULIDAuditBase`: ``created_at`` is the millisecond of the
+    id's UUIDv7, aware UTC, not a column (a hybrid: :func:`ulid_timestamp`
+    of the id in SQL); ``updated_at`` is a column set in Python on insert
+    and on every ORM update.
+
+    Example:
+        >>> import sqlalchemy as sa
+        >>> from sqlalchemy.orm import Session
+        >>> from sqlalchemy_ulid import TypeIDAuditBase
+        >>> class Comment(TypeIDAuditBase):
+        ...     __tablename__ = "doc_comments"
+        ...     __typeid_prefix__ = "cmt"
+        >>> engine = sa.create_engine("sqlite://")
+        >>> Comment.__table__.create(engine)
+        >>> with Session(engine) as session:
+        ...     comment = Comment()
+        ...     session.add(comment)
+        ...     session.commit()
+        ...     comment.created_at == comment.id.datetime
+        True
+        >>> TypeIDAuditBase.metadata.remove(Comment.__table__)  # tidy the shared metadata
     """
 
     __abstract__ = True

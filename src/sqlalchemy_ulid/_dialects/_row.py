@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeEngine
 
-from .._convert_sql import ConvertSQL
+from .._convert import ConvertSQL
 from .._generator_sql import GeneratorSQL
 from ._migration import LockSQL
 

@@ -10,8 +10,7 @@ from typing import Any
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeEngine
 
-from .._convert_sql import MYSQL_CONVERT
-from .._convert_uuid_sql import MYSQL_UUID_CONVERT
+from .._convert import mysql as convert
 from .._generator_sql import UUID7_FUNCTION, UUID7SQL, leading_version
 from ._migration import MYSQL_LOCKS
 from ._row import FUNCTION_NAME, DialectRow, PagingSQL, ServerSQL, SettleSQL, TimeSQL
@@ -295,8 +294,8 @@ ROW = DialectRow(
         drop=(f"DROP FUNCTION IF EXISTS {FUNCTION_NAME}",),
         default={"binary": _MYSQL_EXPR},
     ),
-    convert=MYSQL_CONVERT,
-    convert_uuid7=MYSQL_UUID_CONVERT,
+    convert=convert.ULID,
+    convert_uuid7=convert.UUID7,
     time=_MYSQL_TIME,
     write_while_streaming=False,
     drop_temporary="DROP TEMPORARY TABLE IF EXISTS {}",

@@ -12,8 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeEngine
 
-from .._convert_sql import POSTGRESQL_CONVERT
-from .._convert_uuid_sql import POSTGRESQL_UUID_CONVERT
+from .._convert import postgresql as convert
 from .._errors import SettleError
 from .._generator_sql import UUID7_FUNCTION, UUID7SQL, leading_version
 from ._migration import PG_LOCKS
@@ -390,8 +389,8 @@ ROW = DialectRow(
         drop=(f"DROP FUNCTION IF EXISTS {FUNCTION_NAME}()",),
         default={"uuid": f"{FUNCTION_NAME}()", "binary": f"uuid_send({FUNCTION_NAME}())"},
     ),
-    convert=POSTGRESQL_CONVERT,
-    convert_uuid7=POSTGRESQL_UUID_CONVERT,
+    convert=convert.ULID,
+    convert_uuid7=convert.UUID7,
     range_partitions=True,
     time=_PG_TIME,
     paging=PagingSQL(

@@ -7,8 +7,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.types import TypeEngine
 
-from .._convert_sql import SQLITE_CONVERT
-from .._convert_uuid_sql import SQLITE_UUID_CONVERT
+from .._convert import sqlite as convert
 from .._generator_sql import UUID7_FUNCTION, UUID7SQL
 from ._row import FUNCTION_NAME, DialectRow, PagingSQL, ServerSQL, SettleSQL, TimeSQL
 from ._sql import base32_millis, char26, digit_sum, x_literal
@@ -73,8 +72,8 @@ ROW = DialectRow(
     # SQLite keeps no functions in the database: register_ulid_function()
     # defines gen_ulid() on each connection instead.
     server=ServerSQL(create=(), drop=(), default={"binary": f"{FUNCTION_NAME}()"}),
-    convert=SQLITE_CONVERT,
-    convert_uuid7=SQLITE_UUID_CONVERT,
+    convert=convert.ULID,
+    convert_uuid7=convert.UUID7,
     time=_SQLITE_TIME,
     unique_by_index=True,
     paging=PagingSQL(

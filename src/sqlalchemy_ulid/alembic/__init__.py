@@ -53,7 +53,7 @@ and their online paths), ``_function``, the ``_primary_key`` package
 (``convert_primary_key_to_ulid``: its plan, refusals and phases) and
 ``_inspect`` (reflection and checks shared by them). The SQL that converts
 between storages is per-dialect data and stays in
-``sqlalchemy_ulid._convert_sql``, beside the dialect table, so that the column
+``sqlalchemy_ulid._convert`` (one module per database), so that the column
 layer never imports this package (which imports Alembic).
 """
 

@@ -14,7 +14,8 @@ Here:
   the id (a range on the primary key: no ``created_at`` index needed).
 
 They work with advanced-alchemy's ``UUIDv7Base`` (``GUID`` ids) and with our
-``ULIDBase``. Install with ``pip install 'sqlalchemy-ulid[advanced-alchemy]'``.
+``ULIDBase`` and ``TypeIDBase`` (typed ids). Install with
+``pip install 'sqlalchemy-ulid[advanced-alchemy]'``.
 """
 
 from __future__ import annotations

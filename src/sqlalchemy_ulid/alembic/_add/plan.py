@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from datetime import timezone as _timezone
 from typing import TYPE_CHECKING, Any
@@ -267,8 +267,12 @@ def add_offline(operations: Operations, op: AddULIDColumnOp) -> None:
             f"database would place them in {zone} by its own rules, not ours"
         )
     limit = database.script_max_batch[op.key]
-    if op.batch_size > limit:
+    if op.batch_size > limit and not op.sized_by_time:
         raise ValueError(f"offline, batch_size is at most {limit}, got {op.batch_size}")
-    plan = database.add_column(add_names(op, dialect), None)
+    # The script's batches keep one size: the online default, or the most a
+    # script batch can number, whichever is less (4,095 rows for UUIDv7 ids).
+    names = add_names(op, dialect)
+    names = replace(names, batch_size=min(names.batch_size, limit))
+    plan = database.add_column(names, None)
     with context.autocommit_block():
         context.impl.static_output(database.render(plan))

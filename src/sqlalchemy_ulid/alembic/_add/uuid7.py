@@ -1,9 +1,13 @@
-"""The Alembic op that adds a UUIDv7 column to a populated table.
+"""The Alembic op that adds a UUIDv7 (or typed-id) column to a populated table.
 
 ``op.add_uuid7_column`` is ``op.add_ulid_column`` (``op.py``, ``staged.py``) with UUIDv7 ids:
 the same checks before any DDL, the same ordered staging pass, the same
 resumable fill and constraints; only the column type, the generator and the
 server default differ. ``op.drop_ulid_column`` undoes either.
+
+With ``prefix=`` the column is a ``TypeIDType(prefix)``: a typed id's suffix
+is a UUIDv7, so the ids are the same UUIDv7s, stored as the typed-id key
+kind stores them (``ULIDType``'s storage) and read back with the prefix.
 """
 
 from __future__ import annotations
@@ -18,6 +22,9 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import CompileError
 
 from ..._dialects import dialect_row
+from ..._kinds import KeyKind, typeid_keys
+from ..._server_defaults import server_default as kind_server_default
+from ..._typeid import check_prefix
 from ..._uuid7 import UUIDv7Generator
 from ..._uuid7_defaults import _STORAGES, UUID7Storage, _kind, uuid7_server_default
 from .._backfill import BackfillProgress
@@ -34,8 +41,28 @@ class AddUUID7ColumnOp(AddULIDColumnOp):
     op_name = "add_uuid7_column"
     key = "uuid7"
 
+    def __init__(self, *args: Any, prefix: str | None = None, **kwargs: Any) -> None:
+        if prefix is not None:
+            check_prefix(prefix)  # InvalidTypeID, before any SQL
+            if kwargs.get("storage", "auto") != "auto":
+                raise ValueError(
+                    f"add_uuid7_column(prefix={prefix!r}) stores TypeIDType's 16 bytes: "
+                    f"leave storage='auto', got {kwargs['storage']!r}"
+                )
+        super().__init__(*args, **kwargs)
+        #: the typed ids' prefix, or None for a column of plain UUIDv7s
+        self.prefix = prefix
+
+    @property
+    def typeid_kind(self) -> KeyKind | None:
+        """The typed-id key kind of the new column (None: plain UUIDv7s)."""
+        return None if self.prefix is None else typeid_keys(self.prefix)
+
     def storage_kind(self, dialect: Dialect) -> str:
         """The column's storage kind on ``dialect``: ``uuid``, ``binary`` or ``hex``."""
+        kind = self.typeid_kind
+        if kind is not None:
+            return kind.generated_storage("auto", dialect)
         return _kind(str(self.storage), dialect)
 
     @staticmethod
@@ -44,6 +71,9 @@ class AddUUID7ColumnOp(AddULIDColumnOp):
             raise ValueError(f"storage must be one of {', '.join(_STORAGES)}; got {storage!r}")
 
     def column_type(self, dialect: Dialect) -> sa.types.TypeEngine[Any]:
+        kind = self.typeid_kind
+        if kind is not None:
+            return kind.column_type()
         storage: str = self.storage  # a UUID7Storage here
         if storage == "binary":
             return dialect_row(dialect).binary()
@@ -58,7 +88,7 @@ class AddUUID7ColumnOp(AddULIDColumnOp):
     def make_server_default(self, dialect: Dialect) -> Any:
         sql = dialect_row(dialect).uuid7
         try:
-            kind = _kind(self.storage, dialect)
+            kind = self.storage_kind(dialect)
         except CompileError as exc:
             raise ValueError(f"{exc}: server_default=True cannot be honoured") from None
         if sql is None or kind not in {**sql.default, **sql.builtin}:
@@ -66,6 +96,9 @@ class AddUUID7ColumnOp(AddULIDColumnOp):
                 f"{dialect.name} has no server-side UUIDv7 generator for storage "
                 f"{self.storage!r}: server_default=True cannot be honoured"
             )
+        typed = self.typeid_kind
+        if typed is not None:  # typeid_server_default(): the UUIDv7 in TypeIDType's storage
+            return kind_server_default(typed, "auto")
         return uuid7_server_default(self.storage)  # type: ignore[arg-type]
 
     @classmethod
@@ -88,6 +121,7 @@ class AddUUID7ColumnOp(AddULIDColumnOp):
         pause: float | timedelta = 0.0,
         progress: Callable[[BackfillProgress], object] | None = None,
         lock_timeout: float | timedelta | None = None,
+        prefix: str | None = None,
     ) -> None:
         """Add a UUIDv7 column to a populated table, backfilled from a timestamp.
 
@@ -128,19 +162,39 @@ class AddUUID7ColumnOp(AddULIDColumnOp):
                 :class:`~sqlalchemy_ulid.alembic.BackfillProgress`.
             lock_timeout: seconds each DDL statement may wait for its lock
                 before it gives up and retries (default 1 s).
+            prefix: make the column ``TypeIDType(prefix)``, a column of typed
+                ids (``user_01h...``): the same UUIDv7s, in ``TypeIDType``'s
+                storage (``uuid`` on PostgreSQL, ``BINARY(16)`` on MariaDB
+                and MySQL), read back with the prefix. Leave ``storage`` as
+                ``"auto"``; ``server_default=True`` gives the column
+                :func:`~sqlalchemy_ulid.typeid_server_default`.
+
+        Example:
+            A public typed id for every order, in a migration::
+
+                op.add_uuid7_column(
+                    "orders", "public_id", "created_at", prefix="order", online=True
+                )
+
+            and in the model
+            ``public_id = mapped_column(TypeIDType("order"), unique=True,
+            default=lambda: new_typeid("order"))``.
 
         Raises:
             alembic.util.CommandError: in offline mode without ``online=True``
                 (or with a storage the script cannot fill), or rows were
                 written without the column faster than the catch-up (rerun it).
-            ValueError: as :meth:`add_ulid_column`, before the table is altered.
+            ValueError: as :meth:`add_ulid_column`, before the table is altered
+                (:class:`~sqlalchemy_ulid.InvalidTypeID` for a ``prefix`` the
+                TypeID specification refuses; a ``prefix`` with another
+                ``storage`` than ``"auto"``).
         """
         operations.invoke(
             cls(
                 table_name,
                 column_name,
                 from_column,
-                storage=storage,  # type: ignore[arg-type]
+                storage=storage,
                 timezone=timezone,
                 batch_size=batch_size,
                 unique=unique,
@@ -152,6 +206,7 @@ class AddUUID7ColumnOp(AddULIDColumnOp):
                 pause=pause,
                 progress=progress,
                 lock_timeout=lock_timeout,
+                prefix=prefix,
             )
         )
 

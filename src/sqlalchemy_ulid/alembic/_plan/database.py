@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple
 
 from sqlalchemy.engine import Connection, Dialect
 
@@ -58,6 +58,8 @@ class Database:
     late_row_codes: ClassVar[frozenset[object]] = frozenset()
     #: the session id, lock-timeout errors and blockers query
     locks: ClassVar[LockSQL]
+    #: the key conversion's swap guards (the database's ``catalog.KeyCatalog``)
+    key_catalog: ClassVar[Any] = None
     #: storage kinds whose ids the scripts make in SQL (empty: no script)
     script_kinds: ClassVar[tuple[str, ...]] = ()
     #: rows a script's batch may take at most, by key kind (the tie counter's range)
@@ -85,6 +87,15 @@ class Database:
     def render(self, plan: Plan) -> str:
         """The plan as a script for the database's client."""
         raise UnsupportedDatabase(f"no offline script on {self.name}")
+
+    def primary_key_script(
+        self, operations: Any, op: Any, direction: Literal["ulid", "legacy"], name: str
+    ) -> None:
+        """Write the key conversion's (``op``, ``name``) offline script into ``--sql``."""
+        raise UnsupportedDatabase(
+            f"{name} writes an offline (--sql) script for PostgreSQL and MariaDB/MySQL "
+            f"only, not {self.name}"
+        )
 
     @property
     def name(self) -> str:

@@ -39,6 +39,7 @@ def refuse_unsafe(connection: Connection, inspector: Any, plan: Plan) -> None:
     _refuse_index_options(connection, plan)
     _refuse_what_drop_column_takes(connection, inspector, plan)
     _refuse_other_schemas(connection, plan)
+    _refuse_orphans(connection, plan)
     _refuse_dependants(connection, plan)
     _refuse_offline_plan(connection, inspector, plan)
 
@@ -208,6 +209,33 @@ def _refuse_other_schemas(connection: Connection, plan: Plan) -> None:
             f"tables in the key's own schema: {named}. Drop them first and recreate them "
             "after the conversion"
         )
+
+
+def _refuse_orphans(connection: Connection, plan: Plan) -> None:
+    """Refuse a NOT VALID foreign key whose rows reference nothing: they get no new value.
+
+    Without it the swap found them after the fills, as rows "written
+    meanwhile", and refused after the shadow columns were added.
+    """
+    for fk in plan.foreign_keys:
+        if fk.validated:
+            continue
+        child = sa.table(fk.table, sa.column(fk.column), schema=plan.schema)
+        parent = sa.table(fk.referred_table, sa.column(fk.referred_column), schema=plan.schema)
+        referenced = parent.alias("ulid_parent")
+        found = sa.exists().where(referenced.c[fk.referred_column] == child.c[fk.column])
+        count = connection.scalar(
+            sa.select(sa.func.count())
+            .select_from(child)
+            .where(child.c[fk.column].is_not(None), ~found)
+        )
+        if count:
+            raise ConversionRefused(
+                f"the foreign key {fk.name} on {fk.table} is NOT VALID, and {count} rows of "
+                f"{fk.table}.{fk.column} reference no row of {fk.referred_table}: they would "
+                f"have no new value. Correct or delete them (then VALIDATE CONSTRAINT "
+                f"{fk.name}) before the conversion"
+            )
 
 
 def _refuse_dependants(connection: Connection, plan: Plan) -> None:

@@ -2,24 +2,25 @@
 
 Offline nothing can be reflected, so the script finds the foreign keys,
 checks what the online op refuses, and computes the new values when it
-runs, in the database (``_offline_postgresql`` for PostgreSQL,
-``_offline_mariadb`` for MariaDB/MySQL).
+runs, in the database. Each database's script is written by its registered
+:class:`~.._plan.database.Database` (``alembic/postgresql/primary_key.py``,
+``alembic/mysql/primary_key.py``).
 """
 
 from __future__ import annotations
 
+from datetime import timedelta, timezone, tzinfo
 from typing import TYPE_CHECKING, Literal
 
 from alembic.operations import Operations
 from alembic.util import CommandError
 
-from ._offline_mariadb import mariadb_script
-from ._offline_postgresql import postgresql_script
+from .._plan.database import UnsupportedDatabase, database_for
 
 if TYPE_CHECKING:
     from ._ops import _KeyOp
 
-__all__ = ["write_offline"]
+__all__ = ["refuse_local_zone", "write_offline"]
 
 
 def write_offline(
@@ -27,12 +28,25 @@ def write_offline(
 ) -> None:
     """Write the op's script into Alembic's ``--sql`` output."""
     dialect = operations.get_context().dialect
-    if dialect.name == "postgresql":
-        postgresql_script(operations, op, direction, name)
-    elif dialect.name in ("mysql", "mariadb"):
-        mariadb_script(operations, op, direction, name)
-    else:
+    try:
+        database = database_for(dialect)
+    except UnsupportedDatabase:
         raise CommandError(
             f"{name} writes an offline (--sql) script for PostgreSQL and MariaDB/MySQL "
             f"only, not {dialect.name}"
+        ) from None
+    try:
+        database.primary_key_script(operations, op, direction, name)
+    except UnsupportedDatabase as exc:
+        raise CommandError(str(exc)) from None
+
+
+def refuse_local_zone(zone: tzinfo | None, name: str) -> None:
+    """Refuse a ``timezone=`` other than UTC: a script reads naive times as UTC only."""
+    if zone is not None and not (
+        isinstance(zone, timezone) and zone.utcoffset(None) == timedelta(0)
+    ):
+        raise CommandError(
+            f"{name} offline reads naive times as UTC only: the database would place them "
+            f"in {zone} by its own rules, not ours. Run this migration online"
         )

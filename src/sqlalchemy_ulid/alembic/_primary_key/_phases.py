@@ -11,20 +11,22 @@ on its own, so a kill can fall between a step and its record.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..._dialects import key_conversion_sql
-from .._inspect import column_state, run, unescape_percent
+from .._inspect import run, unescape_percent
 from .._locks import lock_safe, lock_safe_ddl
-from ._fill import columns_of, quoted, quoted_table, unfilled
+from .._plan.database import database_for
+from .._plan.step import Step
+from ._fill import quoted, quoted_table, unfilled
 from ._plan import KeyColumn, Plan
 from ._state import clear_state, mark_done
 
-__all__ = ["swap"]
+__all__ = ["swap", "swap_steps"]
 
 
 # -- the swap ------------------------------------------------------------------------------
@@ -67,25 +69,36 @@ def swap(
                 "rows without a new key value after the catch-up (were they written while "
                 f"the swap ran?): {'; '.join(missing)}. Stop writes to these tables and rerun"
             )
-    for name, step in _steps(connection, plan, sql.set_not_null, sql.set_comment):
-        if f"swap:{name}" in done:
+    for step in swap_steps(connection, plan):
+        name = f"swap:{step.label}"
+        if name in done:
             continue
-        statements = step()
-        if statements:
-            lock_safe_ddl(connection, statements, lock_timeout=lock_timeout)
-        mark_done(connection, plan, done, f"swap:{name}")
+        if _still_to_do(connection, step):
+            lock_safe_ddl(connection, list(step.statements), lock_timeout=lock_timeout)
+        mark_done(connection, plan, done, name)
     clear_state(connection, plan)
 
 
-def _steps(
-    connection: Connection, plan: Plan, set_not_null: str, set_comment: str
-) -> Iterator[tuple[str, Callable[[], list[str]]]]:
-    """The swap's steps: (name, a function returning the DDL still needed)."""
+def _still_to_do(connection: Connection, step: Step) -> bool:
+    """The step's guard, asked in the swap's own transaction where there is one."""
+    return bool(run(connection, f"SELECT CASE WHEN ({step.guard}) THEN 1 ELSE 0 END").scalar())
+
+
+def swap_steps(connection: Connection, plan: Plan) -> list[Step]:
+    """The swap's steps: each its DDL and a guard in SQL, true while it is still to do.
+
+    The statements are compiled by the dialect; the guards come from the
+    database's catalog (``alembic/<database>/catalog.py``, its ``KeyCatalog``),
+    so that the steps read the same online (``SELECT <guard>``) and in a script.
+    """
+    sql = key_conversion_sql(connection.dialect)
+    assert sql is not None
+    guards = database_for(connection.dialect).key_catalog
     dialect = connection.dialect
     metadata = sa.MetaData()
 
     def table(name: str, *columns: str) -> sa.Table:
-        key = f"{plan.schema}.{name}" if plan.schema else name
+        key = _key(plan, name)
         if key not in metadata.tables:
             sa.Table(name, metadata, schema=plan.schema)
         found = metadata.tables[key]
@@ -94,27 +107,14 @@ def _steps(
                 found.append_column(sa.Column(column))
         return found
 
-    def inspector() -> Any:
-        return sa.inspect(connection)
-
     def compiled(element: sa.schema.ExecutableDDLElement) -> str:
         # The compiler escapes % for the driver already, and lock_safe_ddl
         # escapes the text once more where it is sent: undo the first.
         return unescape_percent(dialect, str(element.compile(dialect=dialect)))
 
-    def columns(name: str) -> dict[str, dict[str, Any]]:
-        return columns_of(connection, plan, name)
-
-    def primary_key(name: str) -> list[str]:
-        return list(inspector().get_pk_constraint(name, schema=plan.schema)["constrained_columns"])
-
-    def fk_names(name: str) -> set[str]:
-        return {fk["name"] for fk in inspector().get_foreign_keys(name, schema=plan.schema)}
-
-    def index_names(name: str) -> set[str]:
-        found = {ix["name"] for ix in inspector().get_indexes(name, schema=plan.schema)}
-        found |= {u["name"] for u in inspector().get_unique_constraints(name, schema=plan.schema)}
-        return found
+    def on(name: str) -> tuple[str, str, str | None]:
+        """A table as the guards take it: (quoted and qualified, name, schema)."""
+        return quoted_table(connection, plan, name), name, plan.schema
 
     for fk in plan.foreign_keys:
         table(fk.referred_table, fk.referred_column)
@@ -131,160 +131,195 @@ def _steps(
             deferrable=fk.deferrable,
             initially=fk.initially,
             match=fk.match,
+            # Recreated as it was: PostgreSQL's NOT VALID stays (other dialects ignore it).
+            postgresql_not_valid=not fk.validated,
         )
         table(fk.table, fk.column).append_constraint(constraint)
         return constraint
 
-    def drop_fk(fk: Any) -> list[str]:
-        if fk.name not in fk_names(fk.table):
-            return []
-        return [compiled(sa.schema.DropConstraint(foreign_key(fk)))]
-
-    for fk in plan.foreign_keys:
-        yield f"drop foreign key {fk.name}", lambda fk=fk: drop_fk(fk)  # type: ignore[misc]
-
-    def index(ix: Any) -> sa.Index:
-        t = table(ix.table)
-        for name in ix.columns:
-            if name not in t.c:
-                t.append_column(sa.Column(name))
-        return sa.Index(ix.name, *(t.c[name] for name in ix.columns), unique=ix.unique)
-
-    for ix in plan.indexes:
-        yield (
-            f"drop index {ix.name}",
-            lambda ix=ix: (  # type: ignore[misc]
-                [compiled(sa.schema.DropIndex(index(ix)))]
-                if ix.name in index_names(ix.table)
-                else []
-            ),
-        )
+    def index(ix: Any, add: bool) -> str:
+        """Drop or create the index, or the unique constraint that owns it."""
+        t = table(ix.table, *ix.columns)
+        columns = [t.c[name] for name in ix.columns]
+        if ix.constraint:
+            unique = sa.UniqueConstraint(*columns, name=ix.name)
+            t.append_constraint(unique)
+            return compiled(
+                sa.schema.AddConstraint(unique) if add else sa.schema.DropConstraint(unique)
+            )
+        found = sa.Index(ix.name, *columns, unique=ix.unique)
+        if add:
+            return guards.create_index(compiled(sa.schema.CreateIndex(found)), ix.comment)  # type: ignore[no-any-return]
+        return compiled(sa.schema.DropIndex(found))
 
     def pk_sql(name: str, column: str, pk_name: str | None, add: bool) -> str:
-        t = table(name)
+        t = table(name, column)
         constraint = sa.PrimaryKeyConstraint(column, name=pk_name or None)
-        if column not in t.c:
-            t.append_column(sa.Column(column))
         t.append_constraint(constraint)
         element = (
             sa.schema.AddConstraint(constraint) if add else sa.schema.DropConstraint(constraint)
         )
         return compiled(element)
 
-    def rename(name: str, old: str, new: str) -> list[str]:
-        if old not in columns(name) or new in columns(name):
-            return []
+    def has(name: str, column: str) -> str:
+        return guards.has_column(*on(name), column)  # type: ignore[no-any-return]
+
+    def pending(name: str, column: str) -> str:
+        """SQL true while the swap has not yet renamed the column's new values into place.
+
+        A drop (a foreign key, an index, a primary key) is to do while its
+        object exists *and* this holds: after the swap the object exists again.
+        """
+        found = next(c for c in plan.columns if c.table == name and c.column == column)
+        source = found.shadow if found.parent is not None or plan.direction == "ulid" else None
+        return has(name, source if source is not None else plan.legacy_id)
+
+    def step(label: str, statement: str, guard: str) -> Step:
+        return Step(label, "ddl", (statement,), guard=guard)
+
+    def rename(label: str, name: str, old: str, new: str) -> Step:
         old_sql, new_sql = quoted(connection, old), quoted(connection, new)
-        table_sql = quoted_table(connection, plan, name)
-        return [f"ALTER TABLE {table_sql} RENAME COLUMN {old_sql} TO {new_sql}"]
+        statement = f"ALTER TABLE {on(name)[0]} RENAME COLUMN {old_sql} TO {new_sql}"
+        return step(label, statement, f"{has(name, old)} AND NOT {has(name, new)}")
 
-    def drop_column(name: str, column: str, unless_missing: str) -> list[str]:
-        found = columns(name)
-        if column not in found or unless_missing not in found:
-            return []
-        table_sql = quoted_table(connection, plan, name)
-        return [f"ALTER TABLE {table_sql} DROP COLUMN {quoted(connection, column)}"]
+    def drop_column(label: str, name: str, column: str, unless_missing: str) -> Step:
+        statement = f"ALTER TABLE {on(name)[0]} DROP COLUMN {quoted(connection, column)}"
+        return step(label, statement, f"{has(name, column)} AND {has(name, unless_missing)}")
 
-    def drop_pk(name: str, column: KeyColumn) -> list[str]:
-        if not primary_key(name):
-            return []
-        return [pk_sql(name, column.column, column.primary_key, add=False)]
+    def drop_pk(name: str, column: KeyColumn) -> Step:
+        return step(
+            f"drop primary key {name}",
+            pk_sql(name, column.column, column.primary_key, add=False),
+            f"{guards.has_primary_key(*on(name))} AND {pending(name, column.column)}",
+        )
 
-    def add_pk(name: str, column: KeyColumn) -> list[str]:
-        if primary_key(name):
-            return []
-        return [pk_sql(name, column.column, column.primary_key, add=True)]
+    def add_pk(name: str, column: KeyColumn) -> Step:
+        return step(
+            f"primary key {name}",
+            pk_sql(name, column.column, column.primary_key, add=True),
+            f"NOT {guards.has_primary_key(*on(name))}",
+        )
 
-    def not_null(column: KeyColumn) -> list[str]:
-        if not columns(column.table)[column.column]["nullable"]:
-            return []
-        return [
-            set_not_null.format(
-                table=quoted_table(connection, plan, column.table),
-                column=quoted(connection, column.column),
-                type=plan.new_type,
-            )
-        ]
+    def not_null(label: str, column: KeyColumn) -> Step:
+        statement = sql.set_not_null.format(
+            table=on(column.table)[0], column=quoted(connection, column.column), type=plan.new_type
+        )
+        return step(label, statement, guards.nullable(*on(column.table), column.column))
 
-    def comment(column: KeyColumn) -> list[str]:
-        state = column_state(connection, column.table, column.column, plan.schema)
-        if column.comment is None or state is None or state.comment == column.comment:
-            return []
+    def comment(label: str, column: KeyColumn, text: str) -> Step:
         # The compiler's literal, not String's processor: on MySQL/MariaDB
         # only the compiler doubles backslashes (when the server reads them).
-        literal = sa.literal(column.comment, sa.String()).compile(
+        literal = sa.literal(text, sa.String()).compile(
             dialect=dialect, compile_kwargs={"literal_binds": True}
         )
-        text = set_comment.format(
-            table=quoted_table(connection, plan, column.table),
+        statement = sql.set_comment.format(
+            table=on(column.table)[0],
             column=quoted(connection, column.column),
             type=plan.new_type,
             null="NULL" if column.nullable else "NOT NULL",
             comment=unescape_percent(dialect, str(literal)),
         )
-        return [text]
+        return step(
+            label, statement, guards.comment_differs(*on(column.table), column.column, text)
+        )
 
+    def changing(ix: Any) -> str:
+        """The changing column an index is dropped for."""
+        return next(
+            c.column for c in plan.columns[1:] if c.table == ix.table and c.column in ix.columns
+        )
+
+    steps = [
+        step(
+            f"drop foreign key {fk.name}",
+            compiled(sa.schema.DropConstraint(foreign_key(fk))),
+            f"{guards.has_foreign_key(*on(fk.table), fk.name)} AND {pending(fk.table, fk.column)}",
+        )
+        for fk in plan.foreign_keys
+    ]
+    steps += [
+        step(
+            f"drop index {ix.name}",
+            index(ix, add=False),
+            f"{guards.has_index(*on(ix.table), ix.name)} AND {pending(ix.table, changing(ix))}",
+        )
+        for ix in plan.indexes
+    ]
     for column in plan.columns[1:]:
         label = f"{column.table}.{column.column}"
         if column.primary_key is not None:
-            yield f"drop primary key {column.table}", lambda c=column: drop_pk(c.table, c)  # type: ignore[misc]
-        yield f"drop {label}", lambda c=column: drop_column(c.table, c.column, c.shadow)  # type: ignore[misc]
-        yield f"rename {label}", lambda c=column: rename(c.table, c.shadow, c.column)  # type: ignore[misc]
+            steps.append(drop_pk(column.table, column))
+        steps.append(drop_column(f"drop {label}", column.table, column.column, column.shadow))
+        steps.append(rename(f"rename {label}", column.table, column.shadow, column.column))
         if not column.nullable:
-            yield f"not null {label}", lambda c=column: not_null(c)  # type: ignore[misc]
+            steps.append(not_null(f"not null {label}", column))
         if column.comment is not None:
-            yield f"comment {label}", lambda c=column: comment(c)  # type: ignore[misc]
+            steps.append(comment(f"comment {label}", column, column.comment))
         if column.primary_key is not None:
-            yield f"primary key {column.table}", lambda c=column: add_pk(c.table, c)  # type: ignore[misc]
+            steps.append(add_pk(column.table, column))
 
     key = plan.columns[0]
-
-    def unique(add: bool) -> list[str]:
-        # Added on the key before it is renamed to legacy_id; dropped after
-        # legacy_id is renamed back: on the column named like the key both times.
-        if (plan.legacy_unique in index_names(plan.table)) == add:
-            return []
-        t = table(plan.table)
-        if plan.key not in t.c:
-            t.append_column(sa.Column(plan.key))
-        constraint = sa.UniqueConstraint(t.c[plan.key], name=plan.legacy_unique)
-        t.append_constraint(constraint)
-        element = (
-            sa.schema.AddConstraint(constraint) if add else sa.schema.DropConstraint(constraint)
-        )
-        return [compiled(element)]
-
+    # Added on the key before it is renamed to legacy_id; dropped after
+    # legacy_id is renamed back: on the column named like the key both times.
+    unique = sa.UniqueConstraint(table(plan.table, plan.key).c[plan.key], name=plan.legacy_unique)
+    table(plan.table).append_constraint(unique)
+    has_unique = guards.has_index(*on(plan.table), plan.legacy_unique)
     if plan.direction == "ulid":
-        yield "unique legacy", lambda: unique(add=True)
-        yield f"drop primary key {plan.table}", lambda: drop_pk(plan.table, key)
-        yield "rename key to legacy", lambda: rename(plan.table, plan.key, plan.legacy_id)
-        yield "rename shadow to key", lambda: rename(plan.table, key.shadow, plan.key)
-        yield f"primary key {plan.table}", lambda: add_pk(plan.table, key)
+        steps += [
+            step("unique legacy", compiled(sa.schema.AddConstraint(unique)), f"NOT {has_unique}"),
+            drop_pk(plan.table, key),
+            rename("rename key to legacy", plan.table, plan.key, plan.legacy_id),
+            rename("rename shadow to key", plan.table, key.shadow, plan.key),
+            add_pk(plan.table, key),
+        ]
     else:
-        yield f"drop primary key {plan.table}", lambda: drop_pk(plan.table, key)
-        yield "drop key", lambda: drop_column(plan.table, plan.key, plan.legacy_id)
-        yield "rename legacy to key", lambda: rename(plan.table, plan.legacy_id, plan.key)
-        yield f"primary key {plan.table}", lambda: add_pk(plan.table, key)
-        yield "drop unique legacy", lambda: unique(add=False)
+        steps += [
+            drop_pk(plan.table, key),
+            drop_column("drop key", plan.table, plan.key, plan.legacy_id),
+            rename("rename legacy to key", plan.table, plan.legacy_id, plan.key),
+            add_pk(plan.table, key),
+            step("drop unique legacy", compiled(sa.schema.DropConstraint(unique)), has_unique),
+        ]
+
+    def comment_back(label: str, name: str, index: bool, text: str | None) -> list[Step]:
+        """Give a recreated index or foreign key its comment back, where the database can."""
+        schema_sql = quoted(connection, plan.schema) if plan.schema else None
+        statement = None
+        if text is not None:
+            statement = guards.comment_sql(
+                on(name)[0], schema_sql, index, quoted(connection, label), text
+            )
+        if statement is None:
+            return []
+        read = guards.index_comment if index else guards.constraint_comment
+        now = read(*on(name), label)
+        return [
+            step(
+                f"comment {'index' if index else 'foreign key'} {label}",
+                statement,
+                f"COALESCE({now}, '') <> {guards.literal(text)}",
+            )
+        ]
 
     for ix in plan.indexes:
-        yield (
-            f"create index {ix.name}",
-            lambda ix=ix: (  # type: ignore[misc]
-                []
-                if ix.name in index_names(ix.table)
-                else [compiled(sa.schema.CreateIndex(index(ix)))]
-            ),
+        steps.append(
+            step(
+                f"create index {ix.name}",
+                index(ix, add=True),
+                f"NOT {guards.has_index(*on(ix.table), ix.name)}",
+            )
         )
+        steps += comment_back(ix.name, ix.table, not ix.constraint, ix.comment)
     for fk in plan.foreign_keys:
-        yield (
-            f"create foreign key {fk.name}",
-            lambda fk=fk: (  # type: ignore[misc]
-                []
-                if fk.name in fk_names(fk.table)
-                else [compiled(sa.schema.AddConstraint(foreign_key(fk)))]
-            ),
+        steps.append(
+            step(
+                f"create foreign key {fk.name}",
+                compiled(sa.schema.AddConstraint(foreign_key(fk))),
+                f"NOT {guards.has_foreign_key(*on(fk.table), fk.name)}",
+            )
         )
+        steps += comment_back(fk.name, fk.table, False, fk.comment)
+    return steps
 
 
 def _key(plan: Plan, table: str) -> str:

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import json
 import textwrap
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 import sqlalchemy as sa
@@ -22,8 +23,9 @@ from sqlalchemy.engine import Connection
 
 from ..._dialects import key_conversion_sql
 from ..._types import Storage, ULIDType
-from .._inspect import check_identifier, column_state, safe_name
+from .._inspect import check_identifier, column_state, quote, run, safe_name
 from .._names import shadow_column
+from .._plan.database import database_for
 from ._checks import ConversionRefused, has_shadow, refuse_unsafe
 
 __all__ = [
@@ -77,6 +79,10 @@ class ForeignKeyDef:
     deferrable: bool | None = None
     initially: str | None = None
     match: str | None = None
+    #: its comment, given back after the swap (``None``: none)
+    comment: str | None = None
+    #: false for PostgreSQL's NOT VALID, recreated NOT VALID
+    validated: bool = True
 
 
 @dataclass(frozen=True)
@@ -87,6 +93,10 @@ class IndexDef:
     table: str
     columns: tuple[str, ...]
     unique: bool
+    #: its comment, given back after the swap (``None``: none)
+    comment: str | None = None
+    #: the index of a unique constraint (PostgreSQL), dropped and added as one
+    constraint: bool = False
 
 
 @dataclass
@@ -209,6 +219,7 @@ def build_plan(
         storage=storage,
     )
     _follow_references(connection, inspector, plan, suffix)
+    _read_catalog(connection, plan)
     refuse_unsafe(connection, inspector, plan)
     for name in plan.tables:
         count = connection.scalar(
@@ -293,6 +304,40 @@ def _follow_references(connection: Connection, inspector: Any, plan: Plan, suffi
                         )
                         if definition not in plan.indexes:
                             plan.indexes.append(definition)
+
+
+def _read_catalog(connection: Connection, plan: Plan) -> None:
+    """What reflection leaves out of the foreign keys and indexes the swap drops.
+
+    Their comments, and whether a foreign key is NOT VALID: the swap gives
+    them back as they were.
+    """
+    catalog = database_for(connection.dialect).key_catalog
+
+    def value(expression: Callable[..., str], table: str, name: str) -> Any:
+        table_sql = quote(connection.dialect, table, plan.schema)
+        return run(connection, f"SELECT {expression(table_sql, table, plan.schema, name)}").scalar()
+
+    def read(expression: Callable[..., str], table: str, name: str) -> str | None:
+        comment = value(expression, table, name)
+        return None if comment is None else str(comment)
+
+    plan.foreign_keys = [
+        replace(
+            fk,
+            comment=read(catalog.constraint_comment, fk.table, fk.name),
+            validated=bool(value(catalog.foreign_key_validated, fk.table, fk.name)),
+        )
+        for fk in plan.foreign_keys
+    ]
+    indexes = []
+    for ix in plan.indexes:
+        constraint = bool(value(catalog.unique_constraint, ix.table, ix.name))
+        comment = read(
+            catalog.constraint_comment if constraint else catalog.index_comment, ix.table, ix.name
+        )
+        indexes.append(replace(ix, comment=comment, constraint=constraint))
+    plan.indexes = indexes
 
 
 def _referencing(

@@ -6,7 +6,7 @@ the engine finds it with :func:`~.._plan.database.database_for`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy.engine import Connection
 
@@ -15,7 +15,8 @@ from .._plan.database import Database, DDLFrame
 from .._plan.render_mariadb import lock_wrapped, render_mariadb
 from .._plan.step import Plan
 from .add_column import plan_add_column
-from .catalog import LOCKS, STATE
+from .catalog import LOCKS, STATE, KeyCatalog
+from .primary_key import mariadb_script
 
 __all__ = ["MariaDB"]
 
@@ -35,6 +36,7 @@ class MariaDB(Database):
     __dialect__ = ("mysql", "mariadb")
     state = STATE
     locks = LOCKS
+    key_catalog = KeyCatalog
     # data truncated, invalid use of NULL, column cannot be NULL
     late_row_codes = frozenset({1265, 1138, 1048})
     script_kinds = ("binary",)
@@ -42,6 +44,12 @@ class MariaDB(Database):
     def add_column(self, op: Any, facts: Any) -> Plan:
         """See :meth:`Database.add_column`."""
         return plan_add_column(op, facts)
+
+    def primary_key_script(
+        self, operations: Any, op: Any, direction: Literal["ulid", "legacy"], name: str
+    ) -> None:
+        """See :meth:`Database.primary_key_script`."""
+        mariadb_script(operations, op, direction, name)
 
     def render(self, plan: Plan) -> str:
         """See :meth:`Database.render`."""

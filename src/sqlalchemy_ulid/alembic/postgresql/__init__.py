@@ -7,7 +7,7 @@ finds it with :func:`~.._plan.database.database_for`.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy.engine import Connection
 
@@ -17,7 +17,8 @@ from .._plan.render_pg import render_pg
 from .._plan.step import Plan
 from .._proxy import behind_a_proxy
 from .add_column import plan_add_column
-from .catalog import LOCKS, STATE
+from .catalog import LOCKS, STATE, KeyCatalog
+from .primary_key import postgresql_script
 from .storage import plan_storage
 
 __all__ = ["PostgreSQL"]
@@ -39,6 +40,7 @@ class PostgreSQL(Database):
     __dialect__ = ("postgresql",)
     state = STATE
     locks = LOCKS
+    key_catalog = KeyCatalog
     # check_violation (VALIDATE), not_null_violation (SET NOT NULL)
     late_row_codes = frozenset({"23514", "23502"})
     script_kinds = ("uuid", "binary")
@@ -46,6 +48,12 @@ class PostgreSQL(Database):
     def add_column(self, op: Any, facts: Any) -> Plan:
         """See :meth:`Database.add_column`."""
         return plan_add_column(op, facts)
+
+    def primary_key_script(
+        self, operations: Any, op: Any, direction: Literal["ulid", "legacy"], name: str
+    ) -> None:
+        """See :meth:`Database.primary_key_script`."""
+        postgresql_script(operations, op, direction, name)
 
     def alter_storage(self, target: Any, copy: Any) -> Plan:
         """See :meth:`Database.alter_storage`."""

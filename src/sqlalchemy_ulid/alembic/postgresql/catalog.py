@@ -12,11 +12,14 @@ from dataclasses import replace
 from typing import Any
 
 from ..._dialects._migration import PG_LOCKS
+from .._catalog import Catalog
 from .._plan.state import StateSQL, literal
 
 __all__ = [
     "LOCKS",
     "STATE",
+    "KeyCatalog",
+    "PostgreSQLCatalog",
     "column_default_missing",
     "column_exists",
     "column_nullable",
@@ -106,3 +109,103 @@ def unique_elsewhere(table: str, column: str, name: str) -> str:
         f"AND x.indnkeyatts = 1 AND x.indpred IS NULL AND x.indexprs IS NULL "
         f"AND a.attname = {column} AND i.relname <> {name})"
     )
+
+
+def _of_constraint(what: str, table_sql: str, name: str) -> str:
+    """SQL of ``what`` (on ``c``, its pg_constraint row) of the table's constraint ``name``."""
+    return (
+        f"(SELECT {what} FROM pg_constraint c WHERE "
+        f"c.conrelid = to_regclass({literal(table_sql)}) AND c.conname = {literal(name)})"
+    )
+
+
+class KeyCatalog:
+    """The key conversion's swap guards (SQL true while a change is still to do), and comments.
+
+    Each method takes the table as (its quoted, qualified name, its name, its
+    schema), the form every database's are given.
+    """
+
+    #: a string literal
+    literal = staticmethod(literal)
+
+    @staticmethod
+    def constraint_comment(table_sql: str, table: str, schema: str | None, name: str) -> str:
+        """SQL of the comment on the table's constraint ``name`` (NULL: none)."""
+        return _of_constraint("obj_description(c.oid, 'pg_constraint')", table_sql, name)
+
+    @staticmethod
+    def foreign_key_validated(table_sql: str, table: str, schema: str | None, name: str) -> str:
+        """SQL true unless the table's foreign key ``name`` is NOT VALID."""
+        return _of_constraint("c.convalidated", table_sql, name)
+
+    @staticmethod
+    def unique_constraint(table_sql: str, table: str, schema: str | None, name: str) -> str:
+        """SQL true when the index ``name`` is the table's unique constraint's."""
+        return constraint_exists(literal(table_sql), literal(name), "c.contype = 'u'")
+
+    @staticmethod
+    def index_comment(table_sql: str, table: str, schema: str | None, name: str) -> str:
+        """SQL of the comment on the table's index ``name`` (NULL: none)."""
+        return (
+            "(SELECT obj_description(x.indexrelid, 'pg_class') FROM pg_index x JOIN pg_class i "
+            f"ON i.oid = x.indexrelid WHERE x.indrelid = to_regclass({literal(table_sql)}) "
+            f"AND i.relname = {literal(name)})"
+        )
+
+    @staticmethod
+    def create_index(statement: str, comment: str | None) -> str:
+        """``CREATE INDEX`` as compiled: the comment is given back by its own statement."""
+        return statement
+
+    @staticmethod
+    def comment_sql(
+        table_sql: str, schema_sql: str | None, index: bool, name_sql: str, comment: str
+    ) -> str | None:
+        """The statement giving a constraint (or an index) its comment back."""
+        if index:
+            name = f"{schema_sql}.{name_sql}" if schema_sql else name_sql
+            return f"COMMENT ON INDEX {name} IS {literal(comment)}"
+        return f"COMMENT ON CONSTRAINT {name_sql} ON {table_sql} IS {literal(comment)}"
+
+    @staticmethod
+    def has_column(table_sql: str, table: str, schema: str | None, column: str) -> str:
+        """SQL true when the table has the column."""
+        return column_exists(literal(table_sql), literal(column))
+
+    @staticmethod
+    def nullable(table_sql: str, table: str, schema: str | None, column: str) -> str:
+        """SQL true when the column exists and takes NULL."""
+        return column_nullable(literal(table_sql), literal(column))
+
+    @staticmethod
+    def comment_differs(
+        table_sql: str, table: str, schema: str | None, column: str, comment: str
+    ) -> str:
+        """SQL true when the column exists with another comment than ``comment``."""
+        where = f"col_description(a.attrelid, a.attnum) IS DISTINCT FROM {literal(comment)}"
+        return _attribute(literal(table_sql), literal(column), where)
+
+    @staticmethod
+    def has_primary_key(table_sql: str, table: str, schema: str | None) -> str:
+        """SQL true when the table has a primary key."""
+        return (
+            "EXISTS (SELECT 1 FROM pg_index x WHERE x.indrelid = "
+            f"to_regclass({literal(table_sql)}) AND x.indisprimary)"
+        )
+
+    @staticmethod
+    def has_foreign_key(table_sql: str, table: str, schema: str | None, name: str) -> str:
+        """SQL true when the table has the foreign key ``name``."""
+        return constraint_exists(literal(table_sql), literal(name), "c.contype = 'f'")
+
+    @staticmethod
+    def has_index(table_sql: str, table: str, schema: str | None, name: str) -> str:
+        """SQL true when the table has an index (or a unique constraint's) named ``name``."""
+        return index_named(literal(table_sql), literal(name))
+
+
+class PostgreSQLCatalog(Catalog):
+    """PostgreSQL's: reflection reads its columns whole, and its sessions are always strict."""
+
+    __dialect__ = ("postgresql",)

@@ -1,4 +1,8 @@
-"""The key-conversion ops' offline (``--sql``) script for PostgreSQL, run by ``psql``.
+"""The key conversion's offline (``--sql``) script for PostgreSQL, run by ``psql``.
+
+``convert_primary_key_to_ulid`` / ``restore_legacy_primary_key`` find it
+through the registered :class:`~.PostgreSQL` database
+(:meth:`~.._plan.database.Database.primary_key_script`).
 
 Nothing can be reflected while the script is written, so the script does,
 when it runs, what the online op does from reflection: a first ``DO``
@@ -19,8 +23,6 @@ transaction). Finished, the whole script is a no-op.
 
 from __future__ import annotations
 
-from datetime import timedelta
-from datetime import timezone as _timezone
 from typing import TYPE_CHECKING, Literal
 
 from alembic.operations import Operations
@@ -30,11 +32,17 @@ from ..._dialects import dialect_row
 from ..._types import ULIDType
 from .._inspect import check_identifier, safe_name
 from .._offline import _MAX_BATCH, _comment
-from ._offline_pg_plan import Names, plan_block
-from ._offline_pg_swap import fill_key_block, fill_referencing_block, prepare_block, swap_block
+from .._primary_key._offline import refuse_local_zone
+from .._primary_key._offline_pg_plan import Names, plan_block
+from .._primary_key._offline_pg_swap import (
+    fill_key_block,
+    fill_referencing_block,
+    prepare_block,
+    swap_block,
+)
 
 if TYPE_CHECKING:
-    from ._ops import _KeyOp
+    from .._primary_key._ops import _KeyOp
 
 __all__ = ["postgresql_script"]
 
@@ -68,14 +76,7 @@ def postgresql_script(
             raise CommandError(
                 f"{name} offline needs uuid or binary storage on PostgreSQL, not {op.storage!r}"
             )
-        zone = op.timezone
-        if zone is not None and not (
-            isinstance(zone, _timezone) and zone.utcoffset(None) == timedelta(0)
-        ):
-            raise CommandError(
-                f"{name} offline reads naive from_time values as UTC only: the database "
-                f"would place them in {zone} by its own rules, not ours; run it online"
-            )
+        refuse_local_zone(op.timezone, name)
     if op.batch_size > _MAX_BATCH:
         raise ValueError(f"offline, batch_size is at most {_MAX_BATCH}, got {op.batch_size}")
     check_identifier(op.legacy_id, "legacy_id", dialect)

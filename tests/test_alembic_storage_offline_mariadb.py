@@ -301,7 +301,7 @@ def test_killed_inside_the_copy_the_rerun_goes_on_and_a_second_is_a_no_op(
     op = "alter_ulid_storage"
     model = _model(op, 300)
     _create(server, op, model)
-    script = _op_sql(op, "id", "text", "binary", batch_size=10, pause=0.02)
+    script = _op_sql(op, "id", "text", "binary", batch_size=10, pause=0.1)
     killed: list[int] = []
 
     def kill() -> None:

@@ -152,6 +152,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_configure(config: pytest.Config) -> None:
     global WORKER
+    _databases.skip_tls_probe()
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:
         WORKER = str(workerinput["workerid"])

@@ -7,8 +7,8 @@ online storage conversion's copy position) is found by
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -17,17 +17,16 @@ from sqlalchemy.engine import Engine
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from conftest import Backend, private_engine
 from sqlalchemy_ulid.alembic._plan.state import read_legacy, read_state
+from sqlalchemy_ulid.alembic._primary_key._fill import add_shadows
 from sqlalchemy_ulid.alembic._primary_key._plan import build_plan
 from sqlalchemy_ulid.alembic._primary_key._state import mark_done, save_state
+from test_alembic_primary_key import _check_ulids
+from test_alembic_primary_key import _convert as _convert_pk
 from test_alembic_primary_key import _drop as _drop_pk
 from test_alembic_primary_key import _seed as _seed_pk
 from test_alembic_storage_online import _create, _run
 
 ITEMS = "eng_legacy_items"
-
-
-class Stop(Exception):
-    """Raised in place of a statement, to interrupt an op where today's code left state."""
 
 
 @pytest.fixture(params=["postgresql", "mysql"])
@@ -70,29 +69,59 @@ def pg(backends: dict[str, Backend]) -> Iterator[Engine]:
 
 def test_a_storage_conversion_in_flight_is_read(pg: Engine) -> None:
     _create(pg, ITEMS, "text", 3000)
-    copied = [0]
-
-    def stop(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        # After the second batch's position is recorded: the copy is half done.
-        if "ulid_storage_conversions SET last_key" in statement:
-            copied[0] += 1
-            if copied[0] == 2:
-                raise Stop(statement)
-
-    sa.event.listen(pg, "before_cursor_execute", stop)
-    try:
-        with pytest.raises(Stop):
-            _run(pg, ITEMS, "text", "auto", online=True, batch_size=1000)
-    finally:
-        sa.event.remove(pg, "before_cursor_execute", stop)
+    # As the previous release left a conversion killed inside its copy.
+    with pg.begin() as conn:
+        conn.exec_driver_sql(
+            "CREATE TABLE ulid_storage_conversions (table_name TEXT NOT NULL, "
+            "column_name TEXT NOT NULL, last_key TEXT, PRIMARY KEY (table_name, column_name))"
+        )
+        conn.exec_driver_sql(
+            f"INSERT INTO ulid_storage_conversions VALUES ('{ITEMS}', 'ref', '1999')"
+        )
     with pg.connect() as conn:
         found = [s for s in read_legacy(conn) if s.target == f"{ITEMS}.ref"]
     assert len(found) == 1
     assert found[0].op == "alter_ulid_storage"
     assert found[0].source == "ulid_storage_conversions"
-    assert found[0].step is not None
-    assert found[0].step.startswith("copy:")
-    # Today's op, rerun, finishes and forgets it.
+    assert found[0].step == "copy:1999"
+    # Today's op takes it over, finishes and forgets it.
     _run(pg, ITEMS, "text", "auto", online=True, batch_size=1000)
     with pg.connect() as conn:
         assert not [s for s in read_legacy(conn) if s.target == f"{ITEMS}.ref"]
+        assert not sa.inspect(conn).has_table("ulid_storage_conversions")
+
+
+#: What the stored plan of a foreign key or an index gained after the release
+#: that wrote it (comments, NOT VALID, a unique constraint's index).
+_ADDED_SINCE = ("comment", "validated", "constraint")
+
+
+def test_a_key_conversion_stored_by_the_previous_release_resumes(server: Engine) -> None:
+    """A plan stored without the fields added since (its JSON as that release wrote it)."""
+    _seed_pk(server)
+    with server.begin() as conn:
+        plan = build_plan(
+            conn,
+            "pk_customers",
+            direction="ulid",
+            legacy_id="legacy_id",
+            schema=None,
+            from_time="created_at",
+        )
+        raw = json.loads(plan.to_json())
+        for item in (*raw["foreign_keys"], *raw["indexes"]):
+            for name in _ADDED_SINCE:
+                item.pop(name, None)
+        save_state(conn, plan)
+        conn.execute(
+            sa.text("UPDATE ulid_key_conversions SET plan = :plan WHERE name = 'pk_customers'"),
+            {"plan": json.dumps(raw, sort_keys=True)},
+        )
+        add_shadows(conn, plan, 5.0)
+        mark_done(conn, plan, [], "prepare")
+    text = _convert_pk(server, from_time="created_at")
+    assert text is not None
+    assert "(done)" in text  # the stored plan, its prepare phase done, went on
+    _check_ulids(server)
+    with server.connect() as conn:
+        assert not sa.inspect(conn).has_table("ulid_key_conversions")

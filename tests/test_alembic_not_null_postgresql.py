@@ -52,10 +52,10 @@ def _drop(engine: Engine) -> None:
     with engine.begin() as conn:
         conn.exec_driver_sql(f"DROP TABLE IF EXISTS {TABLE}, {PARENT} CASCADE")
         conn.exec_driver_sql(
-            "DO $$ BEGIN IF to_regclass('ulid_storage_conversions') IS NOT NULL THEN "
-            f"DELETE FROM ulid_storage_conversions WHERE table_name = '{TABLE}'; "
-            "IF NOT EXISTS (SELECT 1 FROM ulid_storage_conversions) THEN "
-            "DROP TABLE ulid_storage_conversions; END IF; END IF; END $$"
+            "DO $$ BEGIN IF to_regclass('sqlalchemy_ulid_migrations') IS NOT NULL THEN "
+            f"DELETE FROM sqlalchemy_ulid_migrations WHERE split_part(target, '.', 1) = '{TABLE}'; "
+            "IF NOT EXISTS (SELECT 1 FROM sqlalchemy_ulid_migrations) THEN "
+            "DROP TABLE sqlalchemy_ulid_migrations; END IF; END IF; END $$"
         )
 
 

@@ -182,3 +182,55 @@ def test_a_not_valid_foreign_key_comes_back_not_valid(pg: Engine) -> None:
             "SELECT convalidated FROM pg_constraint WHERE conname = 'fk_noted_parent'"
         ).scalar_one()
     assert validated is False
+
+
+def test_a_unique_constraint_on_a_referencing_column_comes_back(pg: Engine) -> None:
+    """Dropped and added as a constraint: DROP INDEX of its index failed the swap every time."""
+    with pg.begin() as conn:
+        conn.exec_driver_sql(
+            "CREATE TABLE pk_noted_parent (id serial PRIMARY KEY);"
+            "CREATE TABLE pk_noted_child (id serial PRIMARY KEY, parent_id int "
+            "CONSTRAINT fk_noted_parent REFERENCES pk_noted_parent (id), "
+            "CONSTRAINT uq_noted_parent UNIQUE (parent_id));"
+            "COMMENT ON CONSTRAINT uq_noted_parent ON pk_noted_child IS 'one each';"
+            "INSERT INTO pk_noted_parent SELECT FROM generate_series(1, 3);"
+            "INSERT INTO pk_noted_child (parent_id) VALUES (1), (2);"
+        )
+    _convert_noted(pg)
+    with pg.connect() as conn:
+        found = conn.exec_driver_sql(
+            "SELECT pg_get_constraintdef(oid), obj_description(oid, 'pg_constraint') "
+            "FROM pg_constraint WHERE conname = 'uq_noted_parent'"
+        ).one()
+    assert tuple(found) == ("UNIQUE (parent_id)", "one each")
+
+
+@pytest.fixture
+def my(backends: dict[str, Backend]) -> Iterator[Engine]:
+    def drop(engine: Engine) -> None:
+        with engine.begin() as conn:
+            conn.exec_driver_sql("DROP TABLE IF EXISTS pk_noted_child, pk_noted_parent")
+            conn.exec_driver_sql("DROP TABLE IF EXISTS ulid_key_conversions")
+
+    with private_engine(backends["mysql"], drop) as engine:
+        yield engine
+
+
+def test_an_index_comment_comes_back_on_mariadb(my: Engine) -> None:
+    """Part of the index's definition there; the offline script kept it, online lost it."""
+    with my.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE pk_noted_parent (id INT AUTO_INCREMENT PRIMARY KEY)")
+        conn.exec_driver_sql(
+            "CREATE TABLE pk_noted_child (id INT AUTO_INCREMENT PRIMARY KEY, parent_id INT, "
+            "INDEX ix_noted_parent (parent_id) COMMENT 'looked up by parent, 100%%', "
+            "CONSTRAINT fk_noted_parent FOREIGN KEY (parent_id) REFERENCES pk_noted_parent (id))"
+        )
+        conn.exec_driver_sql("INSERT INTO pk_noted_parent VALUES (1), (2)")
+        conn.exec_driver_sql("INSERT INTO pk_noted_child (parent_id) VALUES (1), (2)")
+    _convert_noted(my)
+    with my.connect() as conn:
+        found = conn.exec_driver_sql(
+            "SELECT INDEX_COMMENT FROM information_schema.STATISTICS WHERE "
+            "TABLE_SCHEMA = DATABASE() AND INDEX_NAME = 'ix_noted_parent'"
+        ).scalar_one()
+    assert found == "looked up by parent, 100%"

@@ -25,7 +25,7 @@ from sqlalchemy_ulid import ULID, new_ulid
 from sqlalchemy_ulid.alembic import BackfillProgress
 
 TABLE = "adv_items"
-STATE = "ulid_storage_conversions"
+STATE = "sqlalchemy_ulid_migrations"
 CHANGES = ("ALTER", "CREATE", "INSERT", "UPDATE", "DELETE", "DROP", "RENAME", "REPLACE")
 #: Batches after which a copy of a few rows has clearly stopped ending.
 ENDLESS = 100
@@ -53,7 +53,7 @@ def _drop(engine: Engine) -> None:
             # Only this test's row: other programs may be converting here.
             conn.exec_driver_sql(
                 f"DO $$ BEGIN IF to_regclass('{STATE}') IS NOT NULL THEN "
-                f"DELETE FROM {STATE} WHERE table_name = '{TABLE}'; "
+                f"DELETE FROM {STATE} WHERE split_part(target, '.', 1) = '{TABLE}'; "
                 f"IF NOT EXISTS (SELECT 1 FROM {STATE}) THEN DROP TABLE {STATE}; END IF; "
                 "END IF; END $$"
             )
@@ -258,7 +258,7 @@ def test_postgresql_a_conversion_starting_while_another_creates_the_state_table(
     # Another conversion's first transaction, caught between creating the
     # state table and committing: this one waits for it, then joins the table
     # (it used to fail: duplicate key in pg_type).
-    from sqlalchemy_ulid.alembic._storage._online import _STATE_LOCK
+    from sqlalchemy_ulid.alembic._storage._target import STATE_LOCK as _STATE_LOCK
 
     _sql(pg, f"DROP TABLE IF EXISTS {STATE}")
     _pg_table(pg, TABLE, 20)
@@ -268,8 +268,9 @@ def test_postgresql_a_conversion_starting_while_another_creates_the_state_table(
         with pg.begin() as conn:
             conn.exec_driver_sql(_STATE_LOCK)
             conn.exec_driver_sql(
-                f"CREATE TABLE {STATE} (table_name TEXT NOT NULL, column_name TEXT NOT NULL, "
-                "last_key TEXT, PRIMARY KEY (table_name, column_name))"
+                f"CREATE TABLE {STATE} (op text NOT NULL, target text NOT NULL, "
+                "plan text NOT NULL, step text NOT NULL, done boolean NOT NULL DEFAULT false, "
+                "PRIMARY KEY (op, target))"
             )
             created.set()
             time.sleep(0.5)

@@ -34,6 +34,17 @@ from _offline_scripts import VERSION_TABLE, alembic_sql
 from conftest import Backend, private_engine
 from sqlalchemy_ulid import ULID, ULIDType, new_ulid, new_uuid7
 
+#: The script's steps, by the phase of the op they are (a kill lands before one).
+PHASES = {
+    1: "-- add shadow (ddl)",
+    2: "-- trigger function (ddl)",
+    3: "-- copy (fill)",
+    4: "-- same check (ddl)",
+    5: "-- not null check (ddl)",
+    6: "-- drop invalid indexes (concurrent)",
+    7: "-- swap (ddl)",
+}
+
 TABLE = "sf_items"
 TWIN = "sf_twin"
 DEFAULT_ULID = ULID("01ARZ3NDEKTSV4RRFFQ69G5FAV")
@@ -59,10 +70,11 @@ def _drop(engine: Engine) -> None:
         for name in (TABLE, TWIN):
             conn.exec_driver_sql(f"DROP FUNCTION IF EXISTS {name}_ref__ulid_sync()")
         conn.exec_driver_sql(
-            "DO $$ BEGIN IF to_regclass('ulid_storage_conversions') IS NOT NULL THEN "
-            f"DELETE FROM ulid_storage_conversions WHERE table_name IN ('{TABLE}', '{TWIN}'); "
-            "IF NOT EXISTS (SELECT 1 FROM ulid_storage_conversions) THEN "
-            "DROP TABLE ulid_storage_conversions; END IF; END IF; END $$"
+            "DO $$ BEGIN IF to_regclass('sqlalchemy_ulid_migrations') IS NOT NULL THEN "
+            f"DELETE FROM sqlalchemy_ulid_migrations "
+            f"WHERE split_part(target, '.', 1) IN ('{TABLE}', '{TWIN}'); "
+            "IF NOT EXISTS (SELECT 1 FROM sqlalchemy_ulid_migrations) THEN "
+            "DROP TABLE sqlalchemy_ulid_migrations; END IF; END IF; END $$"
         )
 
 
@@ -130,7 +142,7 @@ def _schema(engine: Engine, name: str) -> dict[str, Any]:
         "triggers": _scalar(
             engine, f"SELECT count(*) FROM pg_trigger WHERE tgrelid = '{name}'::regclass"
         ),
-        "leftovers": _scalar(engine, "SELECT to_regclass('ulid_storage_conversions')::text"),
+        "leftovers": _scalar(engine, "SELECT to_regclass('sqlalchemy_ulid_migrations')::text"),
     }
 
 
@@ -394,8 +406,8 @@ def test_killed_inside_the_copy_the_rerun_goes_on_after_the_last_batch(engine: E
     killer = _terminate_when(
         engine,
         "sf-kill",
-        "SELECT count(*) FROM ulid_storage_conversions "
-        f"WHERE table_name = '{TABLE}' AND last_key IS NOT NULL",
+        "SELECT count(*) FROM sqlalchemy_ulid_migrations "
+        f"WHERE op = 'alter_ulid_storage:copy' AND target = '{TABLE}.ref'",
     )
     killed = _psql(engine, script, app="sf-kill")
     killer.join(timeout=30)
@@ -415,7 +427,7 @@ def test_killed_at_a_phase_boundary_the_rerun_finishes(engine: Engine, phase: in
     values = {i: _new(op) for i in range(1, 61)}
     _create(engine, TABLE, op, values)
     script = _op_sql(op, "text", "auto", batch_size=25)
-    marker = f"-- Phase {phase}:"
+    marker = PHASES[phase]
     assert script.count(marker) == 1
     cut = script.replace(marker, "SELECT pg_terminate_backend(pg_backend_pid());\n" + marker)
     killed = _psql(engine, cut)
@@ -432,7 +444,7 @@ def test_rows_written_without_the_trigger_are_converted_again_before_the_check(
     _create(engine, TABLE, op, values)
     script = _op_sql(op, "text", "auto", batch_size=25)
     cut = script.replace(
-        "-- Phase 4:", "SELECT pg_terminate_backend(pg_backend_pid());\n-- Phase 4:"
+        "-- same check (ddl)", "SELECT pg_terminate_backend(pg_backend_pid());\n" + PHASES[4]
     )
     assert _psql(engine, cut).returncode != 0
     # A session that skips triggers (as logical replication's apply does).
@@ -496,7 +508,7 @@ def test_a_schema_and_names_with_a_quote_and_a_percent(engine: Engine) -> None:
 
 def test_the_phases_are_written_in_order() -> None:
     script = _op_sql("alter_ulid_storage", "text", "auto")
-    markers = ["Checked before any change", *(f"-- Phase {i}:" for i in range(1, 8))]
+    markers = ["checked before any change", *(PHASES[i] for i in range(1, 8))]
     positions = [script.index(marker) for marker in markers]
     assert positions == sorted(positions)
     assert script.count(" \\gexec\n") == 2
@@ -511,7 +523,8 @@ def test_an_invalid_index_left_by_a_failed_concurrent_build_is_built_again(
     _create(engine, TABLE, op, values)
     script = _op_sql(op, "text", "auto", batch_size=25)
     cut = script.replace(
-        "-- Phase 6:", "SELECT pg_terminate_backend(pg_backend_pid());\n-- Phase 6:"
+        "-- drop invalid indexes (concurrent)",
+        "SELECT pg_terminate_backend(pg_backend_pid());\n" + PHASES[6],
     )
     assert _psql(engine, cut).returncode != 0
     # A concurrent build that times out waiting for a writer leaves its index INVALID.
@@ -569,7 +582,7 @@ def test_a_non_ulid_written_before_the_trigger_stops_the_rerun_naming_it(engine:
     _create(engine, TABLE, op, values)
     script = _op_sql(op, "text", "auto")
     cut = script.replace(
-        "-- Phase 2:", "SELECT pg_terminate_backend(pg_backend_pid());\n-- Phase 2:"
+        "-- trigger function (ddl)", "SELECT pg_terminate_backend(pg_backend_pid());\n" + PHASES[2]
     )
     assert _psql(engine, cut).returncode != 0
     with engine.begin() as conn:  # after the check, before the trigger

@@ -50,10 +50,10 @@ def _drop(engine: Engine) -> None:
         conn.exec_driver_sql(f"DROP FUNCTION IF EXISTS {TABLE}_ref__ulid_sync()")
         conn.exec_driver_sql(f"DROP PUBLICATION IF EXISTS {TABLE}_pub")
         conn.exec_driver_sql(
-            "DO $$ BEGIN IF to_regclass('ulid_storage_conversions') IS NOT NULL THEN "
-            f"DELETE FROM ulid_storage_conversions WHERE table_name LIKE '{TABLE}%%'; "
-            "IF NOT EXISTS (SELECT 1 FROM ulid_storage_conversions) THEN "
-            "DROP TABLE ulid_storage_conversions; END IF; END IF; END $$"
+            "DO $$ BEGIN IF to_regclass('sqlalchemy_ulid_migrations') IS NOT NULL THEN "
+            f"DELETE FROM sqlalchemy_ulid_migrations WHERE target LIKE '{TABLE}%%'; "
+            "IF NOT EXISTS (SELECT 1 FROM sqlalchemy_ulid_migrations) THEN "
+            "DROP TABLE sqlalchemy_ulid_migrations; END IF; END IF; END $$"
         )
 
 
@@ -403,7 +403,7 @@ def test_killed_in_an_index_build_then_downgraded_then_run_again_under_four_writ
     # Phases 0-5, then a writer's open transaction: the rerun's first
     # CREATE INDEX CONCURRENTLY waits for it, and psql's session is killed
     # there, leaving an INVALID index on the new column.
-    upto_builds = script[: script.index("SELECT format('CREATE")]
+    upto_builds = script[: script.index("-- indexes (concurrent)")]
     first = _psql(engine, upto_builds, "-v", "ON_ERROR_STOP=1")
     assert first.returncode == 0, first.stderr
     with engine.connect() as writer, engine.connect() as watcher:
@@ -436,7 +436,7 @@ def test_killed_in_an_index_build_then_downgraded_then_run_again_under_four_writ
     assert "undoing the interrupted conversion" in down.stderr
     assert _shape(engine) == before
     assert _ulid_values(engine) == seeded
-    assert _scalar(engine, "SELECT to_regclass('ulid_storage_conversions')") is None
+    assert _scalar(engine, "SELECT to_regclass('sqlalchemy_ulid_migrations')") is None
     # Run again from the start while four writers go on.
     with _Writers(engine, seeded) as writers:
         time.sleep(0.2)
@@ -463,28 +463,26 @@ def test_run_in_one_transaction_it_stops_first_saying_why(engine: Engine) -> Non
     assert "outside a transaction (not psql -1 or --single-transaction" in done.stderr, done.stderr
     assert "invalid transaction termination" not in done.stderr
     assert _shape(engine) == before
-    assert _scalar(engine, "SELECT to_regclass('ulid_storage_conversions')") is None
+    assert _scalar(engine, "SELECT to_regclass('sqlalchemy_ulid_migrations')") is None
 
 
 def test_the_downgrade_after_a_kill_before_the_new_column_leaves_no_state_row(
     engine: Engine,
 ) -> None:
-    # Killed between phase 1's commit of its row and its ADD COLUMN: the
+    # Killed after the state table was made and before the new column: the
     # downgrade finds the column in text storage and nothing else of the run
-    # but its row, which would stay in ulid_storage_conversions.
+    # but the state table, which would stay behind.
     _create(engine)
     before = _shape(engine)
     script = _op_sql()
-    marker = f"    COMMIT;\n    ALTER TABLE {TABLE} ADD COLUMN"
+    marker = "-- add shadow (ddl)"
     assert script.count(marker) == 1
-    cut = script.replace(
-        marker, "    COMMIT;\n    PERFORM pg_terminate_backend(pg_backend_pid());\n" + marker[12:]
-    )
+    cut = script.replace(marker, "SELECT pg_terminate_backend(pg_backend_pid());\n" + marker)
     assert "terminating connection" in _psql(engine, cut).stderr
-    assert _scalar(engine, "SELECT count(*) FROM ulid_storage_conversions") == 1
+    assert _scalar(engine, "SELECT to_regclass('sqlalchemy_ulid_migrations')") is not None
     done = _psql(engine, _reverse_sql())
     assert done.returncode == 0, done.stderr
-    assert _scalar(engine, "SELECT to_regclass('ulid_storage_conversions')") is None
+    assert _scalar(engine, "SELECT to_regclass('sqlalchemy_ulid_migrations')") is None
     assert _shape(engine) == before
 
 
@@ -492,7 +490,7 @@ def test_killed_inside_the_swap_waiting_for_its_lock_the_rerun_finishes(engine: 
     _create(engine, f"CREATE INDEX ix_name_ref ON {TABLE} (name, ref)")
     seeded = _ulid_values(engine)
     script = _op_sql(lock_timeout=20)
-    assert _psql(engine, script[: script.index("-- Phase 7:")]).returncode == 0
+    assert _psql(engine, script[: script.index("-- swap (ddl)")]).returncode == 0
     # A writer's open transaction: the swap's LOCK TABLE waits, and is killed.
     with engine.connect() as writer, engine.connect() as watcher:
         writer.exec_driver_sql(f"UPDATE {TABLE} SET name = 'w' WHERE id = 1")
@@ -503,7 +501,7 @@ def test_killed_inside_the_swap_waiting_for_its_lock_the_rerun_finishes(engine: 
                 found = watcher.exec_driver_sql(
                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                     "WHERE application_name = 'adv-kill' AND datname = current_database() "
-                    "AND query LIKE 'DO $ulid$%%' "
+                    "AND query LIKE 'DO $ulid%%' "
                     "AND wait_event_type = 'Lock'"
                 ).scalar()
                 watcher.rollback()
@@ -534,7 +532,7 @@ def test_a_serializable_default_isolation_does_not_fail_the_copy_behind_a_writer
     seeded = _ulid_values(engine)
     script = _op_sql()
     serializable = {"PGOPTIONS": "-c default_transaction_isolation=serializable"}
-    assert _psql(engine, script[: script.index("-- Phase 3:")], env=serializable).returncode == 0
+    assert _psql(engine, script[: script.index("-- copy (fill)")], env=serializable).returncode == 0
     with engine.connect() as writer, engine.connect() as watcher:
         writer.exec_driver_sql(f"UPDATE {TABLE} SET name = 'w' WHERE id = 1")
         result: list[subprocess.CompletedProcess[str]] = []

@@ -49,10 +49,11 @@ def _drop(engine: Engine) -> None:
             conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name} CASCADE")
         # Only this test's rows: other programs may be converting in this database.
         conn.exec_driver_sql(
-            "DO $$ BEGIN IF to_regclass('ulid_storage_conversions') IS NOT NULL THEN "
-            f"DELETE FROM ulid_storage_conversions WHERE table_name IN ('{TABLE}', '{TWIN}'); "
-            "IF NOT EXISTS (SELECT 1 FROM ulid_storage_conversions) THEN "
-            "DROP TABLE ulid_storage_conversions; END IF; END IF; END $$"
+            "DO $$ BEGIN IF to_regclass('sqlalchemy_ulid_migrations') IS NOT NULL THEN "
+            f"DELETE FROM sqlalchemy_ulid_migrations "
+            f"WHERE split_part(target, '.', 1) IN ('{TABLE}', '{TWIN}'); "
+            "IF NOT EXISTS (SELECT 1 FROM sqlalchemy_ulid_migrations) THEN "
+            "DROP TABLE sqlalchemy_ulid_migrations; END IF; END IF; END $$"
         )
         conn.exec_driver_sql("DROP VIEW IF EXISTS so_view")
 
@@ -209,7 +210,7 @@ def test_writers_keep_flowing_and_every_value_is_converted(
     _run(engine, TWIN, from_, to)  # the one-transaction op
     assert _schema(engine, TABLE) == _schema(engine, TWIN)
     # The last conversion drops the table that remembered it.
-    assert _scalar(engine, "SELECT to_regclass('ulid_storage_conversions')") is None
+    assert _scalar(engine, "SELECT to_regclass('sqlalchemy_ulid_migrations')") is None
     assert reports
     assert [r.rows_done for r in reports] == sorted(r.rows_done for r in reports)
     # Back again (the downgrade), online too.

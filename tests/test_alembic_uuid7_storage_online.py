@@ -69,10 +69,11 @@ def _drop(engine: Engine) -> None:
             conn.exec_driver_sql("DROP FUNCTION IF EXISTS u7o_touch()")
             # Only this test's rows: other programs may be converting in this database.
             conn.exec_driver_sql(
-                "DO $$ BEGIN IF to_regclass('ulid_storage_conversions') IS NOT NULL THEN "
-                f"DELETE FROM ulid_storage_conversions WHERE table_name IN ('{TABLE}', '{TWIN}'); "
-                "IF NOT EXISTS (SELECT 1 FROM ulid_storage_conversions) THEN "
-                "DROP TABLE ulid_storage_conversions; END IF; END IF; END $$"
+                "DO $$ BEGIN IF to_regclass('sqlalchemy_ulid_migrations') IS NOT NULL THEN "
+                f"DELETE FROM sqlalchemy_ulid_migrations "
+                f"WHERE split_part(target, '.', 1) IN ('{TABLE}', '{TWIN}'); "
+                "IF NOT EXISTS (SELECT 1 FROM sqlalchemy_ulid_migrations) THEN "
+                "DROP TABLE sqlalchemy_ulid_migrations; END IF; END IF; END $$"
             )
             return
         for event in ("del", "upd", "ins"):

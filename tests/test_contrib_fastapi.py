@@ -27,7 +27,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from conftest import recording
-from sqlalchemy_ulid import ULID, CursorSealer, ULIDType, paginate
+from sqlalchemy_ulid import ULID, CursorSealer, InvalidInput, SettleError, ULIDType, paginate
 from sqlalchemy_ulid.contrib.fastapi import Cursor, KeysetPage, add_exception_handlers
 
 with warnings.catch_warnings():
@@ -271,3 +271,26 @@ def test_random_queries_are_never_a_500(
         value = cursor[:at] + value + cursor[at + len(value) :]
     response = client.get("/tasks", params={param: value})
     assert response.status_code in (200, 400, 422), (param, value, response.text)
+
+
+def test_a_settle_error_is_the_servers_not_a_400() -> None:
+    """SettleError is about the server or session: the handlers leave it a 500."""
+    table = sa.Table("settled", sa.MetaData(), sa.Column("id", ULIDType(), primary_key=True))
+    engine = sa.create_engine("sqlite://")
+    app = FastAPI()
+    add_exception_handlers(app)
+
+    @app.get("/feed")
+    def feed() -> list[str]:
+        with Session(engine) as session:
+            page = paginate(session, sa.select(table), table.c.id, settle="auto")
+        return [str(row.id) for row in page.items]
+
+    with TestClient(app, raise_server_exceptions=False) as client:
+        answer = client.get("/feed")
+    assert answer.status_code == 500
+    # The same refusal, raised in the test, is a ValueError but no InvalidInput.
+    with Session(engine) as session, pytest.raises(SettleError) as caught:
+        paginate(session, sa.select(table), table.c.id, settle="auto")
+    assert isinstance(caught.value, ValueError)
+    assert not isinstance(caught.value, InvalidInput)

@@ -11,7 +11,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from conftest import recording
-from sqlalchemy_ulid import InvalidTypeID, TypeID, TypeIDBase, TypeIDType, new_typeid
+from sqlalchemy_ulid import InvalidTypeID, TypeID, TypeIDBase, TypeIDType, new_typeid, paginate
 from strategies import typeid_parts
 
 typeid = pytest.importorskip("typeid", reason="typeid-python is in tests-integrations")
@@ -117,8 +117,22 @@ def test_their_objects_bind_where_a_typeid_does(engine: Engine) -> None:
             assert str(got.id) == str(theirs[1])
             with_org = session.scalars(sa.select(Member.id).where(Member.org_id == org)).all()
             assert sorted(with_org) == sorted(from_typeid_python(t) for t in (theirs[0], theirs[2]))
+            # As a page cursor: the rows after it, in id order.
+            ordered = sorted(theirs, key=lambda t: from_typeid_python(t))
+            page = paginate(
+                session, sa.select(Member).order_by(Member.id), Member.id, limit=5, after=ordered[0]
+            )
+            assert [str(m.id) for m in page.items] == [str(t) for t in ordered[1:]]
             # One of another prefix is refused before any SQL, as ours is.
             with recording(engine) as sent:
+                with pytest.raises(InvalidTypeID, match="expected prefix 'user', got 'org'"):
+                    paginate(
+                        session,
+                        sa.select(Member).order_by(Member.id),
+                        Member.id,
+                        limit=5,
+                        after=org,
+                    )
                 with pytest.raises(InvalidTypeID, match="expected prefix 'user', got 'org'"):
                     _ = Member.id == org
                 with pytest.raises(InvalidTypeID, match="expected prefix 'user', got 'org'"):

@@ -446,3 +446,19 @@ def test_docs_speak_to_users_not_about_the_project() -> None:
         if _INTERNAL.search(line) and "github.com" not in line
     ]
     assert found == [], "\n".join(found)
+
+
+def test_the_internals_tree_names_every_top_level_module() -> None:
+    """docs/internals.md's tree stays true: each module or package of the top is in it."""
+    page = (ROOT / "docs" / "internals.md").read_text(encoding="utf-8")
+    tree = page.split("## The tree", 1)[1].split("```text", 1)[1].split("```", 1)[0]
+    named = set(re.findall(r"[\w.]+(?:\.py|/)", tree))
+    src = ROOT / "src" / "sqlalchemy_ulid"
+    present = {path.name for path in src.glob("*.py")} | {
+        path.name + "/" for path in src.iterdir() if (path / "__init__.py").is_file()
+    }
+    assert sorted(present - named) == []
+    # Every top-level module the tree names is there (not a renamed or gone one).
+    listed = {name for name in named if re.fullmatch(r"_\w+\.py", name)}
+    nested = {path.name for path in src.rglob("*.py")}
+    assert sorted(listed - nested) == []

@@ -11,8 +11,8 @@ Allowed:
 * three circles that are lazy by design: the value type imports its
   integration only when it is first used, inside a function (a Pydantic
   schema, the ORM and bulk helpers), so no import order can trip on them;
-* one group inside ``alembic/_storage/``, which the migration engine removes.
-  It may only shrink: a module that leaves it must leave the list too.
+* none inside ``alembic/`` (the storage conversion's group went with its
+  hand-written scripts); the list may only shrink.
 """
 
 from __future__ import annotations
@@ -32,18 +32,10 @@ LAZY_CIRCLES = [
     frozenset({"_types", "_orm", "_bulk"}),
     frozenset({"_ulid", "_pydantic"}),
     frozenset({"_typeid", "_typeid_pydantic"}),
-    frozenset({"_kinds", "_server_defaults", "_typeid_type"}),
 ]
 #: The migration layer's circle (as measured after the engine split): remove a module from
 #: it when it leaves the circle; never add one.
-KNOWN_ALEMBIC_CIRCLE = frozenset(
-    {
-        "alembic._storage._offline",
-        "alembic._storage._offline_check",
-        "alembic._storage._offline_sql",
-        "alembic._storage._online",
-    }
-)
+KNOWN_ALEMBIC_CIRCLE: frozenset[str] = frozenset()
 
 
 def _module_name(path: Path) -> str:

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         drop_ulid_function_ddl,
         install_ulid_function,
         register_ulid_function,
+        typeid_server_default,
         ulid_function_ddl,
         ulid_server_default,
     )
@@ -69,7 +70,7 @@ if TYPE_CHECKING:
     from ._sqltime import ulid_timestamp
     from ._timerange import created_before, created_between, created_since
     from ._typeid import InvalidTypeID, TypeID, new_typeid
-    from ._typeid_type import TypeIDType, typeid_server_default
+    from ._typeid_type import TypeIDType
     from ._types import ULIDType
     from ._utctime import UTCDateTime
     from ._uuid7_defaults import (
@@ -161,7 +162,7 @@ _LAZY = {
     "TypeID": "_typeid",
     "new_typeid": "_typeid",
     "TypeIDType": "_typeid_type",
-    "typeid_server_default": "_typeid_type",
+    "typeid_server_default": "_defaults",
     "ULIDType": "_types",
     "Page": "_paging",
     "PaginationError": "_paging",

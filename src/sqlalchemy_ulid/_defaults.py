@@ -1,5 +1,8 @@
 """Server-side ULID generators: DDL per dialect, installed only on request.
 
+Also the typed ids' server default (:func:`typeid_server_default`): a
+UUIDv7 written in ULIDType's storage.
+
 Nothing here runs at import. The SQL for every dialect is the ``server``
 field of its row in the ``_dialects`` table; the code is the one of every
 key kind (``_server_defaults``), called with the ULID kind.
@@ -30,7 +33,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from ._checks import check_connection, check_dialect, check_engine
 from ._dialects import FUNCTION_NAME
-from ._kinds import ULID_KEYS
+from ._kinds import TYPEID_KEYS, ULID_KEYS
 from ._server_defaults import (
     drop_statements,
     generator_sql,
@@ -47,6 +50,7 @@ __all__ = [
     "drop_ulid_function_ddl",
     "install_ulid_function",
     "register_ulid_function",
+    "typeid_server_default",
     "ulid_function_ddl",
     "ulid_server_default",
 ]
@@ -205,3 +209,43 @@ def ulid_server_default(storage: Storage = "auto") -> ColumnElement[Any]:
     if storage == "text":
         raise ValueError("storage='text' has no server-side generator; use default=new_ulid")
     return server_default(ULID_KEYS, storage)
+
+
+def typeid_server_default() -> ColumnElement[Any]:
+    """Return a ``server_default=`` for a :class:`TypeIDType` column: a UUIDv7 made by the database.
+
+    The database stores only the 128 bits of a typed id, so its default is
+    the UUIDv7 default of :func:`~sqlalchemy_ulid.uuid7_server_default`,
+    written in the column's storage; the column adds its prefix when the
+    row is read. It takes no prefix because none is stored: any prefix's
+    column uses the same DDL. Rows inserted by raw SQL or other programs
+    get an id; the same limits as the UUIDv7 default apply:
+
+    * PostgreSQL 18+: ``uuidv7()``, nothing to install. PostgreSQL 13-17:
+      ``gen_uuid7()``; install it first with
+      :func:`~sqlalchemy_ulid.install_uuid7_function`. Ordered within a
+      session only: sessions interleave within a millisecond.
+    * MySQL 8.0.13+ / MariaDB 10.10+: an inline expression, nothing to
+      install; ordered by millisecond only. Older servers have none.
+    * SQLite: ``gen_uuid7()``; call
+      :func:`~sqlalchemy_ulid.register_uuid7_function` on the engine.
+    * Elsewhere (SQL Server, Oracle): none; ``CREATE TABLE`` raises.
+
+    Prefer ``default=lambda: new_typeid("user")`` for the rows your app
+    inserts: it is ordered within the process, and the ORM knows the id
+    without reading it back.
+
+    Raises:
+        sqlalchemy.exc.CompileError: (at ``CREATE TABLE``) the database or
+            its version has no generator.
+
+    Example:
+        >>> import sqlalchemy as sa
+        >>> from sqlalchemy.dialects import postgresql
+        >>> from sqlalchemy_ulid import TypeIDType, typeid_server_default
+        >>> col = sa.Column("id", TypeIDType("user"), server_default=typeid_server_default())
+        >>> _ = sa.Table("users", sa.MetaData(), col)
+        >>> print(sa.schema.CreateColumn(col).compile(dialect=postgresql.dialect()))
+        id UUID DEFAULT (gen_uuid7())
+    """
+    return server_default(TYPEID_KEYS, "auto")

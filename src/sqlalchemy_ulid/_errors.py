@@ -142,9 +142,15 @@ class SettleError(ValueError):
     the privilege it needs, on MariaDB/MySQL for a paging column outside the
     table's primary key (or read through a subquery), and for a session
     whose isolation level could make the page skip rows (REPEATABLE READ on
-    PostgreSQL; on MariaDB, once the transaction has read). A
-    :class:`ValueError`, but not an :class:`InvalidInput`: it is about the
-    database or the session, not a client's request.
+    PostgreSQL; on MariaDB, once the transaction has read). Raised before
+    the page's SQL runs.
+
+    A :class:`ValueError`, like every refusal of the library, but on
+    purpose not an :class:`InvalidInput`: it is about the server or the
+    session, not a client's request, and the same request would succeed on a
+    correctly deployed server. So ``contrib.fastapi.add_exception_handlers``
+    does not answer it with a 400: the application's own handler (a 500, or
+    a 503 it maps) sees it, and so do its logs.
 
     Example:
         >>> from datetime import timedelta

@@ -48,12 +48,8 @@ def _key_of(table: sa.Table, key: str | sa.Column[Any] | None) -> sa.Column[Any]
 
 def _generator(column: sa.Column[Any]) -> ColumnElement[Any]:
     """The server-side generator call of the column's key kind and storage."""
-    keys = keys_of(column)
-    kind: KeyKind = keys.key_kind
-    if keys.kind == "uuid":
-        storage = "auto" if getattr(column.type, "native_uuid", True) else "hex"
-        return server_default(kind, storage)
-    storage = getattr(column.type, "storage", "auto")
+    kind: KeyKind = keys_of(column).key_kind
+    storage = kind.default_storage(column.type)
     if storage == "text":
         raise InvalidInput(
             f"column {column.name!r} stores ULIDs as text, which no database generates: "

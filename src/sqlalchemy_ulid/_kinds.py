@@ -40,6 +40,7 @@ from ._dialects import DialectRow, dialect_row
 from ._generator import new_ulid
 from ._generator_sql import UUID7_FUNCTION, GeneratorSQL
 from ._typeid import TypeID, coerce, new_typeid
+from ._typeid_type import TypeIDType
 from ._types import ULIDType, to_bytes
 from ._ulid import ULID
 from ._uuid7 import new_uuid7, uuid7_max_at, uuid7_min_at
@@ -98,6 +99,12 @@ class KeyKind:
     #: this kind, of one level of a column's type, where that level is a
     #: type of this kind (a typed id's: the kind of its prefix); else None
     of_type: Callable[[TypeEngine[Any]], KeyKind | None]
+    #: the ``storage=`` a server default of this kind takes for a column of
+    #: this type ("text": no database generates it)
+    default_storage: Callable[[TypeEngine[Any]], str]
+    #: the database's UUIDv7 time functions read this kind's keys (their
+    #: version and variant bits are a UUIDv7's)
+    uuid7_time: bool = False
     #: the prefix of every key of this kind ("" for unprefixed kinds)
     prefix: str = ""
     #: the kind of another prefix (None: this kind has no prefix)
@@ -174,7 +181,13 @@ ULID_KEYS = KeyKind(
     generated_storage=_ulid_storage,
     column_type=ULIDType,
     of_type=lambda type_: _ulid_of_type(type_),
+    default_storage=lambda type_: _ulid_default_storage(type_),
 )
+
+
+def _ulid_default_storage(type_: TypeEngine[Any]) -> str:
+    # ULIDType's own storage (a TypeIDType's is ULIDType's too).
+    return str(getattr(type_, "storage", "auto"))
 
 
 def _ulid_of_type(type_: TypeEngine[Any]) -> KeyKind | None:
@@ -246,6 +259,9 @@ UUID7_KEYS = KeyKind(
     generated_storage=_uuid_storage,
     column_type=sa.Uuid,
     of_type=_uuid_of_type,
+    # sa.Uuid(native_uuid=False) stores 32 hex digits on every database.
+    default_storage=lambda type_: "auto" if getattr(type_, "native_uuid", True) else "hex",
+    uuid7_time=True,
 )
 
 # -- TypeID -------------------------------------------------------------------------
@@ -271,18 +287,13 @@ def typeid_keys(prefix: str) -> KeyKind:
     """
 
     def column_type() -> TypeEngine[Any]:
-        from ._typeid_type import TypeIDType  # the column layer imports this module
-
         return TypeIDType(prefix)
 
     def parse(value: object) -> TypeID:
         # A ULID or uuid.UUID is the bits alone (a sealed cursor opens as a
-        # ULID): the column's prefix is given to them.
-        if isinstance(value, (TypeID, str, ULID, uuid.UUID)):
-            return column_type().typed(value)  # type: ignore[attr-defined, no-any-return]
-        raise TypeError(
-            f"a cursor of a TypeID column is a TypeID or its text, not {type(value).__name__}"
-        )
+        # ULID): the column's prefix is given to them. Another library's typed
+        # id (typeid-python's) is taken as a column bind takes it.
+        return column_type().typed(value)  # type: ignore[attr-defined, no-any-return]
 
     def bound(ulid: ULID) -> TypeID:
         return TypeID.from_ulid(prefix, ulid)
@@ -306,14 +317,13 @@ def typeid_keys(prefix: str) -> KeyKind:
         generated_storage=_ulid_storage,
         column_type=column_type,
         of_type=_typeid_of_type,
+        default_storage=_ulid_default_storage,
         prefix=prefix,
         prefixed=typeid_keys,
     )
 
 
 def _typeid_of_type(type_: TypeEngine[Any]) -> KeyKind | None:
-    from ._typeid_type import TypeIDType  # the column layer imports this module
-
     return typeid_keys(type_.prefix) if isinstance(type_, TypeIDType) else None
 
 

@@ -51,7 +51,7 @@ def _compile(element: _CreationTime, compiler: SQLCompiler, **kw: Any) -> str:
     time = time.for_server(dialect)
     kind = storage_kind(column.type, dialect)
     direct = time.direct.get(kind)
-    if keys_of(column).kind == "uuid":
+    if keys_of(column).key_kind.uuid7_time:
         direct = time.uuid7_direct.get(kind, direct)
     millis = time.millis.get(kind)
     if direct is not None:

@@ -24,13 +24,11 @@ from sqlalchemy.types import TypeDecorator
 
 from ._comparator import COMPARISONS, IN_OPS, PATTERN_OPS, ULIDComparator, _is_literal
 from ._in_list import ARRAY_THRESHOLD, InArray
-from ._kinds import TYPEID_KEYS
-from ._server_defaults import server_default
 from ._typeid import InvalidTypeID, TypeID, _new, _of, _set_int, _set_prefix, check_prefix, coerce
 from ._types import ULIDType
 from ._ulid import ULID
 
-__all__ = ["TypeIDComparator", "TypeIDType", "typeid_server_default"]
+__all__ = ["TypeIDComparator", "TypeIDType"]
 
 
 class TypeIDComparator(ULIDComparator):
@@ -246,46 +244,6 @@ class TypeIDType(ULIDType):
         if isinstance(value, TypeID):
             return value.bytes
         return coerce(value).bytes if isinstance(value, str) else ULIDType.sort_key_function(value)
-
-
-def typeid_server_default() -> ColumnElement[Any]:
-    """Return a ``server_default=`` for a :class:`TypeIDType` column: a UUIDv7 made by the database.
-
-    The database stores only the 128 bits of a typed id, so its default is
-    the UUIDv7 default of :func:`~sqlalchemy_ulid.uuid7_server_default`,
-    written in the column's storage; the column adds its prefix when the
-    row is read. It takes no prefix because none is stored: any prefix's
-    column uses the same DDL. Rows inserted by raw SQL or other programs
-    get an id; the same limits as the UUIDv7 default apply:
-
-    * PostgreSQL 18+: ``uuidv7()``, nothing to install. PostgreSQL 13-17:
-      ``gen_uuid7()``; install it first with
-      :func:`~sqlalchemy_ulid.install_uuid7_function`. Ordered within a
-      session only: sessions interleave within a millisecond.
-    * MySQL 8.0.13+ / MariaDB 10.10+: an inline expression, nothing to
-      install; ordered by millisecond only. Older servers have none.
-    * SQLite: ``gen_uuid7()``; call
-      :func:`~sqlalchemy_ulid.register_uuid7_function` on the engine.
-    * Elsewhere (SQL Server, Oracle): none; ``CREATE TABLE`` raises.
-
-    Prefer ``default=lambda: new_typeid("user")`` for the rows your app
-    inserts: it is ordered within the process, and the ORM knows the id
-    without reading it back.
-
-    Raises:
-        sqlalchemy.exc.CompileError: (at ``CREATE TABLE``) the database or
-            its version has no generator.
-
-    Example:
-        >>> import sqlalchemy as sa
-        >>> from sqlalchemy.dialects import postgresql
-        >>> from sqlalchemy_ulid import TypeIDType, typeid_server_default
-        >>> col = sa.Column("id", TypeIDType("user"), server_default=typeid_server_default())
-        >>> _ = sa.Table("users", sa.MetaData(), col)
-        >>> print(sa.schema.CreateColumn(col).compile(dialect=postgresql.dialect()))
-        id UUID DEFAULT (gen_uuid7())
-    """
-    return server_default(TYPEID_KEYS, "auto")
 
 
 # Alembic writes a custom type as "<its module>.<its repr>": the public module.

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
 from alembic.operations import Operations
 from sqlalchemy.engine import Connection, Dialect
+
+from ._catalog import catalog_for
 
 __all__ = [
     "ColumnState",
@@ -94,14 +95,14 @@ def column_state(
     connection: Connection, table: str, column: str, schema: str | None
 ) -> ColumnState | None:
     """Return the column's type, nullability, default and comment (None: no such column)."""
+    catalog = catalog_for(connection.dialect)
     for info in sa.inspect(connection).get_columns(table, schema=schema):
         if info["name"] == column:
-            default, comment = info.get("default"), info.get("comment")
-            if connection.dialect.name in ("mysql", "mariadb"):
-                # SQLAlchemy cuts long MariaDB DEFAULT expressions short, and
-                # misses the COMMENT after a function DEFAULT: read the
-                # server's own text.
-                default, comment = _mysql_default_and_comment(connection, table, column, schema)
+            # SQLAlchemy cuts long MariaDB DEFAULT expressions short, and
+            # misses the COMMENT after a function DEFAULT: the catalog may
+            # read the server's own text.
+            text = catalog.column_text(connection, table, column, schema)
+            default, comment = text or (info.get("default"), info.get("comment"))
             return ColumnState(
                 type=info["type"],
                 nullable=bool(info["nullable"]),
@@ -109,20 +110,6 @@ def column_state(
                 comment=comment or None,
             )
     return None
-
-
-def _mysql_default_and_comment(
-    connection: Connection, table: str, column: str, schema: str | None
-) -> tuple[str | None, str | None]:
-    row = connection.execute(
-        sa.text(
-            "SELECT COLUMN_DEFAULT, COLUMN_COMMENT FROM information_schema.COLUMNS WHERE "
-            "TABLE_SCHEMA = COALESCE(:schema, DATABASE()) AND TABLE_NAME = :table "
-            "AND COLUMN_NAME = :column"
-        ),
-        {"schema": schema, "table": table, "column": column},
-    ).one()
-    return row[0], row[1]
 
 
 def foreign_keys_on(
@@ -224,61 +211,23 @@ def check_identifier(name: str, what: str, dialect: Dialect) -> None:
         )
 
 
-@contextlib.contextmanager
-def strict_mode(connection: Connection) -> Iterator[None]:
-    """Make MySQL/MariaDB refuse, not coerce, bad values while the block runs.
+def strict_mode(connection: Connection) -> contextlib.AbstractContextManager[None]:
+    """Make the session refuse, not coerce, bad values while the block runs.
 
-    Outside strict mode ``MODIFY ... NOT NULL`` turns NULLs into empty
-    bytes and a too-long value is cut short: ids would be invented.
-    Other databases are always strict.
+    On MySQL/MariaDB, outside strict mode, ``MODIFY ... NOT NULL`` turns
+    NULLs into empty bytes and a too-long value is cut short: ids would be
+    invented. Each database's catalog knows (``Catalog.strict_mode``); other
+    databases are always strict.
     """
-    if connection.dialect.name not in ("mysql", "mariadb"):
-        yield
-        return
-    mode = str(connection.exec_driver_sql("SELECT @@SESSION.sql_mode").scalar() or "")
-    if "STRICT_ALL_TABLES" in mode.split(","):
-        yield
-        return
-    connection.exec_driver_sql(
-        "SET SESSION sql_mode = CONCAT_WS(',', NULLIF(@@SESSION.sql_mode, ''), 'STRICT_ALL_TABLES')"
-    )
-    restore = sa.text("SET SESSION sql_mode = :mode")
-    try:
-        yield
-    except BaseException:
-        # The connection may be gone (that is why we are here): the mode
-        # dies with the session, and the error that brought us here is the
-        # one to report.
-        with contextlib.suppress(sa.exc.SQLAlchemyError):
-            connection.execute(restore, {"mode": mode})
-        raise
-    connection.execute(restore, {"mode": mode})
+    return catalog_for(connection.dialect).strict_mode(connection)
 
 
-@contextlib.contextmanager
-def utc_session(connection: Connection) -> Iterator[None]:
-    """Read MySQL/MariaDB ``TIMESTAMP`` values in UTC while the block runs.
+def utc_session(connection: Connection) -> contextlib.AbstractContextManager[None]:
+    """Read ``TIMESTAMP`` values in UTC while the block runs (``Catalog.utc_session``).
 
-    The server returns a ``TIMESTAMP`` in the session's ``time_zone``, and
-    the driver hands it over naive: in a ``'+05:00'`` session a time stored
-    as 12:00 UTC reads as 17:00, and every id made from it would be five
-    hours late. ``DATETIME`` values are not converted either way. Other
+    MySQL/MariaDB return a ``TIMESTAMP`` in the session's ``time_zone``,
+    naive: in a ``'+05:00'`` session a time stored as 12:00 UTC reads as
+    17:00, and every id made from it would be five hours late. Other
     databases return their time zone with the value, or do not convert.
     """
-    if connection.dialect.name not in ("mysql", "mariadb"):
-        yield
-        return
-    zone = str(connection.exec_driver_sql("SELECT @@SESSION.time_zone").scalar())
-    if zone == "+00:00":
-        yield
-        return
-    connection.exec_driver_sql("SET SESSION time_zone = '+00:00'")
-    restore = sa.text("SET SESSION time_zone = :zone")
-    try:
-        yield
-    except BaseException:
-        # As in strict_mode(): the session may be gone; report the first error.
-        with contextlib.suppress(sa.exc.SQLAlchemyError):
-            connection.execute(restore, {"zone": zone})
-        raise
-    connection.execute(restore, {"zone": zone})
+    return catalog_for(connection.dialect).utc_session(connection)

@@ -6,9 +6,16 @@ nothing to do there; the op without ``online=True`` is the one to run.
 
 from __future__ import annotations
 
+from ._catalog import Catalog
 from ._plan.database import Database, UnsupportedDatabase
 
-__all__ = ["SQLite"]
+__all__ = ["SQLite", "SQLiteCatalog"]
+
+
+class SQLiteCatalog(Catalog):
+    """SQLite's: reflection reads its columns whole; it stores what it is given."""
+
+    __dialect__ = ("sqlite",)
 
 
 class SQLite(Database):

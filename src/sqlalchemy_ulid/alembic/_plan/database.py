@@ -80,6 +80,10 @@ class Database:
         """The plan of ``add_ulid_column``/``add_uuid7_column(online=True)``."""
         raise UnsupportedDatabase(f"{op.op_name}(online=True) is not supported on {self.name}")
 
+    def alter_storage(self, target: Any, copy: Any) -> Plan:
+        """The plan of ``alter_ulid_storage``/``alter_uuid7_storage(online=True)``."""
+        raise UnsupportedDatabase(f"{target.op}(online=True) has no plan on {self.name}")
+
     def render(self, plan: Plan) -> str:
         """The plan as a script for the database's client."""
         raise UnsupportedDatabase(f"no offline script on {self.name}")

@@ -88,6 +88,11 @@ def _step(step: Step, mark: str, ms: int, plan: Plan) -> str:
         body = "".join(f"    {s};\n" for s in step.statements)
         block = _do(f"  IF {guard} THEN\n{body}    {mark};\n  END IF;\n")
         return f"{title}\nBEGIN;\nSET LOCAL lock_timeout = '{ms}ms';\n{block}\nCOMMIT;"
+    if step.kind == "concurrent" and step.generated:
+        runs = "\n".join(
+            f"SELECT q.s FROM ({s}) AS q(s) WHERE {guard} \\gexec" for s in step.statements
+        )
+        return f"{title}\n{runs}\n{mark};"
     if step.kind == "concurrent":
         runs = "\n".join(f"SELECT {literal(s)} WHERE {guard} \\gexec" for s in step.statements)
         return f"{title}\n{runs}\n{mark};"

@@ -100,7 +100,7 @@ class _Run:
             assert step.message is not None
             refusal = self.sql(f"SELECT CASE WHEN {step.guard} THEN {step.message} END").scalar()
             if refusal is not None:
-                raise ValueError(str(refusal))
+                raise step.error(str(refusal))
 
     def steps(self) -> None:
         self.sql(self.database.state.create_sql(self.state_table))
@@ -134,7 +134,11 @@ class _Run:
             self.ddl(step)
         elif step.kind == "concurrent":
             for statement in step.statements:
-                self.concurrent(statement)
+                if step.generated:
+                    for (made,) in self.sql(statement).all():
+                        self.concurrent(str(made))
+                else:
+                    self.concurrent(statement)
             self.sql(self.mark(step.label))
         else:
             self.batches(step)

@@ -85,6 +85,11 @@ class Step:
     fill: Fill | None = None
     #: a ddl step that fails on rows written meanwhile: fill, then try again
     refill: bool = False
+    #: a check's refusal, raised online (a ValueError subclass)
+    error: type[ValueError] = ValueError
+    #: a concurrent step whose statements are queries: each row they return
+    #: is a statement to run (psql's ``\gexec``), as the step runs
+    generated: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

@@ -9,6 +9,7 @@ runs, in the database. Each database's script is written by its registered
 
 from __future__ import annotations
 
+from datetime import timedelta, timezone, tzinfo
 from typing import TYPE_CHECKING, Literal
 
 from alembic.operations import Operations
@@ -19,7 +20,7 @@ from .._plan.database import UnsupportedDatabase, database_for
 if TYPE_CHECKING:
     from ._ops import _KeyOp
 
-__all__ = ["write_offline"]
+__all__ = ["refuse_local_zone", "write_offline"]
 
 
 def write_offline(
@@ -38,3 +39,14 @@ def write_offline(
         database.primary_key_script(operations, op, direction, name)
     except UnsupportedDatabase as exc:
         raise CommandError(str(exc)) from None
+
+
+def refuse_local_zone(zone: tzinfo | None, name: str) -> None:
+    """Refuse a ``timezone=`` other than UTC: a script reads naive times as UTC only."""
+    if zone is not None and not (
+        isinstance(zone, timezone) and zone.utcoffset(None) == timedelta(0)
+    ):
+        raise CommandError(
+            f"{name} offline reads naive times as UTC only: the database would place them "
+            f"in {zone} by its own rules, not ours. Run this migration online"
+        )

@@ -137,9 +137,20 @@ def swap_steps(connection: Connection, plan: Plan) -> list[Step]:
         table(fk.table, fk.column).append_constraint(constraint)
         return constraint
 
-    def index(ix: Any) -> sa.Index:
+    def index(ix: Any, add: bool) -> str:
+        """Drop or create the index, or the unique constraint that owns it."""
         t = table(ix.table, *ix.columns)
-        return sa.Index(ix.name, *(t.c[name] for name in ix.columns), unique=ix.unique)
+        columns = [t.c[name] for name in ix.columns]
+        if ix.constraint:
+            unique = sa.UniqueConstraint(*columns, name=ix.name)
+            t.append_constraint(unique)
+            return compiled(
+                sa.schema.AddConstraint(unique) if add else sa.schema.DropConstraint(unique)
+            )
+        found = sa.Index(ix.name, *columns, unique=ix.unique)
+        if add:
+            return guards.create_index(compiled(sa.schema.CreateIndex(found)), ix.comment)  # type: ignore[no-any-return]
+        return compiled(sa.schema.DropIndex(found))
 
     def pk_sql(name: str, column: str, pk_name: str | None, add: bool) -> str:
         t = table(name, column)
@@ -229,7 +240,7 @@ def swap_steps(connection: Connection, plan: Plan) -> list[Step]:
     steps += [
         step(
             f"drop index {ix.name}",
-            compiled(sa.schema.DropIndex(index(ix))),
+            index(ix, add=False),
             f"{guards.has_index(*on(ix.table), ix.name)} AND {pending(ix.table, changing(ix))}",
         )
         for ix in plan.indexes
@@ -294,11 +305,11 @@ def swap_steps(connection: Connection, plan: Plan) -> list[Step]:
         steps.append(
             step(
                 f"create index {ix.name}",
-                compiled(sa.schema.CreateIndex(index(ix))),
+                index(ix, add=True),
                 f"NOT {guards.has_index(*on(ix.table), ix.name)}",
             )
         )
-        steps += comment_back(ix.name, ix.table, True, ix.comment)
+        steps += comment_back(ix.name, ix.table, not ix.constraint, ix.comment)
     for fk in plan.foreign_keys:
         steps.append(
             step(

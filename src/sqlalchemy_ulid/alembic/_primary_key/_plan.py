@@ -95,6 +95,8 @@ class IndexDef:
     unique: bool
     #: its comment, given back after the swap (``None``: none)
     comment: str | None = None
+    #: the index of a unique constraint (PostgreSQL), dropped and added as one
+    constraint: bool = False
 
 
 @dataclass
@@ -328,9 +330,14 @@ def _read_catalog(connection: Connection, plan: Plan) -> None:
         )
         for fk in plan.foreign_keys
     ]
-    plan.indexes = [
-        replace(ix, comment=read(catalog.index_comment, ix.table, ix.name)) for ix in plan.indexes
-    ]
+    indexes = []
+    for ix in plan.indexes:
+        constraint = bool(value(catalog.unique_constraint, ix.table, ix.name))
+        comment = read(
+            catalog.constraint_comment if constraint else catalog.index_comment, ix.table, ix.name
+        )
+        indexes.append(replace(ix, comment=comment, constraint=constraint))
+    plan.indexes = indexes
 
 
 def _referencing(

@@ -3,10 +3,10 @@
 ``_op`` holds ``alter_ulid_storage`` and its one-transaction procedure per
 database, ``_values`` what it reads of the column before any DDL (type,
 values, DEFAULT), ``_uuid7`` the UUIDv7 op built on its hooks. ``online=True`` runs
-through ``_online`` on PostgreSQL (a shadow column, its plan in ``_plan``)
-and ``_shadow`` on MariaDB/MySQL (a shadow table); offline (``--sql``)
-on PostgreSQL, ``_offline`` writes the same phases as a script for psql
-(its check in ``_offline_check``, names and SQL in ``_offline_sql``).
+through ``_online`` on PostgreSQL: one plan (``alembic/postgresql/storage.py``,
+its names in ``_target``), run by the engine or rendered as the ``--sql``
+script; and ``_shadow`` on MariaDB/MySQL (a shadow table, its script in
+``_offline_mariadb``).
 The online copies run in the engine's batch loop (``_plan/batches.py``).
 Importing this package registers both ops on Alembic's ``Operations``.
 """

@@ -66,6 +66,8 @@ class AlterULIDStorageOp(MigrateOperation):
         self.check_storage(from_storage)
         self.check_storage(to_storage)
         self.online = online
+        #: batches sized by time (about 150 ms each) unless the caller fixed their size
+        self.sized_by_time = batch_size is None
         self.batch_size, self.pause, self.progress = check_batch_options(
             batch_size, pause, progress, online
         )
@@ -159,8 +161,10 @@ class AlterULIDStorageOp(MigrateOperation):
             lock_timeout: seconds (or a timedelta) each ALTER may wait for
                 its table lock before it retries (default 1 s); see
                 :class:`~sqlalchemy_ulid.alembic.LockTimeoutError`.
-            batch_size: with ``online=True``, rows copied per statement
-                (default 5,000), as for ``add_ulid_column``.
+            batch_size: with ``online=True``, rows copied per statement.
+                Left out, the first batch is 5,000 rows and the next ones are
+                sized to take about 150 ms each; the offline script uses
+                5,000 (or the size given).
             pause: with ``online=True``, seconds (or a timedelta) to sleep
                 between batches.
             progress: with ``online=True``, called after every batch with a

@@ -409,7 +409,7 @@ class _Shadow:
             return
         op, total = self.op, int(self._table_field("TABLE_ROWS") or 0)
         loop = BatchLoop(op.table_name, self.column, op.batch_size, op.pause, op.progress, total)
-        run_batches(replace(loop, what="copy"), batch)
+        run_batches(replace(loop, what="copy", sized_by_time=op.sized_by_time), batch)
 
     def _carry_auto_increment(self) -> None:
         """Give the shadow the table's AUTO_INCREMENT counter before the swap.

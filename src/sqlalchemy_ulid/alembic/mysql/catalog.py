@@ -7,13 +7,28 @@ condition naming the table (:func:`table_where`).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
 from ..._dialects._migration import MYSQL_LOCKS
+from .._catalog import Catalog
 from .._plan.state import StateSQL, literal
 
-__all__ = ["LOCKS", "STATE", "KeyCatalog", "column", "column_exists", "lit", "table_where"]
+__all__ = [
+    "LOCKS",
+    "STATE",
+    "KeyCatalog",
+    "MariaDBCatalog",
+    "column",
+    "column_exists",
+    "lit",
+    "table_where",
+]
 
 
 def lit(text: str) -> str:
@@ -69,13 +84,20 @@ def column_exists(where: str, name: str) -> str:
     return column(where, name)
 
 
+def _exists(view: str, table: str, schema: str | None, where: str) -> str:
+    """SQL true when ``information_schema.<view>`` has a row of the table where ``where``."""
+    return (
+        f"EXISTS (SELECT 1 FROM information_schema.{view} WHERE "
+        f"{table_where(table, schema)} AND {where})"
+    )
+
+
 class KeyCatalog:
     """The key conversion's swap guards (SQL true while a change is still to do), and comments.
 
     Each method takes the table as (its quoted, qualified name, its name, its
     schema), the form every database's are given. MariaDB's foreign keys
-    have no comments, and an index's comment is part of its definition: the
-    swap gives none back.
+    have no comments, and an index's comment is part of its definition.
     """
 
     #: a string literal
@@ -92,9 +114,22 @@ class KeyCatalog:
         return "TRUE"
 
     @staticmethod
+    def unique_constraint(table_sql: str, table: str, schema: str | None, name: str) -> str:
+        """SQL false: a unique key here is an index, dropped and created as one."""
+        return "FALSE"
+
+    @staticmethod
     def index_comment(table_sql: str, table: str, schema: str | None, name: str) -> str:
-        """SQL of the comment on the table's index ``name``: none kept here."""
-        return "NULL"
+        """SQL of the comment on the table's index ``name`` (NULL: none)."""
+        return (
+            "(SELECT NULLIF(MAX(INDEX_COMMENT), '') FROM information_schema.STATISTICS WHERE "
+            f"{table_where(table, schema)} AND INDEX_NAME = {lit(name)})"
+        )
+
+    @staticmethod
+    def create_index(statement: str, comment: str | None) -> str:
+        """``CREATE INDEX`` with the index's comment: part of its definition here."""
+        return statement if comment is None else f"{statement} COMMENT {lit(comment)}"
 
     @staticmethod
     def comment_sql(
@@ -123,24 +158,82 @@ class KeyCatalog:
     @staticmethod
     def has_primary_key(table_sql: str, table: str, schema: str | None) -> str:
         """SQL true when the table has a primary key."""
-        return (
-            "EXISTS (SELECT 1 FROM information_schema.TABLE_CONSTRAINTS WHERE "
-            f"{table_where(table, schema)} AND CONSTRAINT_TYPE = 'PRIMARY KEY')"
-        )
+        return _exists("TABLE_CONSTRAINTS", table, schema, "CONSTRAINT_TYPE = 'PRIMARY KEY'")
 
     @staticmethod
     def has_foreign_key(table_sql: str, table: str, schema: str | None, name: str) -> str:
         """SQL true when the table has the foreign key ``name``."""
-        return (
-            "EXISTS (SELECT 1 FROM information_schema.TABLE_CONSTRAINTS WHERE "
-            f"{table_where(table, schema)} AND CONSTRAINT_TYPE = 'FOREIGN KEY' "
-            f"AND CONSTRAINT_NAME = {lit(name)})"
-        )
+        where = f"CONSTRAINT_TYPE = 'FOREIGN KEY' AND CONSTRAINT_NAME = {lit(name)}"
+        return _exists("TABLE_CONSTRAINTS", table, schema, where)
 
     @staticmethod
     def has_index(table_sql: str, table: str, schema: str | None, name: str) -> str:
         """SQL true when the table has an index (or a unique constraint) named ``name``."""
-        return (
-            "EXISTS (SELECT 1 FROM information_schema.STATISTICS WHERE "
-            f"{table_where(table, schema)} AND INDEX_NAME = {lit(name)})"
+        return _exists("STATISTICS", table, schema, f"INDEX_NAME = {lit(name)}")
+
+
+class MariaDBCatalog(Catalog):
+    """MariaDB's and MySQL's: the server's own column text, strict mode, UTC reads."""
+
+    __dialect__ = ("mysql", "mariadb")
+
+    def column_text(
+        self, connection: Connection, table: str, column: str, schema: str | None
+    ) -> tuple[str | None, str | None]:
+        """The column's DEFAULT and COMMENT, from ``information_schema``.
+
+        SQLAlchemy cuts long DEFAULT expressions short and misses a COMMENT
+        after a function DEFAULT.
+        """
+        row = connection.execute(
+            sa.text(
+                "SELECT COLUMN_DEFAULT, COLUMN_COMMENT FROM information_schema.COLUMNS WHERE "
+                "TABLE_SCHEMA = COALESCE(:schema, DATABASE()) AND TABLE_NAME = :table "
+                "AND COLUMN_NAME = :column"
+            ),
+            {"schema": schema, "table": table, "column": column},
+        ).one()
+        return row[0], row[1]
+
+    def strict_mode(self, connection: Connection) -> contextlib.AbstractContextManager[None]:
+        """Add ``STRICT_ALL_TABLES`` to the session's ``sql_mode``, put back after the block."""
+        mode = str(connection.exec_driver_sql("SELECT @@SESSION.sql_mode").scalar() or "")
+        if "STRICT_ALL_TABLES" in mode.split(","):
+            return contextlib.nullcontext()
+        return _session_setting(
+            connection,
+            "SET SESSION sql_mode = "
+            "CONCAT_WS(',', NULLIF(@@SESSION.sql_mode, ''), 'STRICT_ALL_TABLES')",
+            sa.text("SET SESSION sql_mode = :value"),
+            mode,
         )
+
+    def utc_session(self, connection: Connection) -> contextlib.AbstractContextManager[None]:
+        """Set the session's ``time_zone`` to UTC (``DATETIME`` is not converted either way)."""
+        zone = str(connection.exec_driver_sql("SELECT @@SESSION.time_zone").scalar())
+        if zone == "+00:00":
+            return contextlib.nullcontext()
+        return _session_setting(
+            connection,
+            "SET SESSION time_zone = '+00:00'",
+            sa.text("SET SESSION time_zone = :value"),
+            zone,
+        )
+
+
+@contextlib.contextmanager
+def _session_setting(
+    connection: Connection, change: str, restore: sa.TextClause, value: str
+) -> Iterator[None]:
+    """Run ``change``, then the block, then ``restore`` with the setting's old value."""
+    connection.exec_driver_sql(change)
+    try:
+        yield
+    except BaseException:
+        # The connection may be gone (that is why we are here): the setting
+        # dies with the session, and the error that brought us here is the
+        # one to report.
+        with contextlib.suppress(sa.exc.SQLAlchemyError):
+            connection.execute(restore, {"value": value})
+        raise
+    connection.execute(restore, {"value": value})

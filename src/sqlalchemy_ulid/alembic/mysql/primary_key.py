@@ -21,8 +21,6 @@ another zone than UTC (the database would place them by its own rules).
 
 from __future__ import annotations
 
-from datetime import timedelta
-from datetime import timezone as _timezone
 from typing import TYPE_CHECKING, Literal
 
 from alembic.operations import Operations
@@ -31,6 +29,7 @@ from alembic.util import CommandError
 from ..._dialects import dialect_row
 from .._inspect import check_identifier
 from .._offline_mariadb import _SAVED, _comment
+from .._primary_key._offline import refuse_local_zone
 from .._primary_key._offline_mariadb_plan import plan_block
 from .._primary_key._offline_mariadb_run import run_block
 from .._primary_key._offline_mariadb_sql import STEPS_TABLE, Names
@@ -57,14 +56,7 @@ def _refuse_unsafe(op: _KeyOp, direction: str, name: str, storage_kind: str) -> 
         raise CommandError(
             f"{name} offline on MariaDB needs binary storage (BINARY(16)), not {op.storage!r}"
         )
-    zone = op.timezone
-    if zone is not None and not (
-        isinstance(zone, _timezone) and zone.utcoffset(None) == timedelta(0)
-    ):
-        raise CommandError(
-            f"{name} offline reads naive times as UTC only: the database would place them "
-            f"in {zone} by its own rules, not ours. Run this migration online"
-        )
+    refuse_local_zone(op.timezone, name)
     if op.fold is not None:
         raise CommandError(
             f"{name} offline reads naive times as UTC, where fold= has no meaning; "

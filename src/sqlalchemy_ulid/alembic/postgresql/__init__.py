@@ -19,6 +19,7 @@ from .._proxy import behind_a_proxy
 from .add_column import plan_add_column
 from .catalog import LOCKS, STATE, KeyCatalog
 from .primary_key import postgresql_script
+from .storage import plan_storage
 
 __all__ = ["PostgreSQL"]
 
@@ -53,6 +54,10 @@ class PostgreSQL(Database):
     ) -> None:
         """See :meth:`Database.primary_key_script`."""
         postgresql_script(operations, op, direction, name)
+
+    def alter_storage(self, target: Any, copy: Any) -> Plan:
+        """See :meth:`Database.alter_storage`."""
+        return plan_storage(target, copy)
 
     def render(self, plan: Plan) -> str:
         """See :meth:`Database.render`."""

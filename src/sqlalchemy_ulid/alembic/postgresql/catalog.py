@@ -12,15 +12,18 @@ from dataclasses import replace
 from typing import Any
 
 from ..._dialects._migration import PG_LOCKS
+from .._catalog import Catalog
 from .._plan.state import StateSQL, literal
 
 __all__ = [
     "LOCKS",
     "STATE",
     "KeyCatalog",
+    "PostgreSQLCatalog",
     "column_default_missing",
     "column_exists",
     "column_nullable",
+    "column_where",
     "constraint_exists",
     "index_named",
     "literal",
@@ -59,6 +62,11 @@ def _attribute(table: str, column: str, where: str = "TRUE") -> str:
         f"EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = to_regclass({table}) "
         f"AND a.attname = {column} AND a.attnum > 0 AND NOT a.attisdropped AND {where})"
     )
+
+
+def column_where(table: str, column: str, where: str) -> str:
+    """SQL true when the table has the column and ``where`` holds for its row ``a``."""
+    return _attribute(table, column, where)
 
 
 def column_exists(table: str, column: str) -> str:
@@ -103,6 +111,14 @@ def unique_elsewhere(table: str, column: str, name: str) -> str:
     )
 
 
+def _of_constraint(what: str, table_sql: str, name: str) -> str:
+    """SQL of ``what`` (on ``c``, its pg_constraint row) of the table's constraint ``name``."""
+    return (
+        f"(SELECT {what} FROM pg_constraint c WHERE "
+        f"c.conrelid = to_regclass({literal(table_sql)}) AND c.conname = {literal(name)})"
+    )
+
+
 class KeyCatalog:
     """The key conversion's swap guards (SQL true while a change is still to do), and comments.
 
@@ -116,18 +132,17 @@ class KeyCatalog:
     @staticmethod
     def constraint_comment(table_sql: str, table: str, schema: str | None, name: str) -> str:
         """SQL of the comment on the table's constraint ``name`` (NULL: none)."""
-        return (
-            "(SELECT obj_description(c.oid, 'pg_constraint') FROM pg_constraint c WHERE "
-            f"c.conrelid = to_regclass({literal(table_sql)}) AND c.conname = {literal(name)})"
-        )
+        return _of_constraint("obj_description(c.oid, 'pg_constraint')", table_sql, name)
 
     @staticmethod
     def foreign_key_validated(table_sql: str, table: str, schema: str | None, name: str) -> str:
         """SQL true unless the table's foreign key ``name`` is NOT VALID."""
-        return (
-            "(SELECT c.convalidated FROM pg_constraint c WHERE "
-            f"c.conrelid = to_regclass({literal(table_sql)}) AND c.conname = {literal(name)})"
-        )
+        return _of_constraint("c.convalidated", table_sql, name)
+
+    @staticmethod
+    def unique_constraint(table_sql: str, table: str, schema: str | None, name: str) -> str:
+        """SQL true when the index ``name`` is the table's unique constraint's."""
+        return constraint_exists(literal(table_sql), literal(name), "c.contype = 'u'")
 
     @staticmethod
     def index_comment(table_sql: str, table: str, schema: str | None, name: str) -> str:
@@ -137,6 +152,11 @@ class KeyCatalog:
             f"ON i.oid = x.indexrelid WHERE x.indrelid = to_regclass({literal(table_sql)}) "
             f"AND i.relname = {literal(name)})"
         )
+
+    @staticmethod
+    def create_index(statement: str, comment: str | None) -> str:
+        """``CREATE INDEX`` as compiled: the comment is given back by its own statement."""
+        return statement
 
     @staticmethod
     def comment_sql(
@@ -183,3 +203,9 @@ class KeyCatalog:
     def has_index(table_sql: str, table: str, schema: str | None, name: str) -> str:
         """SQL true when the table has an index (or a unique constraint's) named ``name``."""
         return index_named(literal(table_sql), literal(name))
+
+
+class PostgreSQLCatalog(Catalog):
+    """PostgreSQL's: reflection reads its columns whole, and its sessions are always strict."""
+
+    __dialect__ = ("postgresql",)

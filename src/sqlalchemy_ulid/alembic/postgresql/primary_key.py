@@ -23,8 +23,6 @@ transaction). Finished, the whole script is a no-op.
 
 from __future__ import annotations
 
-from datetime import timedelta
-from datetime import timezone as _timezone
 from typing import TYPE_CHECKING, Literal
 
 from alembic.operations import Operations
@@ -34,6 +32,7 @@ from ..._dialects import dialect_row
 from ..._types import ULIDType
 from .._inspect import check_identifier, safe_name
 from .._offline import _MAX_BATCH, _comment
+from .._primary_key._offline import refuse_local_zone
 from .._primary_key._offline_pg_plan import Names, plan_block
 from .._primary_key._offline_pg_swap import (
     fill_key_block,
@@ -77,14 +76,7 @@ def postgresql_script(
             raise CommandError(
                 f"{name} offline needs uuid or binary storage on PostgreSQL, not {op.storage!r}"
             )
-        zone = op.timezone
-        if zone is not None and not (
-            isinstance(zone, _timezone) and zone.utcoffset(None) == timedelta(0)
-        ):
-            raise CommandError(
-                f"{name} offline reads naive from_time values as UTC only: the database "
-                f"would place them in {zone} by its own rules, not ours; run it online"
-            )
+        refuse_local_zone(op.timezone, name)
     if op.batch_size > _MAX_BATCH:
         raise ValueError(f"offline, batch_size is at most {_MAX_BATCH}, got {op.batch_size}")
     check_identifier(op.legacy_id, "legacy_id", dialect)

@@ -175,7 +175,8 @@ class Case:
         return f"{self.label or self.op}-{self.backend}"
 
     def param(self) -> Any:
-        return pytest.param(self, id=self.name)
+        """The case as a test parameter, marked with its backend (for ``--only-backends``)."""
+        return pytest.param(self, id=self.name, marks=pytest.mark.backends(self.backend))
 
 
 def in_schema(case: Case, schema: str) -> Case:

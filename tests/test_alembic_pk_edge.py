@@ -22,7 +22,7 @@ from sqlalchemy.engine import Engine
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from conftest import Backend, private_engine
 from sqlalchemy_ulid.alembic import ConversionRefused
-from test_alembic_primary_key_offline_postgresql import _ok, _project, _script
+from test_alembic_primary_key_offline_postgresql import _ok, _project, _psql, _script
 
 TABLES = ("adv_kid", "adv_par", "ulid_key_conversions", "alembic_version_pk_test")
 
@@ -245,6 +245,40 @@ def test_storage_parameters_and_nulls_not_distinct_come_back_online_and_offline(
             (1, 1),
             (2, 2),
         ]
+
+
+def test_an_operator_class_of_the_new_type_is_refused_online_and_offline(
+    pg_converting: Engine, tmp_path: Path
+) -> None:
+    """Recreated as the catalog prints it, it would not apply to the restored integer."""
+    with pg_converting.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE adv_par (id int PRIMARY KEY)")
+        conn.exec_driver_sql(
+            "CREATE TABLE adv_kid (cid int PRIMARY KEY, par_id int REFERENCES adv_par (id))"
+        )
+        conn.exec_driver_sql("INSERT INTO adv_par VALUES (1), (2)")
+        conn.exec_driver_sql("INSERT INTO adv_kid VALUES (1, 1), (2, 2)")
+    _convert(pg_converting, "adv_par", storage="text")
+    with pg_converting.begin() as conn:
+        conn.exec_driver_sql("CREATE INDEX adv_kid_pat ON adv_kid (par_id bpchar_pattern_ops)")
+        before = conn.exec_driver_sql(_KID_INDEX_DEFS).all()
+    refusal = (
+        "the index adv_kid_pat on adv_kid uses adv_kid.par_id with the operator class "
+        "bpchar_pattern_ops, which this op does not recreate"
+    )
+    with pg_converting.connect() as conn:
+        context = MigrationContext.configure(conn)
+        with pytest.raises(ConversionRefused, match=refusal), context.begin_transaction():
+            Operations(context).restore_legacy_primary_key("adv_par")
+    assert _columns(pg_converting, "adv_kid") == ["cid", "par_id"]
+    config = _project(tmp_path, pg_converting, table="adv_par")
+    done = _psql(pg_converting, _script(config, "downgrade"))
+    assert done.returncode != 0
+    assert refusal in done.stderr
+    assert _columns(pg_converting, "adv_kid") == ["cid", "par_id"]
+    with pg_converting.connect() as conn:
+        assert conn.exec_driver_sql(_KID_INDEX_DEFS).all() == before
+    assert _no_state(pg_converting)
 
 
 def test_a_descending_index_is_refused_on_mariadb(maria_converting: Engine) -> None:

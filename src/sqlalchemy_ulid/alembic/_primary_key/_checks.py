@@ -130,6 +130,17 @@ def _refuse_index_options(connection: Connection, plan: Plan) -> None:
             sa.text(sql.index_options),
             {"schema": plan.schema, "table": column.table, "column": column.column},
         ).all()
+        if sql.index_own_options is not None:
+            own = connection.execute(
+                sa.text(sql.index_own_options),
+                {"schema": plan.schema, "table": column.table, "column": column.column},
+            ).all()
+            for name, what in sorted(own):
+                raise ConversionRefused(
+                    f"the index {name} on {column.table} uses {column.table}.{column.column} "
+                    f"with {what}, which this op does not recreate: drop the "
+                    "index before the conversion and create it again after it"
+                )
         for row in sorted(rows):
             *head, rest = tuple(row)
             kept = [what for what in str(rest or "").split(", ") if what not in RECREATED]

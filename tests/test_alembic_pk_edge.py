@@ -10,6 +10,7 @@ MariaDB.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,8 +22,9 @@ from sqlalchemy.engine import Engine
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from conftest import Backend, private_engine
 from sqlalchemy_ulid.alembic import ConversionRefused
+from test_alembic_primary_key_offline_postgresql import _ok, _project, _psql, _script
 
-TABLES = ("adv_kid", "adv_par", "ulid_key_conversions")
+TABLES = ("adv_kid", "adv_par", "ulid_key_conversions", "alembic_version_pk_test")
 
 
 def _drop(engine: Engine) -> None:
@@ -173,6 +175,109 @@ def test_an_index_the_op_cannot_recreate_is_refused_and_kept(
         _convert(pg_converting, "adv_par")
     assert _kid_indexes(pg_converting) == before
     assert _columns(pg_converting, "adv_kid") == ["cid", "par_id", "active"]
+    assert _no_state(pg_converting)
+
+
+_KID_INDEX_DEFS = (
+    "SELECT i.relname, pg_get_indexdef(i.oid), obj_description(i.oid, 'pg_class') "
+    "FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
+    "WHERE x.indrelid = 'adv_kid'::regclass AND NOT x.indisprimary ORDER BY 1"
+)
+
+
+@pytest.mark.parametrize(
+    "index_sql",
+    [
+        "CREATE INDEX adv_kid_ff ON adv_kid (par_id) WITH (fillfactor = 70)",
+        "CREATE UNIQUE INDEX adv_kid_nnd ON adv_kid (par_id, active) NULLS NOT DISTINCT "
+        "WITH (fillfactor = 70)",
+        # pg_get_constraintdef prints no storage parameters: neither way keeps them here.
+        "ALTER TABLE adv_kid ADD CONSTRAINT adv_kid_uq UNIQUE NULLS NOT DISTINCT (par_id, cid)",
+    ],
+)
+@pytest.mark.parametrize("mode", ["online", "offline"])
+def test_storage_parameters_and_nulls_not_distinct_come_back_online_and_offline(
+    pg_converting: Engine, tmp_path: Path, index_sql: str, mode: str
+) -> None:
+    """Online and the offline script both recreate the index as it was, both ways."""
+    name = next(w for w in index_sql.split() if w.startswith("adv_kid_"))
+    with pg_converting.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE adv_par (id int PRIMARY KEY)")
+        conn.exec_driver_sql(
+            "CREATE TABLE adv_kid (cid int PRIMARY KEY, "
+            "par_id int REFERENCES adv_par (id), active bool NOT NULL)"
+        )
+        conn.exec_driver_sql(index_sql)
+        if "CONSTRAINT" not in index_sql:
+            conn.exec_driver_sql(f"COMMENT ON INDEX {name} IS 'kept, 100%%'")
+        conn.exec_driver_sql("INSERT INTO adv_par VALUES (1), (2)")
+        conn.exec_driver_sql("INSERT INTO adv_kid VALUES (1, 1, true), (2, 2, false)")
+    with pg_converting.connect() as conn:
+        before = conn.exec_driver_sql(_KID_INDEX_DEFS).all()
+    assert [row[0] for row in before] == [name]
+    assert ("WITH (fillfactor" in index_sql) == ("fillfactor" in before[0][1])
+    if mode == "offline":
+        config = _project(tmp_path, pg_converting, table="adv_par", up="legacy_id='legacy_id'")
+        _ok(pg_converting, _script(config, "upgrade"))
+    else:
+        _convert(pg_converting, "adv_par")
+    with pg_converting.connect() as conn:
+        assert conn.exec_driver_sql(_KID_INDEX_DEFS).all() == before
+        assert (
+            conn.exec_driver_sql(
+                "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+                "WHERE attrelid = 'adv_kid'::regclass AND attname = 'par_id'"
+            ).scalar()
+            != "integer"
+        )
+        if "NULLS NOT DISTINCT" in index_sql:
+            assert "NULLS NOT DISTINCT" in before[0][1]
+    if mode == "offline":
+        _ok(pg_converting, _script(config, "downgrade"))
+    else:
+        with pg_converting.connect() as conn:
+            context = MigrationContext.configure(conn)
+            with context.begin_transaction():
+                Operations(context).restore_legacy_primary_key("adv_par")
+    with pg_converting.connect() as conn:
+        assert conn.exec_driver_sql(_KID_INDEX_DEFS).all() == before
+        assert conn.exec_driver_sql("SELECT cid, par_id FROM adv_kid ORDER BY cid").all() == [
+            (1, 1),
+            (2, 2),
+        ]
+
+
+def test_an_operator_class_of_the_new_type_is_refused_online_and_offline(
+    pg_converting: Engine, tmp_path: Path
+) -> None:
+    """Recreated as the catalog prints it, it would not apply to the restored integer."""
+    with pg_converting.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE adv_par (id int PRIMARY KEY)")
+        conn.exec_driver_sql(
+            "CREATE TABLE adv_kid (cid int PRIMARY KEY, par_id int REFERENCES adv_par (id))"
+        )
+        conn.exec_driver_sql("INSERT INTO adv_par VALUES (1), (2)")
+        conn.exec_driver_sql("INSERT INTO adv_kid VALUES (1, 1), (2, 2)")
+    _convert(pg_converting, "adv_par", storage="text")
+    with pg_converting.begin() as conn:
+        conn.exec_driver_sql("CREATE INDEX adv_kid_pat ON adv_kid (par_id bpchar_pattern_ops)")
+        before = conn.exec_driver_sql(_KID_INDEX_DEFS).all()
+    refusal = (
+        "the index adv_kid_pat on adv_kid uses adv_kid.par_id with the operator class "
+        "bpchar_pattern_ops, which this op does not recreate"
+    )
+    with pg_converting.connect() as conn:
+        context = MigrationContext.configure(conn)
+        with pytest.raises(ConversionRefused, match=refusal), context.begin_transaction():
+            Operations(context).restore_legacy_primary_key("adv_par")
+    assert _columns(pg_converting, "adv_kid") == ["cid", "par_id"]
+    config = _project(tmp_path, pg_converting, table="adv_par")
+    done = _psql(pg_converting, _script(config, "downgrade"))
+    assert done.returncode != 0
+    assert refusal in done.stderr
+    assert _columns(pg_converting, "adv_kid") == ["cid", "par_id"]
+    with pg_converting.connect() as conn:
+        assert conn.exec_driver_sql(_KID_INDEX_DEFS).all() == before
     assert _no_state(pg_converting)
 
 

@@ -141,6 +141,11 @@ class KeyConversionSQL:
     #: FIRST, the rest it would lose named in a text, '' for none); None where
     #: the op recreates what reflection reports
     index_options: str | None = None
+    #: (index name, what it has) for each index whose key part on ``:column``
+    #: has a non-default operator class or another collation than the
+    #: column's: the key conversion recreates an index as the catalog prints
+    #: it, and those cannot apply to the column's new type. None: none here
+    index_own_options: str | None = None
     #: what else uses a column (``:table`` quoted, ``:column``), which ``DROP
     #: COLUMN`` would drop with it (a CHECK constraint, extended statistics, a
     #: policy, a sequence owned by it) or refuse to drop (a generated column):
@@ -228,6 +233,20 @@ _KEY_CONVERSION: dict[str, KeyConversionSQL] = {
             "WHERE d.classid = 'pg_class'::regclass AND d.refclassid = 'pg_class'::regclass "
             "AND NOT x.indisprimary AND n.nspname = COALESCE(:schema, current_schema()) "
             "AND t.relname = :table AND a.attname = :column"
+        ),
+        index_own_options=(
+            "SELECT i.relname, concat_ws(', ', CASE WHEN NOT o.opcdefault "
+            "THEN 'the operator class ' || o.opcname END, CASE WHEN k.coll <> a.attcollation "
+            "THEN 'a collation' END) FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
+            "JOIN pg_class t ON t.oid = x.indrelid "
+            "JOIN pg_namespace n ON n.oid = t.relnamespace "
+            "CROSS JOIN LATERAL unnest(x.indclass::oid[], x.indcollation::oid[], "
+            "x.indkey::int2[]) k(opc, coll, att) "
+            "JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = k.att "
+            "JOIN pg_opclass o ON o.oid = k.opc "
+            "WHERE NOT x.indisprimary AND n.nspname = COALESCE(:schema, current_schema()) "
+            "AND t.relname = :table AND a.attname = :column "
+            "AND (NOT o.opcdefault OR k.coll <> a.attcollation)"
         ),
         dependants=(
             "WITH col AS (SELECT attrelid, attnum, attacl FROM pg_attribute "

@@ -107,12 +107,19 @@ def _refuse_taken_names(inspector: Any, plan: Plan) -> None:
             )
 
 
+#: What the op recreates with an index (from the catalog's own text of it,
+#: ``KeyCatalog.index_definition``), as ``index_options`` names it: the
+#: offline script recreates it too.
+RECREATED = frozenset({"NULLS NOT DISTINCT", "storage parameters"})
+
+
 def _refuse_index_options(connection: Connection, plan: Plan) -> None:
     """Refuse an index on a referencing column that would come back different.
 
-    The op drops such an index with the column and recreates it from its
-    name, columns and uniqueness: a WHERE, another access method, DESC,
-    INCLUDE columns or expressions would be lost.
+    The op drops such an index with the column and recreates it as the
+    catalog printed it (PostgreSQL; elsewhere from its name, columns and
+    uniqueness). The offline script refuses the same: a WHERE, another
+    access method, DESC, INCLUDE columns or expressions.
     """
     sql = key_conversion_sql(connection.dialect)
     assert sql is not None
@@ -123,8 +130,21 @@ def _refuse_index_options(connection: Connection, plan: Plan) -> None:
             sa.text(sql.index_options),
             {"schema": plan.schema, "table": column.table, "column": column.column},
         ).all()
+        if sql.index_own_options is not None:
+            own = connection.execute(
+                sa.text(sql.index_own_options),
+                {"schema": plan.schema, "table": column.table, "column": column.column},
+            ).all()
+            for name, what in sorted(own):
+                raise ConversionRefused(
+                    f"the index {name} on {column.table} uses {column.table}.{column.column} "
+                    f"with {what}, which this op does not recreate: drop the "
+                    "index before the conversion and create it again after it"
+                )
         for row in sorted(rows):
-            found = index_features(row)
+            *head, rest = tuple(row)
+            kept = [what for what in str(rest or "").split(", ") if what not in RECREATED]
+            found = index_features((*head, ", ".join(w for w in kept if w)))
             if found:
                 raise ConversionRefused(
                     f"the index {row[0]} on {column.table} uses {column.table}.{column.column} "

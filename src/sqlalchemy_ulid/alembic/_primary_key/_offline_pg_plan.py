@@ -125,6 +125,8 @@ def plan_block(names: Names) -> str:
         "CASE WHEN incl THEN 'INCLUDE columns' END, "
         "CASE WHEN desc_part THEN 'DESC or NULLS FIRST' END) AS found",
     )
+    assert sql.index_own_options is not None
+    index_own_options = _query(sql.index_own_options, "name, found", "name, found")
     dependants = _USED
     key_checks = (
         f"""
@@ -334,6 +336,11 @@ BEGIN
   END IF;
   FOR r IN SELECT * FROM pg_temp.ulid_pk_plan ORDER BY pos LOOP
     IF r.pos > 0 THEN
+      FOR col IN EXECUTE {index_own_options} USING sch, r.tbl, r.col LOOP
+        RAISE EXCEPTION '{op}: the index % on % uses %.% with %, which this op does not '
+          'recreate: drop the index before the conversion and create it again after it',
+          col.name, r.tbl, r.tbl, r.col, col.found;
+      END LOOP;
       FOR col IN EXECUTE {index_options} USING sch, r.tbl, r.col LOOP
         CONTINUE WHEN col.found = '';
         RAISE EXCEPTION '{op}: the index % on % uses %.% with %, which this op does not '

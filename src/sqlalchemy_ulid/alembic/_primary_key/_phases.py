@@ -139,6 +139,8 @@ def swap_steps(connection: Connection, plan: Plan) -> list[Step]:
 
     def index(ix: Any, add: bool) -> str:
         """Drop or create the index, or the unique constraint that owns it."""
+        if add and ix.definition is not None:
+            return str(ix.definition)
         t = table(ix.table, *ix.columns)
         columns = [t.c[name] for name in ix.columns]
         if ix.constraint:

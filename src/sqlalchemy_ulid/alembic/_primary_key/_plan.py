@@ -97,6 +97,9 @@ class IndexDef:
     comment: str | None = None
     #: the index of a unique constraint (PostgreSQL), dropped and added as one
     constraint: bool = False
+    #: the DDL that creates it again, as the catalog prints it (PostgreSQL: its
+    #: storage parameters and NULLS NOT DISTINCT with it); None: from its columns
+    definition: str | None = None
 
 
 @dataclass
@@ -336,7 +339,8 @@ def _read_catalog(connection: Connection, plan: Plan) -> None:
         comment = read(
             catalog.constraint_comment if constraint else catalog.index_comment, ix.table, ix.name
         )
-        indexes.append(replace(ix, comment=comment, constraint=constraint))
+        definition = read(catalog.index_definition, ix.table, ix.name)
+        indexes.append(replace(ix, comment=comment, constraint=constraint, definition=definition))
     plan.indexes = indexes
 
 

@@ -127,6 +127,11 @@ class KeyCatalog:
         )
 
     @staticmethod
+    def index_definition(table_sql: str, table: str, schema: str | None, name: str) -> str:
+        """SQL NULL: an index is created again from its columns (what it may have is checked)."""
+        return "NULL"
+
+    @staticmethod
     def create_index(statement: str, comment: str | None) -> str:
         """``CREATE INDEX`` with the index's comment: part of its definition here."""
         return statement if comment is None else f"{statement} COMMENT {lit(comment)}"

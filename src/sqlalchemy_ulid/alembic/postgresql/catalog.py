@@ -154,6 +154,29 @@ class KeyCatalog:
         )
 
     @staticmethod
+    def index_definition(table_sql: str, table: str, schema: str | None, name: str) -> str:
+        """SQL of the DDL that creates the table's index (or unique constraint) ``name`` again.
+
+        The catalog's own text, as the offline script takes it: storage
+        parameters and ``NULLS NOT DISTINCT`` come back with it. A
+        partitioned table's index prints ``ON ONLY``: without it, it is
+        built on every partition.
+        """
+        rel = f"to_regclass({literal(table_sql)})"
+        return (
+            "(SELECT CASE WHEN c.oid IS NOT NULL "
+            "THEN format('ALTER TABLE %s ADD CONSTRAINT %I %s', "
+            f"{literal(table_sql)}, c.conname, pg_get_constraintdef(c.oid)) "
+            "WHEN t.relkind = 'p' THEN replace(pg_get_indexdef(x.indexrelid), "
+            "format('INDEX %I ON ONLY ', i.relname), format('INDEX %I ON ', i.relname)) "
+            "ELSE pg_get_indexdef(x.indexrelid) END "
+            "FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
+            "JOIN pg_class t ON t.oid = x.indrelid LEFT JOIN pg_constraint c "
+            "ON c.conindid = x.indexrelid AND c.conrelid = x.indrelid AND c.contype = 'u' "
+            f"WHERE x.indrelid = {rel} AND i.relname = {literal(name)})"
+        )
+
+    @staticmethod
     def create_index(statement: str, comment: str | None) -> str:
         """``CREATE INDEX`` as compiled: the comment is given back by its own statement."""
         return statement

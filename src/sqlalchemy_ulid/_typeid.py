@@ -289,7 +289,7 @@ class TypeID:
         """``TypeID["user"]``: the Pydantic annotation of ids with that prefix."""
         from ._typeid_pydantic import prefixed
 
-        return prefixed(check_prefix(prefix))
+        return prefixed(TypeID, coerce, InvalidTypeID, check_prefix(prefix))
 
     def __str__(self) -> str:
         if self._prefix:
@@ -357,7 +357,7 @@ class TypeID:
     ) -> CoreSchema:
         from ._typeid_pydantic import core_schema
 
-        return core_schema(None)
+        return core_schema(None, coerce, InvalidTypeID)
 
     @classmethod
     def __get_pydantic_json_schema__(

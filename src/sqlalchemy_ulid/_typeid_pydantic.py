@@ -5,16 +5,25 @@
 A wrong or missing prefix, bad text or a value of another type raises
 :class:`ValueError` (``InvalidTypeID``), which pydantic reports as a
 validation error: a 422 in FastAPI, never a 500.
+
+This module imports nothing from the typed-id module: ``TypeID`` hands it
+the class, its ``coerce`` function and its error class, so the two modules
+form no import circle.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic_core import core_schema as cs
 
-from ._typeid import InvalidTypeID, TypeID, coerce
+if TYPE_CHECKING:
+    from ._typeid import TypeID
+
+#: Turns a TypeID, its text or a typeid-like object into a TypeID, or raises.
+Coerce = Callable[[object], "TypeID"]
 
 __all__ = ["EXAMPLE_SUFFIX", "core_schema", "json_schema", "pattern", "prefixed"]
 
@@ -32,7 +41,7 @@ def pattern(prefix: str | None) -> str:
     return f"^{prefix}_{_SUFFIX_PATTERN}$" if prefix else f"^{_SUFFIX_PATTERN}$"
 
 
-def _validator(expected: str | None) -> Any:
+def _validator(expected: str | None, coerce: Coerce, error: type[ValueError]) -> Any:
     def validate(value: Any) -> TypeID:
         try:
             typeid = coerce(value)
@@ -41,16 +50,16 @@ def _validator(expected: str | None) -> Any:
             raise ValueError(str(exc)) from None
         if expected is not None and typeid.prefix != expected:
             given = repr(typeid.prefix) if typeid.prefix else "none"
-            raise InvalidTypeID(f"expected prefix {expected!r}, got {given}")
+            raise error(f"expected prefix {expected!r}, got {given}")
         return typeid
 
     return validate
 
 
-def core_schema(prefix: str | None) -> cs.CoreSchema:
+def core_schema(prefix: str | None, coerce: Coerce, error: type[ValueError]) -> cs.CoreSchema:
     """Validate from a TypeID, its text or a typeid-like object; serialize to the text."""
     return cs.no_info_plain_validator_function(
-        _validator(prefix),
+        _validator(prefix, coerce, error),
         serialization=cs.plain_serializer_function_ser_schema(str, when_used="json-unless-none"),
     )
 
@@ -75,22 +84,24 @@ def json_schema(prefix: str | None) -> dict[str, Any]:
 class _Prefix:
     """The Annotated marker of ``TypeID[prefix]``."""
 
-    __slots__ = ("prefix",)
+    __slots__ = ("coerce", "error", "prefix")
 
-    def __init__(self, prefix: str) -> None:
+    def __init__(self, prefix: str, coerce: Coerce, error: type[ValueError]) -> None:
         self.prefix = prefix
+        self.coerce = coerce
+        self.error = error
 
     def __repr__(self) -> str:
         return f"TypeIDPrefix({self.prefix!r})"
 
     def __get_pydantic_core_schema__(self, source_type: Any, handler: Any) -> cs.CoreSchema:
-        return core_schema(self.prefix)
+        return core_schema(self.prefix, self.coerce, self.error)
 
     def __get_pydantic_json_schema__(self, schema: Any, handler: Any) -> dict[str, Any]:
         return json_schema(self.prefix)
 
 
 @cache
-def prefixed(prefix: str) -> Any:
+def prefixed(cls: type[TypeID], coerce: Coerce, error: type[ValueError], prefix: str) -> Any:
     """``Annotated[TypeID, <prefix>]``, one per prefix: ``TypeID[prefix]``."""
-    return Annotated[TypeID, _Prefix(prefix)]
+    return Annotated[cls, _Prefix(prefix, coerce, error)]

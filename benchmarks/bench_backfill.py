@@ -54,6 +54,7 @@ import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from sqlalchemy_ulid import ULIDType
 from sqlalchemy_ulid._dialects import dialect_row
 from sqlalchemy_ulid._generator import MonotonicGenerator
+from sqlalchemy_ulid._kinds import ULID_KEYS
 from sqlalchemy_ulid._time import to_ms
 
 TABLE = "bench_backfill"
@@ -162,12 +163,13 @@ def _in_migration(engine: sa.Engine, **options: Any) -> None:
 
 def _plain_sql(engine: sa.Engine) -> None:
     row = dialect_row(engine.dialect)
-    assert row.server is not None
+    server = ULID_KEYS.generator(row)
+    assert server is not None
     kind = row.kind("auto")
     column = ULIDType().load_dialect_impl(engine.dialect).compile(dialect=engine.dialect)
     with engine.begin() as conn:
         conn.exec_driver_sql(f"ALTER TABLE {TABLE} ADD COLUMN public_id {column}")
-        conn.exec_driver_sql(f"UPDATE {TABLE} SET public_id = {row.server.default[kind]}")
+        conn.exec_driver_sql(f"UPDATE {TABLE} SET public_id = {server.default[kind]}")
         conn.exec_driver_sql(f"CREATE UNIQUE INDEX uq_{TABLE}_public_id ON {TABLE} (public_id)")
 
 

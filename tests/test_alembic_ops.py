@@ -432,7 +432,7 @@ def test_sql_text_check_agrees_with_the_parser(clean: Engine) -> None:
     with clean.begin() as conn:
         table.create(conn)
         conn.execute(table.insert(), [{"id": i, "ref": t} for i, t in enumerate(TEXT_CASES)])
-        convert = dialect_row(conn.dialect).convert
+        convert = dialect_row(conn.dialect).key_sql("ulid").convert
         assert convert is not None
         valid = convert.valid_text("ref")
         found = conn.exec_driver_sql(

@@ -224,7 +224,7 @@ def test_the_generators_make_keys_of_now(backends: dict[str, Any], kind: str) ->
     # The bodies use functions PostgreSQL has too: run them there.
     backend_engine: Engine | None = backends["postgresql"].engine
     assert backend_engine is not None, backends["postgresql"].reason
-    ddl = cockroachdb.ROW.server if kind == "ulid" else cockroachdb.ROW.uuid7
+    ddl = cockroachdb.ROW.key_sql("ulid" if kind == "ulid" else "uuid").generator
     assert ddl is not None
     body = _body(ddl.create[0])
     with backend_engine.connect() as conn:

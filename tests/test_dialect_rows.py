@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -24,7 +25,7 @@ from sqlalchemy_ulid import (
     ulid_timestamp,
     uuid7_function_ddl,
 )
-from sqlalchemy_ulid._dialects import dialect_row
+from sqlalchemy_ulid._dialects import DialectRow, all_rows, dialect_row
 from sqlalchemy_ulid._keys import keys_of
 from sqlalchemy_ulid._kinds import KEY_KINDS, ULID_KEYS, UUID7_KEYS, key_kind, kind_of_type
 from sqlalchemy_ulid._settle import plan_horizon
@@ -57,7 +58,7 @@ def test_mariadb_and_mysql_rows_differ_only_in_isolation_rules() -> None:
     assert dialect_row("mysql") is mysql_row
     # everything else is one row
     assert mysql_row.binary is mariadb_row.binary
-    assert mysql_row.server is mariadb_row.server
+    assert ULID_KEYS.generator(mysql_row) is ULID_KEYS.generator(mariadb_row)
     assert mysql_row.paging == mariadb_row.paging
 
 
@@ -83,7 +84,7 @@ def test_a_postgresql_based_dialect_of_its_own_name_gets_partitions_only() -> No
     row = dialect_row(_PostgresqlFork())
     assert row.range_partitions
     assert row.settle is None
-    assert row.server is None
+    assert row.keys == {}
     assert row.time is None
 
 
@@ -116,6 +117,31 @@ def test_key_kinds_by_name() -> None:
     assert user.with_prefix("") is KEY_KINDS["typeid"]
     with pytest.raises(ValueError, match="ULID keys have no prefix"):
         key_kind("ulid", "user")
+
+
+def test_a_key_kind_adds_no_row_field() -> None:
+    # A kind's SQL is an entry of DialectRow.keys, by the kind's name: no field names a kind.
+    mentions = {
+        word
+        for kind in KEY_KINDS.values()
+        for word in (kind.name, kind.label.lower(), kind.function_name.removeprefix("gen_"))
+    }
+    assert mentions == {"ulid", "uuid", "uuid7", "uuidv7", "typeid"}
+    named = [
+        (field.name, word)
+        for field in dataclasses.fields(DialectRow)
+        for word in mentions
+        if word in field.name
+    ]
+    assert named == [], f"DialectRow fields name a key kind: {named}"
+    # Every entry is a kind's, and every kind's SQL is looked up by a kind's name.
+    assert {name for row in all_rows() for name in row.keys} == {"ulid", "uuid"}
+    for kind in KEY_KINDS.values():
+        assert {kind.generator_of or kind.name, kind.convert_of or kind.name} <= set(KEY_KINDS)
+    postgresql_row = dialect_row("postgresql")
+    assert KEY_KINDS["typeid"].generator(postgresql_row) is UUID7_KEYS.generator(postgresql_row)
+    assert KEY_KINDS["typeid"].convert(postgresql_row) is ULID_KEYS.convert(postgresql_row)
+    assert ULID_KEYS.generator(dialect_row("mssql")) is None
 
 
 @pytest.mark.parametrize(
@@ -188,7 +214,8 @@ def test_only_mariadb_has_its_own_uuid7_function() -> None:
     maria = mysql.dialect()
     maria.is_mariadb = True
     maria.server_version_info = (11, 8, 2)
-    mysql_uuid7, mariadb_uuid7 = dialect_row(plain).uuid7, dialect_row(maria).uuid7
+    mysql_uuid7 = UUID7_KEYS.generator(dialect_row(plain))
+    mariadb_uuid7 = UUID7_KEYS.generator(dialect_row(maria))
     assert mysql_uuid7 is not None
     assert mariadb_uuid7 is not None
     assert not mysql_uuid7.has_builtin(plain)
@@ -197,5 +224,6 @@ def test_only_mariadb_has_its_own_uuid7_function() -> None:
     old = mysql.dialect()
     old.is_mariadb = True
     old.server_version_info = (10, 6, 18)
-    assert "RANDOM_BYTES" in (dialect_row(old).uuid7.missing(old) or "")  # type: ignore[union-attr]
+    old_uuid7 = UUID7_KEYS.generator(dialect_row(old))
+    assert "RANDOM_BYTES" in (old_uuid7.missing(old) or "")  # type: ignore[union-attr]
     assert mysql_uuid7.missing(old) is None

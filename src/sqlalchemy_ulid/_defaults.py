@@ -3,9 +3,9 @@
 Also the typed ids' server default (:func:`typeid_server_default`): a
 UUIDv7 written in ULIDType's storage.
 
-Nothing here runs at import. The SQL for every dialect is the ``server``
-field of its row in the ``_dialects`` table; the code is the one of every
-key kind (``_server_defaults``), called with the ULID kind.
+Nothing here runs at import. The SQL for every dialect is the ``"ulid"``
+entry of its row's ``keys`` in the ``_dialects`` table; the code is the one
+of every key kind (``_server_defaults``), called with the ULID kind.
 
 Which generators are monotonic (ULIDs sort in the order they were made, even
 within one millisecond):

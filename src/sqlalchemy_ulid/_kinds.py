@@ -87,10 +87,6 @@ class KeyKind:
     new_name: str
     #: the server-side function's name on every database
     function_name: str
-    #: the database's server-side generator SQL (None: it has none)
-    generator: Callable[[DialectRow], GeneratorSQL | None]
-    #: the database's storage conversion SQL (None: not implemented there)
-    convert: Callable[[DialectRow], ConvertSQL | None]
     #: the storage kind ("uuid", "binary", "hex") a server default writes,
     #: for a ``storage=`` option, on a dialect (CompileError: none fits)
     generated_storage: Callable[[str, Dialect], str]
@@ -109,9 +105,31 @@ class KeyKind:
     prefix: str = ""
     #: the kind of another prefix (None: this kind has no prefix)
     prefixed: Callable[[str], KeyKind] | None = None
+    #: the name of the kind whose entry of a row's ``keys`` holds this kind's
+    #: generator SQL, and its conversion SQL ("": its own name); a kind that
+    #: reuses stored forms (TypeID) names the kinds it shares them with
+    generator_of: str = ""
+    convert_of: str = ""
 
     def __repr__(self) -> str:
         return f"<key kind {self.label}>"
+
+    def generator(self, row: DialectRow) -> GeneratorSQL | None:
+        """The database's server-side generator SQL of this kind (None: it has none).
+
+        Example:
+            >>> from sqlalchemy_ulid._dialects import dialect_row
+            >>> UUID7_KEYS.generator(dialect_row("postgresql")).default["uuid"]
+            'gen_uuid7()'
+            >>> row = dialect_row("sqlite")
+            >>> TYPEID_KEYS.generator(row) is UUID7_KEYS.generator(row)
+            True
+        """
+        return row.key_sql(self.generator_of or self.name).generator
+
+    def convert(self, row: DialectRow) -> ConvertSQL | None:
+        """The database's storage conversion SQL of this kind (None: not implemented there)."""
+        return row.key_sql(self.convert_of or self.name).convert
 
     def with_prefix(self, prefix: str) -> KeyKind:
         """This kind for keys of ``prefix`` (itself, for its own prefix).
@@ -176,8 +194,6 @@ ULID_KEYS = KeyKind(
     new=new_ulid,
     new_name="new_ulid",
     function_name="gen_ulid",
-    generator=lambda row: row.server,
-    convert=lambda row: row.convert,
     generated_storage=_ulid_storage,
     column_type=ULIDType,
     of_type=lambda type_: _ulid_of_type(type_),
@@ -254,8 +270,6 @@ UUID7_KEYS = KeyKind(
     new=new_uuid7,
     new_name="new_uuid7",
     function_name=UUID7_FUNCTION,
-    generator=lambda row: row.uuid7,
-    convert=lambda row: row.convert_uuid7,
     generated_storage=_uuid_storage,
     column_type=sa.Uuid,
     of_type=_uuid_of_type,
@@ -311,9 +325,9 @@ def typeid_keys(prefix: str) -> KeyKind:
         # The server makes a UUIDv7, written as the column stores it: the
         # storage of ULIDType (uuid, or 16 bytes).
         function_name=UUID7_FUNCTION,
-        generator=lambda row: row.uuid7,
+        generator_of=UUID7_KEYS.name,
         # The column's storage is ULIDType's: so are its conversions.
-        convert=lambda row: row.convert,
+        convert_of=ULID_KEYS.name,
         generated_storage=_ulid_storage,
         column_type=column_type,
         of_type=_typeid_of_type,

@@ -108,7 +108,7 @@ def _distinct_and_ordered(compiler: SQLCompiler) -> bool:
 @compiles(_UUIDBytes)
 def _compile_uuid_bytes(element: _UUIDBytes, compiler: SQLCompiler, **kw: Any) -> str:
     column = compiler.process(element.column, **kw)
-    template = dialect_row(compiler.dialect).uuid_as_bytes
+    template = dialect_row(compiler.dialect).native_as_bytes
     if template is None or _distinct_and_ordered(compiler):
         return column
     return template.format(column)
@@ -361,7 +361,7 @@ class ULIDType(TypeDecorator[ULID]):
         # 16 bytes where RETURNING reads the uuid as bytes. See _bulk.py.
         row = dialect_row(dialect)
         if row.kind(self.storage) == "uuid":
-            return _UUID if row.uuid_as_bytes is None else bytes.fromhex
+            return _UUID if row.native_as_bytes is None else bytes.fromhex
         return None
 
     def literal_processor(self, dialect: Dialect) -> Callable[[Any], str]:

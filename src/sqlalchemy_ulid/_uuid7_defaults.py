@@ -1,8 +1,8 @@
 """Server-side UUIDv7 generators: DDL per dialect and server version, opt-in.
 
 The UUIDv7 counterparts of the ULID server defaults (``_defaults``), for
-columns of ``sa.Uuid`` (or 16 bytes holding a UUID). The SQL is the ``uuid7``
-field of each row of the ``_dialects`` table, and the code the one of every
+columns of ``sa.Uuid`` (or 16 bytes holding a UUID). The SQL is the ``"uuid"``
+entry of each row's ``keys`` in the ``_dialects`` table, and the code the one of every
 key kind (``_server_defaults``), called with the UUIDv7 kind; which server
 has which function is read from ``dialect.server_version_info`` when the
 DDL is rendered.

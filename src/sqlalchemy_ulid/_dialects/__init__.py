@@ -23,7 +23,7 @@ from sqlalchemy.engine import Dialect
 
 from . import cockroachdb, mssql, mysql, oracle, postgresql, sqlite
 from ._migration import KeyConversionSQL, LockSQL, key_conversion_sql
-from ._row import FUNCTION_NAME, DialectRow, PagingSQL, ServerSQL, SettleSQL, TimeSQL
+from ._row import FUNCTION_NAME, DialectRow, KeySQL, PagingSQL, ServerSQL, SettleSQL, TimeSQL
 from ._sql import binary16, char26, x_literal
 from .mysql import mysql_ulid_sql
 
@@ -31,6 +31,7 @@ __all__ = [
     "FUNCTION_NAME",
     "DialectRow",
     "KeyConversionSQL",
+    "KeySQL",
     "LockSQL",
     "PagingSQL",
     "ServerSQL",
@@ -97,7 +98,7 @@ def dialects_with(has: Callable[[DialectRow], object]) -> str:
     """Name, for an error message, the dialects whose row has a feature.
 
     Example:
-        >>> dialects_with(lambda row: row.convert)
+        >>> dialects_with(lambda row: row.key_sql("ulid").convert)
         'mariadb, mysql, postgresql, sqlite'
     """
     return ", ".join(sorted(name for name, row in _ROWS.items() if has(row)))

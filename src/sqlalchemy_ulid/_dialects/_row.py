@@ -8,7 +8,7 @@ which database it is.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal
@@ -21,7 +21,15 @@ from .._convert import ConvertSQL
 from .._generator_sql import GeneratorSQL
 from ._migration import LockSQL
 
-__all__ = ["FUNCTION_NAME", "DialectRow", "PagingSQL", "ServerSQL", "SettleSQL", "TimeSQL"]
+__all__ = [
+    "FUNCTION_NAME",
+    "DialectRow",
+    "KeySQL",
+    "PagingSQL",
+    "ServerSQL",
+    "SettleSQL",
+    "TimeSQL",
+]
 
 #: The name of the server-side function on every database.
 FUNCTION_NAME = "gen_ulid"
@@ -29,6 +37,19 @@ FUNCTION_NAME = "gen_ulid"
 
 #: One database's server-side ULID generator: DDL and DEFAULT expressions.
 ServerSQL = GeneratorSQL
+
+
+@dataclass(frozen=True)
+class KeySQL:
+    """One key kind's SQL on one database: a :class:`DialectRow`'s ``keys`` entry."""
+
+    #: the server-side generator: its DDL and DEFAULT expressions (None: none here)
+    generator: GeneratorSQL | None = None
+    #: the storage conversion SQL (None: not implemented here)
+    convert: ConvertSQL | None = None
+
+
+_NO_KEY_SQL = KeySQL()
 
 
 @dataclass(frozen=True)
@@ -46,12 +67,10 @@ class DialectRow:
     #: The drivers take plain ``bytes`` for binary parameters, so the DBAPI
     #: ``Binary()`` wrapper (a copy per value) can be skipped.
     plain_bytes: bool = False
-    #: the server-side ``gen_ulid()`` (None: the database has none)
-    server: GeneratorSQL | None = None
-    #: text <-> binary conversion SQL (None: not implemented here)
-    convert: ConvertSQL | None = None
-    #: UUIDv7 text/hex/uuid/binary conversion SQL (None: not implemented here)
-    convert_uuid7: ConvertSQL | None = None
+    #: key kind name (``KeyKind.name``: "ulid", "uuid") -> that kind's server
+    #: generator and conversion SQL here. A kind with no entry has neither; a
+    #: new kind adds an entry, never a field (``KeyKind.generator(row)`` reads it).
+    keys: Mapping[str, KeySQL] = field(default_factory=dict)
     #: ``CREATE TABLE ... PARTITION OF ... FOR VALUES FROM ... TO ...`` exists
     range_partitions: bool = False
     #: the creation time of a stored key in SQL (None: not implemented here)
@@ -69,9 +88,7 @@ class DialectRow:
     #: Reads a native uuid column (``{}``: its SQL) as its 16 bytes in a
     #: SELECT list or RETURNING, so the driver returns ``bytes``, not a
     #: ``uuid.UUID`` to convert again (None: read the uuid as it is).
-    uuid_as_bytes: str | None = None
-    #: the server-side ``gen_uuid7()`` and UUIDv7 DEFAULTs (None: none here)
-    uuid7: GeneratorSQL | None = None
+    native_as_bytes: str | None = None
     #: lock timeouts for DDL (None: the database has no lock waits to bound)
     locks: LockSQL | None = None
     #: ``UPDATE ... FROM unnest(CAST(:a AS t[]), ...)`` takes a batch of values
@@ -99,6 +116,18 @@ class DialectRow:
     def kind(self, storage: str) -> str:
         """Return the storage kind ("uuid", "binary", "text") of a storage option."""
         return self.native if storage in ("auto", "native") else storage
+
+    def key_sql(self, kind_name: str) -> KeySQL:
+        """The SQL of a key kind (by its name) here; an empty :class:`KeySQL` if none.
+
+        Example:
+            >>> from sqlalchemy_ulid._dialects import dialect_row
+            >>> dialect_row("sqlite").key_sql("ulid").generator.default
+            {'binary': 'gen_ulid()'}
+            >>> dialect_row("mssql").key_sql("ulid").generator is None
+            True
+        """
+        return self.keys.get(kind_name, _NO_KEY_SQL)
 
 
 @dataclass(frozen=True)

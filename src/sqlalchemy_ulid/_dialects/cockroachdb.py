@@ -15,7 +15,7 @@ by list or range of the primary key, in the enterprise edition, not
 
 from __future__ import annotations
 
-from ._row import FUNCTION_NAME, DialectRow, PagingSQL, ServerSQL, TimeSQL
+from ._row import FUNCTION_NAME, DialectRow, KeySQL, PagingSQL, ServerSQL, TimeSQL
 from ._sql import base32_millis, char26, digit_sum
 from .postgresql import ROW as POSTGRESQL_ROW
 from .postgresql import pg_single_float
@@ -106,8 +106,7 @@ ROW = DialectRow(
     # STRING (TEXT) compares bytes unless a collation is given.
     text=char26,
     plain_bytes=True,  # psycopg, asyncpg
-    server=_SERVER,
-    uuid7=_UUID7,
+    keys={"ulid": KeySQL(_SERVER), "uuid": KeySQL(_UUID7)},
     time=_TIME,
     # NULL sorts before every value in ascending order; ORDER BY NULLS
     # FIRST/LAST is emulated (it is recent); tuples compare as index spans.

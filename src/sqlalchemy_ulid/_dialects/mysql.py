@@ -13,7 +13,7 @@ from sqlalchemy.types import TypeEngine
 from .._convert import mysql as convert
 from .._generator_sql import UUID7_FUNCTION, UUID7SQL, leading_version
 from ._migration import MYSQL_LOCKS
-from ._row import FUNCTION_NAME, DialectRow, PagingSQL, ServerSQL, SettleSQL, TimeSQL
+from ._row import FUNCTION_NAME, DialectRow, KeySQL, PagingSQL, ServerSQL, SettleSQL, TimeSQL
 from ._sql import base32_millis, binary16, float_bits_at_most_24, x_literal
 
 __all__ = ["CLOCK_US", "MARIADB", "ROW", "mysql_ulid_sql"]
@@ -289,13 +289,17 @@ ROW = DialectRow(
     binary_literal=x_literal,
     text=_char26_ascii_bin,
     plain_bytes=True,  # PyMySQL, mysqlclient, asyncmy
-    server=ServerSQL(
-        create=(_MYSQL_CREATE,),
-        drop=(f"DROP FUNCTION IF EXISTS {FUNCTION_NAME}",),
-        default={"binary": _MYSQL_EXPR},
-    ),
-    convert=convert.ULID,
-    convert_uuid7=convert.UUID7,
+    keys={
+        "ulid": KeySQL(
+            ServerSQL(
+                create=(_MYSQL_CREATE,),
+                drop=(f"DROP FUNCTION IF EXISTS {FUNCTION_NAME}",),
+                default={"binary": _MYSQL_EXPR},
+            ),
+            convert.ULID,
+        ),
+        "uuid": KeySQL(MYSQL_UUID7, convert.UUID7),
+    },
     time=_MYSQL_TIME,
     write_while_streaming=False,
     drop_temporary="DROP TEMPORARY TABLE IF EXISTS {}",
@@ -312,7 +316,6 @@ ROW = DialectRow(
         explain="EXPLAIN FORMAT=JSON ",
         estimate=_mysql_estimate,
     ),
-    uuid7=MYSQL_UUID7,
     locks=MYSQL_LOCKS,
     settle=_MYSQL_SETTLE,
     clock_us=CLOCK_US,
@@ -321,4 +324,8 @@ ROW = DialectRow(
 )
 #: MariaDB's row: MySQL's, but for the isolation rules of the settle horizon
 #: and its own UUIDv7 function.
-MARIADB = replace(ROW, settle=_MARIADB_SETTLE, uuid7=MARIADB_UUID7)
+MARIADB = replace(
+    ROW,
+    settle=_MARIADB_SETTLE,
+    keys={**ROW.keys, "uuid": KeySQL(MARIADB_UUID7, convert.UUID7)},
+)

@@ -16,7 +16,7 @@ from .._convert import postgresql as convert
 from .._errors import SettleError
 from .._generator_sql import UUID7_FUNCTION, UUID7SQL, leading_version
 from ._migration import PG_LOCKS
-from ._row import FUNCTION_NAME, DialectRow, PagingSQL, ServerSQL, SettleSQL, TimeSQL
+from ._row import FUNCTION_NAME, DialectRow, KeySQL, PagingSQL, ServerSQL, SettleSQL, TimeSQL
 from ._sql import base32_millis, float_bits_at_most_24
 
 __all__ = ["CLOCK_US", "ROW", "SETTLE", "pg_single_float"]
@@ -384,13 +384,17 @@ ROW = DialectRow(
     # COLLATE "C" compares bytes: locale collations may not sort like ULIDs.
     text=_char26_c,
     plain_bytes=True,  # psycopg, asyncpg
-    server=ServerSQL(
-        create=(PG_ULID_CREATE,),
-        drop=(f"DROP FUNCTION IF EXISTS {FUNCTION_NAME}()",),
-        default={"uuid": f"{FUNCTION_NAME}()", "binary": f"uuid_send({FUNCTION_NAME}())"},
-    ),
-    convert=convert.ULID,
-    convert_uuid7=convert.UUID7,
+    keys={
+        "ulid": KeySQL(
+            ServerSQL(
+                create=(PG_ULID_CREATE,),
+                drop=(f"DROP FUNCTION IF EXISTS {FUNCTION_NAME}()",),
+                default={"uuid": f"{FUNCTION_NAME}()", "binary": f"uuid_send({FUNCTION_NAME}())"},
+            ),
+            convert.ULID,
+        ),
+        "uuid": KeySQL(POSTGRESQL_UUID7, convert.UUID7),
+    },
     range_partitions=True,
     time=_PG_TIME,
     paging=PagingSQL(
@@ -405,8 +409,7 @@ ROW = DialectRow(
     ),
     # Drivers build a uuid.UUID per value (psycopg in C, asyncpg a subclass);
     # bytes cost them next to nothing, and a ULID is made from bytes directly.
-    uuid_as_bytes="uuid_send({})",
-    uuid7=POSTGRESQL_UUID7,
+    native_as_bytes="uuid_send({})",
     locks=PG_LOCKS,
     unnest_arrays=True,
     # An INSERT holds its table lock, which the horizon waits for, from the

@@ -9,7 +9,7 @@ from sqlalchemy.types import TypeEngine
 
 from .._convert import sqlite as convert
 from .._generator_sql import UUID7_FUNCTION, UUID7SQL
-from ._row import FUNCTION_NAME, DialectRow, PagingSQL, ServerSQL, SettleSQL, TimeSQL
+from ._row import FUNCTION_NAME, DialectRow, KeySQL, PagingSQL, ServerSQL, SettleSQL, TimeSQL
 from ._sql import base32_millis, char26, digit_sum, x_literal
 
 __all__ = ["ROW"]
@@ -71,9 +71,13 @@ ROW = DialectRow(
     plain_bytes=True,  # sqlite3, aiosqlite
     # SQLite keeps no functions in the database: register_ulid_function()
     # defines gen_ulid() on each connection instead.
-    server=ServerSQL(create=(), drop=(), default={"binary": f"{FUNCTION_NAME}()"}),
-    convert=convert.ULID,
-    convert_uuid7=convert.UUID7,
+    keys={
+        "ulid": KeySQL(
+            ServerSQL(create=(), drop=(), default={"binary": f"{FUNCTION_NAME}()"}),
+            convert.ULID,
+        ),
+        "uuid": KeySQL(SQLITE_UUID7, convert.UUID7),
+    },
     time=_SQLITE_TIME,
     unique_by_index=True,
     paging=PagingSQL(
@@ -84,7 +88,6 @@ ROW = DialectRow(
         numeric_as_double=True,
         dates_as_text=True,
     ),
-    uuid7=SQLITE_UUID7,
     settle=_SETTLE,
     clock_us="SELECT CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)",
     functions_per_connection=True,

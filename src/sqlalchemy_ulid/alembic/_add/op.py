@@ -21,6 +21,7 @@ from sqlalchemy.engine import Dialect
 from ..._defaults import ulid_server_default
 from ..._dialects import dialect_row
 from ..._generator import MonotonicGenerator
+from ..._kinds import ULID_KEYS
 from ..._types import Storage, ULIDType, _check_storage
 from .._backfill import MAX_BATCH_SIZE, BackfillProgress, check_batch_options
 from .._drop import DropULIDColumnOp
@@ -252,7 +253,7 @@ class AddULIDColumnOp(MigrateOperation):
 
     def make_server_default(self, dialect: Dialect) -> Any:
         """The column's server default; ValueError (before any DDL) if the database has none."""
-        server = dialect_row(dialect).server
+        server = ULID_KEYS.generator(dialect_row(dialect))
         if server is None or dialect_row(dialect).kind(self.storage) not in server.default:
             raise ValueError(
                 f"{dialect.name} has no server-side ULID generator for storage "

@@ -22,7 +22,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import CompileError
 
 from ..._dialects import dialect_row
-from ..._kinds import KeyKind, typeid_keys
+from ..._kinds import UUID7_KEYS, KeyKind, typeid_keys
 from ..._server_defaults import server_default as kind_server_default
 from ..._typeid import check_prefix
 from ..._uuid7 import UUIDv7Generator
@@ -86,7 +86,7 @@ class AddUUID7ColumnOp(AddULIDColumnOp):
         return generate
 
     def make_server_default(self, dialect: Dialect) -> Any:
-        sql = dialect_row(dialect).uuid7
+        sql = UUID7_KEYS.generator(dialect_row(dialect))
         try:
             kind = self.storage_kind(dialect)
         except CompileError as exc:

@@ -22,6 +22,7 @@ from sqlalchemy.engine import Connection
 
 from ..._convert_sql import ConvertSQL
 from ..._dialects import DialectRow, dialect_row, dialects_with
+from ..._kinds import ULID_KEYS
 from ..._types import Storage, ULIDType, _check_storage
 from .._backfill import BackfillProgress, check_batch_options
 from .._inspect import execute, quote, strict_mode
@@ -221,7 +222,7 @@ class AlterULIDStorageOp(MigrateOperation):
 
     def convert_sql(self, row: DialectRow) -> ConvertSQL | None:
         """Return the dialect's conversion SQL for this op's keys (None: none)."""
-        return row.convert
+        return ULID_KEYS.convert(row)
 
     def kind(self, storage: str, dialect: Any) -> str:
         """Return the storage kind ("uuid", "binary", "text") of a storage option."""

@@ -25,6 +25,7 @@ from sqlalchemy.exc import CompileError
 from ..._codec import InvalidULID
 from ..._convert_sql import ConvertSQL
 from ..._dialects import DialectRow, dialect_row
+from ..._kinds import UUID7_KEYS
 from ..._types import ULIDType
 from ..._ulid import ULID
 from ..._uuid7_defaults import _STORAGES, _kind
@@ -85,7 +86,7 @@ class AlterUUID7StorageOp(AlterULIDStorageOp):
             )
 
     def convert_sql(self, row: DialectRow) -> ConvertSQL | None:
-        return row.convert_uuid7
+        return UUID7_KEYS.convert(row)
 
     def kind(self, storage: str, dialect: Any) -> str:
         if storage == "text":

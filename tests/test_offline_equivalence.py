@@ -260,11 +260,6 @@ _MARIADB_RERUN = eq.Defect(
     "one-transaction alter_*_storage --sql, MariaDB: run again (whole, or after a stop), its "
     "UPDATE converts the 16-byte values again and fails with ERROR 1690"
 )
-_PG18_DEFAULT = eq.Defect(
-    "add_uuid7_column(online=True, server_default=True) on PostgreSQL 18: online sets DEFAULT "
-    "uuidv7(), the offline script DEFAULT gen_uuid7()",
-    eq.postgresql_18,
-)
 #: Defects found: (case name, test) -> the defect (a strict expected failure).
 DEFECTS: dict[tuple[str, str], eq.Defect] = {
     **{
@@ -282,10 +277,6 @@ DEFECTS: dict[tuple[str, str], eq.Defect] = {
         "one-transaction alter_ulid_storage --sql, PostgreSQL: run a second time, the script "
         "fails with 'function upper(uuid) does not exist' (not rerunnable)"
     ),
-    **{
-        ("add_uuid7_column[server_default]-postgresql", test): _PG18_DEFAULT
-        for test in (SAME, OFFLINE_FIRST, ONLINE_FIRST)
-    },
 }
 
 

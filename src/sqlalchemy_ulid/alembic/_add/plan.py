@@ -12,6 +12,7 @@ after the plan's checks and before its first change.
 from __future__ import annotations
 
 import contextlib
+import copy
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from datetime import timedelta
@@ -62,6 +63,10 @@ class AddNames:
     check: str
     check_sql: str
     default_sql: str | None
+    #: the DEFAULT's SQL on a server of a given version (None: no DEFAULT); the
+    #: generator may be the server's own from some version on (PostgreSQL
+    #: 18's ``uuidv7()``), which a script learns only as it runs
+    default_for: Callable[[tuple[int, ...]], str] | None
     unique: bool
     lock_timeout: float
     batch_size: int
@@ -80,9 +85,15 @@ def add_names(op: AddULIDColumnOp, dialect: Dialect) -> AddNames:
     check_identifier(constraint, "constraint name", dialect)
     check = safe_name(f"ck_{op.table_name}_{op.column_name}_not_null", dialect)
     column_type = op.column_type(dialect)
-    default_sql = None
+    default_sql = default_for = None
     if op.server_default:
         default_sql = str(op.make_server_default(dialect).compile(dialect=dialect))
+
+        def default_for(version: tuple[int, ...]) -> str:
+            server = copy.copy(dialect)
+            server.server_version_info = version
+            return str(op.make_server_default(server).compile(dialect=server))
+
     return AddNames(
         op_name=op.op_name,
         table=op.table_name,
@@ -102,6 +113,7 @@ def add_names(op: AddULIDColumnOp, dialect: Dialect) -> AddNames:
         check=check,
         check_sql=quote(dialect, check),
         default_sql=default_sql,
+        default_for=default_for,
         unique=op.unique,
         lock_timeout=DEFAULT_LOCK_TIMEOUT if op.lock_timeout is None else op.lock_timeout,
         batch_size=op.batch_size,

@@ -110,6 +110,30 @@ def _checks(n: AddNames) -> list[Step]:
     ]
 
 
+#: The first server version (``server_version_num``) with a generator of its own
+#: (PostgreSQL 18's ``uuidv7()``); before it, the installed function.
+_BUILTIN_FROM = (18,)
+
+
+def _set_default(n: AddNames) -> str:
+    """``SET DEFAULT`` the generator of the server the statement runs on.
+
+    Online the connection knows the server's version, a script does not:
+    one statement that asks the server serves both, so they set the same.
+    """
+    assert n.default_sql is not None
+    assert n.default_for is not None
+    alter = f"ALTER TABLE {n.table_sql} ALTER COLUMN {n.column_sql} SET DEFAULT "
+    older, newer = n.default_for((_BUILTIN_FROM[0] - 1,)), n.default_for(_BUILTIN_FROM)
+    if older == newer:
+        return alter + n.default_sql
+    return "DO " + _dollar_quoted(
+        "dflt",
+        f" BEGIN IF current_setting('server_version_num')::int >= {_BUILTIN_FROM[0] * 10000} "
+        f"THEN {alter}{newer}; ELSE {alter}{older}; END IF; END ",
+    )
+
+
 def plan_add_column(n: AddNames, online: Any = None) -> Plan:
     """The op's plan; ``online`` (a Backfill) gives the fill its Python body."""
     t, col = literal(n.table_sql), literal(n.column)
@@ -132,7 +156,7 @@ def plan_add_column(n: AddNames, online: Any = None) -> Plan:
             Step(
                 "set default",
                 "ddl",
-                (f"ALTER TABLE {table} ALTER COLUMN {column} SET DEFAULT {n.default_sql}",),
+                (_set_default(n),),
                 guard=column_default_missing(t, col),
             )
         )

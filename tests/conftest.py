@@ -78,6 +78,8 @@ _ASYNC_DRIVERS = {
 #: plans and --sql output, the guard, the integrations).
 SERVER_TIER = frozenset(
     {
+        "test_alembic_adversary_mariadb",
+        "test_alembic_adversary_postgresql",
         "test_alembic_concurrent_index",
         "test_alembic_faults",
         "test_alembic_locks",

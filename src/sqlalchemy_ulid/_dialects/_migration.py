@@ -175,11 +175,15 @@ _KEY_CONVERSION: dict[str, KeyConversionSQL] = {
             "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE NOT t.tgisinternal "
             "AND n.nspname = COALESCE(:schema, current_schema()) AND c.relname IN :tables"
         ),
+        # A view is its _RETURN rule; any other rule (CREATE RULE, on the
+        # table itself too) names columns in its SQL as a view does.
         views=(
-            "SELECT DISTINCT v.relname, c.relname FROM pg_depend d "
+            "SELECT DISTINCT CASE WHEN r.rulename = '_RETURN' THEN v.relname::text "
+            "ELSE 'rule ' || r.rulename || ' on ' || v.relname END, c.relname FROM pg_depend d "
             "JOIN pg_rewrite r ON r.oid = d.objid JOIN pg_class v ON v.oid = r.ev_class "
             "JOIN pg_class c ON c.oid = d.refobjid JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE d.classid = 'pg_rewrite'::regclass AND v.oid <> c.oid "
+            "WHERE d.classid = 'pg_rewrite'::regclass "
+            "AND (v.oid <> c.oid OR r.rulename <> '_RETURN') "
             "AND n.nspname = COALESCE(:schema, current_schema()) AND c.relname IN :tables"
         ),
         # Reflection names the referred schema unreliably here: it leaves out

@@ -49,6 +49,12 @@ _BYTES = {
     "substring(uuid_send(gen_random_uuid()) FROM 9 FOR 8)",
 }
 _NAMES = {"ulid": "ULID", "uuid7": "UUIDv7"}
+_PARTITIONED = (
+    "{op}: {table} is a partitioned table, where PostgreSQL builds no index "
+    "CONCURRENTLY and no unique index that leaves out the partition key; nothing was "
+    "changed. Pass unique=False, then make a unique index of the partition key and the "
+    "new column if you need one"
+)
 
 
 def _checks(n: AddNames) -> list[Step]:
@@ -59,7 +65,7 @@ def _checks(n: AddNames) -> list[Step]:
     )
     time_attr = attr.format(t=t, c=when)
     new_attr = attr.format(t=t, c=col)
-    return [
+    checks = [
         Step(
             "table exists",
             "check",
@@ -108,6 +114,17 @@ def _checks(n: AddNames) -> list[Step]:
             ),
         ),
     ]
+    if n.unique:
+        checks.append(
+            Step(
+                "unique on a partitioned table",
+                "check",
+                guard=f"EXISTS (SELECT 1 FROM pg_class WHERE oid = to_regclass({t}) "
+                "AND relkind = 'p')",
+                message=literal(_PARTITIONED.format(op=n.op_name, table=n.table)),
+            )
+        )
+    return checks
 
 
 #: The first server version (``server_version_num``) with a generator of its own

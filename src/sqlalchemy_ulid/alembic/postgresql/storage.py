@@ -283,6 +283,8 @@ DECLARE
   v_old_default text;
   v_new_default text;
   v_note text;
+  v_not_null name;
+  v_shadow_not_null name;
   r record;
   v_names text[] := '{{}}';
   v_shadows text[] := '{{}}';
@@ -318,11 +320,19 @@ BEGIN
     EXECUTE format({dollar_quoted("t", "SELECT CAST(" + t.convert_template + " AS text)")},
       v_old_default) INTO v_new_default;
   END IF;
+  -- PostgreSQL 18 keeps NOT NULL as a named constraint: the column's name
+  -- goes to the shadow's once the old one is dropped.
+  v_not_null := ({_not_null_name(t)});
   DROP TRIGGER {t.trigger} ON {t.table};
   DROP FUNCTION {t.function}();
   -- Drops the old indexes and constraints with it; no data is rewritten.
   ALTER TABLE {t.table} DROP COLUMN {t.column};
   ALTER TABLE {t.table} RENAME COLUMN {t.shadow} TO {t.column};
+  v_shadow_not_null := ({_not_null_name(t)});
+  IF v_shadow_not_null <> v_not_null THEN
+    EXECUTE format('ALTER TABLE %s RENAME CONSTRAINT %I TO %I', {t.table_lit},
+      v_shadow_not_null, v_not_null);
+  END IF;
   FOR i IN 1..COALESCE(array_length(v_names, 1), 0) LOOP
     IF v_kinds[i] IN ('p', 'u') THEN
       EXECUTE format('ALTER TABLE %s ADD CONSTRAINT %I %s USING INDEX %I', {t.table_lit},
@@ -343,6 +353,15 @@ BEGIN
   RAISE NOTICE '%', {literal(f"{t.op}: converted ")} || {t.table_lit} || '.' || {t.column_lit};
 END
 """)
+
+
+def _not_null_name(t: Target) -> str:
+    """The name of the column's NOT NULL constraint (PostgreSQL 18+; NULL before)."""
+    return (
+        "SELECT c.conname FROM pg_constraint c JOIN pg_attribute a ON a.attrelid = c.conrelid "
+        "AND a.attnum = c.conkey[1] WHERE c.conrelid = v_rel AND c.contype = 'n' "
+        f"AND a.attname = {t.column_lit}"
+    )
 
 
 def _adopt(t: Target) -> str:

@@ -1,9 +1,10 @@
 """The MariaDB script toolkit of the offline (``--sql``) scripts not yet on the engine.
 
-``_literal``, ``_comment``, ``_compound``, ``_signal``, ``_SAVED``,
-``_MAX_MS`` and ``_INTEGERS``, shared by the storage conversion's and the
-key conversion's scripts. ``add_ulid_column(online=True)`` writes its script
-through the engine (``_plan/render_mariadb.py``, ``mysql/add_column.py``).
+``_literal``, ``_comment``, ``_SAVED``, ``_MAX_MS`` and ``_INTEGERS``,
+shared by the storage conversion's and the key conversion's scripts (their
+blocks and SIGNALs come from the engine's ``_plan/render_mariadb.py``).
+``add_ulid_column(online=True)`` writes its script through the engine
+(``_plan/render_mariadb.py``, ``mysql/add_column.py``).
 """
 
 from __future__ import annotations
@@ -24,27 +25,6 @@ def _literal(text: str) -> str:
 
 def _comment(text: str) -> str:
     return text.replace("\r", " ").replace("\n", " ")
-
-
-def _compound(body: str) -> str:
-    """``body`` between DELIMITER lines, with a delimiter that does not occur in it."""
-    mark = "$$"
-    while mark in body:
-        mark += "$"
-    return f"DELIMITER {mark}\nBEGIN NOT ATOMIC\n{body}END\n{mark}\nDELIMITER ;"
-
-
-def _signal(message: str, limit: int = 128) -> str:
-    """SIGNAL with ``message`` (SQL of a string), cut to ``limit`` characters.
-
-    MySQL keeps 128 characters of MESSAGE_TEXT, MariaDB 512; the block's
-    ``message`` variable must hold ``limit``.
-    """
-    # SIGNAL takes a variable or a literal only, not an expression.
-    return (
-        f"SET message = LEFT({message}, {limit});\n"
-        "    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = message;"
-    )
 
 
 #: What the script's session changes, saved in user variables and restored.

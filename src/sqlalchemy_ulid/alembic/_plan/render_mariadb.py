@@ -24,7 +24,7 @@ from __future__ import annotations
 from .state import STATE_TABLE, StateSQL, literal
 from .step import LIMIT, Plan, Step
 
-__all__ = ["lock_wrapped", "render_mariadb"]
+__all__ = ["compound", "lock_wrapped", "render_mariadb", "signal"]
 
 #: What the script's session changes, saved in user variables and restored.
 SAVED = (
@@ -51,7 +51,13 @@ def compound(body: str) -> str:
 
 
 def signal(message: str, limit: int = 512) -> str:
-    """SIGNAL ``message`` (SQL of a string), cut to ``limit`` characters."""
+    """SIGNAL ``message`` (SQL of a string), cut to ``limit`` characters.
+
+    MariaDB keeps 512 characters of MESSAGE_TEXT: the messages name tables,
+    columns and constraints, and need the room. The block declares
+    ``message VARCHAR(512)``; SIGNAL takes a variable or a literal, not an
+    expression.
+    """
     return (
         f"SET message = LEFT({message}, {limit});\n"
         "    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = message;"

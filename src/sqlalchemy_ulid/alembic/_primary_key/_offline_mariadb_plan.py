@@ -12,7 +12,8 @@ table is continued; an online conversion in progress is refused.
 
 from __future__ import annotations
 
-from .._offline_mariadb import _INTEGERS, _MAX_MS, _compound, _literal
+from .._offline_mariadb import _INTEGERS, _MAX_MS, _literal
+from .._plan.render_mariadb import compound, signal
 from ._checks import TAKEN_DEFAULT, TAKEN_END, TAKEN_FOREIGN_KEY
 from ._offline_mariadb_sql import (
     ONLINE_TABLE,
@@ -21,7 +22,6 @@ from ._offline_mariadb_sql import (
     concat,
     quoted,
     shadow_sql,
-    signal,
     table_sql,
 )
 from ._offline_mariadb_steps import plan_steps
@@ -389,5 +389,5 @@ def plan_block(n: Names) -> str:
     return (
         "-- 1. Check and plan: the key, every column that references it (found in\n"
         "-- information_schema), everything the online op refuses; then the steps are\n"
-        f"-- stored in {STEPS_TABLE}, the script's first change.\n" + _compound(body)
+        f"-- stored in {STEPS_TABLE}, the script's first change.\n" + compound(body)
     )

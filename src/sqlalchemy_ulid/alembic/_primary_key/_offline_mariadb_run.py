@@ -13,8 +13,9 @@ the lock timeout is tried again, five times in all, then the script stops
 
 from __future__ import annotations
 
-from .._offline_mariadb import _compound, _literal
-from ._offline_mariadb_sql import STEPS_TABLE, Names, signal
+from .._offline_mariadb import _literal
+from .._plan.render_mariadb import compound, signal
+from ._offline_mariadb_sql import STEPS_TABLE, Names
 
 __all__ = ["run_block"]
 
@@ -110,5 +111,5 @@ def run_block(n: Names) -> str:
     return (
         f"-- 2. Run the steps stored in {STEPS_TABLE}, in order, recording each one; the\n"
         "-- swap holds LOCK TABLES ... WRITE on every table. Run again after an\n"
-        "-- interruption, it goes on from the first step not done.\n" + _compound(body)
+        "-- interruption, it goes on from the first step not done.\n" + compound(body)
     )

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Literal
 from ..._types import ULIDType
 from .._inspect import quote, safe_name
 from .._names import shadow_name_mariadb
-from .._offline_mariadb import _literal, _signal
+from .._offline_mariadb import _literal
 from ._checks import OFFLINE_STEPS_TABLE
 
 if TYPE_CHECKING:
@@ -30,7 +30,6 @@ __all__ = [
     "quoted",
     "safe_name_sql",
     "shadow_sql",
-    "signal",
     "table_sql",
 ]
 
@@ -41,17 +40,6 @@ STEPS_TABLE = OFFLINE_STEPS_TABLE
 ONLINE_TABLE = "ulid_key_conversions"
 #: The identifier limit of MariaDB/MySQL names, in bytes.
 _LIMIT = 64
-
-
-def signal(message: str) -> str:
-    """SIGNAL with ``message`` (SQL of a string), cut to 512 characters.
-
-    MariaDB keeps 512 characters of MESSAGE_TEXT (MySQL 128, as
-    ``add_ulid_column``'s script assumes): these messages name tables,
-    columns and constraints, and need the room. The block declares
-    ``message VARCHAR(512)``.
-    """
-    return _signal(message, 512)
 
 
 def quoted(expr: str) -> str:

@@ -35,8 +35,9 @@ from alembic.operations import Operations
 from ..._convert_sql import ConvertSQL
 from ..._dialects import dialect_row
 from .._locks import DEFAULT_LOCK_TIMEOUT
-from .._offline_mariadb import _SAVED, _comment, _compound, _literal
-from .._primary_key._offline_mariadb_sql import quoted, signal
+from .._offline_mariadb import _SAVED, _comment, _literal
+from .._plan.render_mariadb import compound, signal
+from .._primary_key._offline_mariadb_sql import quoted
 from ._offline_mariadb_check import check_block
 from ._offline_mariadb_sql import (
     DEFAULT_DECLARATIONS,
@@ -116,7 +117,7 @@ def _in_progress(n: Names) -> str:
 
 
 def _block(comment: str, n: Names, body: str, extra: str = "") -> str:
-    return f"{comment}\n" + _compound(declarations() + extra + lookups(n) + body)
+    return f"{comment}\n" + compound(declarations() + extra + lookups(n) + body)
 
 
 def _shadow_block(n: Names) -> str:

@@ -9,8 +9,8 @@ removes what an interrupted run left.
 
 from __future__ import annotations
 
-from .._offline_mariadb import _comment, _compound, _literal
-from .._primary_key._offline_mariadb_sql import signal
+from .._offline_mariadb import _comment, _literal
+from .._plan.render_mariadb import compound, signal
 from ._offline_mariadb_sql import DEFAULT_DECLARATIONS, Names, declarations, lookups, new_default
 
 __all__ = ["check_block"]
@@ -74,7 +74,7 @@ def check_block(n: Names) -> str:
         "  DECLARE v_engine VARCHAR(64) CHARACTER SET utf8mb4;\n"
         "  DECLARE v_found, v_bad TEXT CHARACTER SET utf8mb4;\n"
     )
-    return f"-- {_comment(label)}: the table checked before any change\n" + _compound(
+    return f"-- {_comment(label)}: the table checked before any change\n" + compound(
         declarations() + extra + lookups(n) + body
     )
 

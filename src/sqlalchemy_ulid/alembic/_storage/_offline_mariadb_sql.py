@@ -18,7 +18,8 @@ import sqlalchemy as sa
 from ..._convert_sql import ConvertSQL
 from .._inspect import quote, safe_name
 from .._offline_mariadb import _comment, _literal
-from .._primary_key._offline_mariadb_sql import concat, quoted, signal
+from .._plan.render_mariadb import signal
+from .._primary_key._offline_mariadb_sql import concat, quoted
 
 if TYPE_CHECKING:
     from ._op import AlterULIDStorageOp

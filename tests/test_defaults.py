@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import typing
 from collections.abc import Iterator
 from datetime import timezone
 from pathlib import Path
@@ -23,6 +24,9 @@ from sqlalchemy_ulid import (
     ulid_function_ddl,
     ulid_server_default,
 )
+from sqlalchemy_ulid._kinds import ULID_KEYS, UUID7_KEYS
+from sqlalchemy_ulid._types import Storage
+from sqlalchemy_ulid._uuid7_defaults import UUID7Storage
 
 
 @pytest.fixture
@@ -211,3 +215,12 @@ def test_ulid_function_helpers_refuse_a_non_engine_with_type_error(
 
     with pytest.raises(TypeError, match=helper):
         getattr(sqlalchemy_ulid, helper)(bad)
+
+
+def test_the_storage_options_are_the_public_literals() -> None:
+    # The one server-default op checks storage= against the kind's options: the
+    # same as the annotations of ulid_server_default() and uuid7_server_default().
+    assert typing.get_args(Storage) == ULID_KEYS.storage_options
+    assert typing.get_args(UUID7Storage) == UUID7_KEYS.storage_options
+    assert ULID_KEYS.ungenerated == ("text",)
+    assert not UUID7_KEYS.ungenerated

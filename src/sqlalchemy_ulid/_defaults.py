@@ -4,8 +4,9 @@ Also the typed ids' server default (:func:`typeid_server_default`): a
 UUIDv7 written in ULIDType's storage.
 
 Nothing here runs at import. The SQL for every dialect is the ``"ulid"``
-entry of its row's ``keys`` in the ``_dialects`` table; the code is the one
-of every key kind (``_server_defaults``), called with the ULID kind.
+entry of its row's ``keys`` in the ``_dialects`` table. Each function here is
+a one-line wrapper: the op of every key kind (``_server_defaults``), given
+the ULID kind (the typed ids' default: the typed-id kind).
 
 Which generators are monotonic (ULIDs sort in the order they were made, even
 within one millisecond):
@@ -31,18 +32,10 @@ from typing import Any
 from sqlalchemy.engine import Connection, Dialect, Engine
 from sqlalchemy.sql.elements import ColumnElement
 
-from ._checks import check_connection, check_dialect, check_engine
+from . import _server_defaults as _op
 from ._dialects import FUNCTION_NAME
 from ._kinds import TYPEID_KEYS, ULID_KEYS
-from ._server_defaults import (
-    drop_statements,
-    generator_sql,
-    install_function,
-    register_function,
-    server_default,
-    uninstall_function,
-)
-from ._types import Storage, _check_storage
+from ._types import Storage
 
 __all__ = [
     "FUNCTION_NAME",
@@ -72,8 +65,7 @@ def ulid_function_ddl(dialect: Dialect | str) -> list[str]:
         >>> ulid_function_ddl("sqlite")
         []
     """
-    check_dialect("ulid_function_ddl", dialect)
-    return list(generator_sql(ULID_KEYS, dialect).create)
+    return _op.function_ddl(ULID_KEYS, dialect)
 
 
 def drop_ulid_function_ddl(dialect: Dialect | str) -> list[str]:
@@ -84,8 +76,7 @@ def drop_ulid_function_ddl(dialect: Dialect | str) -> list[str]:
         >>> drop_ulid_function_ddl("mysql")
         ['DROP FUNCTION IF EXISTS gen_ulid']
     """
-    check_dialect("drop_ulid_function_ddl", dialect)
-    return list(drop_statements(ULID_KEYS, dialect))
+    return _op.drop_function_ddl(ULID_KEYS, dialect)
 
 
 def install_ulid_function(connection: Connection) -> None:
@@ -115,8 +106,7 @@ def install_ulid_function(connection: Connection) -> None:
         >>> len(ULID.from_bytes(raw).bytes)
         16
     """
-    check_connection("install_ulid_function", connection)
-    install_function(ULID_KEYS, connection)
+    _op.install(ULID_KEYS, connection)
 
 
 def drop_ulid_function(connection: Connection) -> None:
@@ -130,8 +120,7 @@ def drop_ulid_function(connection: Connection) -> None:
         >>> with sa.create_engine("sqlite://").connect() as conn:
         ...     drop_ulid_function(conn)
     """
-    check_connection("drop_ulid_function", connection)
-    uninstall_function(ULID_KEYS, connection)
+    _op.drop(ULID_KEYS, connection)
 
 
 def register_ulid_function(engine: Engine) -> None:
@@ -166,8 +155,7 @@ def register_ulid_function(engine: Engine) -> None:
             break every later connection); use :func:`install_ulid_function`
             on PostgreSQL and MySQL/MariaDB.
     """
-    check_engine("register_ulid_function", engine)
-    register_function(ULID_KEYS, "register_ulid_function", engine)
+    _op.register(ULID_KEYS, engine)
 
 
 def ulid_server_default(storage: Storage = "auto") -> ColumnElement[Any]:
@@ -205,10 +193,7 @@ def ulid_server_default(storage: Storage = "auto") -> ColumnElement[Any]:
         >>> print(sa.schema.CreateColumn(col).compile(dialect=postgresql.dialect()))
         id UUID DEFAULT (gen_ulid())
     """
-    _check_storage(storage)
-    if storage == "text":
-        raise ValueError("storage='text' has no server-side generator; use default=new_ulid")
-    return server_default(ULID_KEYS, storage)
+    return _op.checked_server_default(ULID_KEYS, storage)
 
 
 def typeid_server_default() -> ColumnElement[Any]:
@@ -248,4 +233,4 @@ def typeid_server_default() -> ColumnElement[Any]:
         >>> print(sa.schema.CreateColumn(col).compile(dialect=postgresql.dialect()))
         id UUID DEFAULT (gen_uuid7())
     """
-    return server_default(TYPEID_KEYS, "auto")
+    return _op.server_default(TYPEID_KEYS, "auto")

@@ -41,6 +41,7 @@ from ._generator import new_ulid
 from ._generator_sql import UUID7_FUNCTION, GeneratorSQL
 from ._typeid import TypeID, coerce, new_typeid
 from ._typeid_type import TypeIDType
+from ._types import _STORAGES as ULID_STORAGES
 from ._types import ULIDType, to_bytes
 from ._ulid import ULID
 from ._uuid7 import new_uuid7, uuid7_max_at, uuid7_min_at
@@ -98,6 +99,10 @@ class KeyKind:
     #: the ``storage=`` a server default of this kind takes for a column of
     #: this type ("text": no database generates it)
     default_storage: Callable[[TypeEngine[Any]], str]
+    #: the ``storage=`` options of this kind's server default, and those of
+    #: them no database generates (refused before any SQL)
+    storage_options: tuple[str, ...] = ()
+    ungenerated: tuple[str, ...] = ()
     #: the database's UUIDv7 time functions read this kind's keys (their
     #: version and variant bits are a UUIDv7's)
     uuid7_time: bool = False
@@ -198,6 +203,8 @@ ULID_KEYS = KeyKind(
     column_type=ULIDType,
     of_type=lambda type_: _ulid_of_type(type_),
     default_storage=lambda type_: _ulid_default_storage(type_),
+    storage_options=ULID_STORAGES,
+    ungenerated=("text",),
 )
 
 
@@ -275,6 +282,7 @@ UUID7_KEYS = KeyKind(
     of_type=_uuid_of_type,
     # sa.Uuid(native_uuid=False) stores 32 hex digits on every database.
     default_storage=lambda type_: "auto" if getattr(type_, "native_uuid", True) else "hex",
+    storage_options=("auto", "native", "binary", "hex"),
     uuid7_time=True,
 )
 
@@ -332,6 +340,8 @@ def typeid_keys(prefix: str) -> KeyKind:
         column_type=column_type,
         of_type=_typeid_of_type,
         default_storage=_ulid_default_storage,
+        storage_options=ULID_STORAGES,
+        ungenerated=("text",),
         prefix=prefix,
         prefixed=typeid_keys,
     )

@@ -179,8 +179,9 @@ class ULIDAuditBase(_Audit, ULIDBase):
 class UUIDv7PrimaryKey:
     """Mixin: an ``id`` primary key holding a UUIDv7 made by :func:`new_uuid7`.
 
-    The column is ``sa.Uuid()`` (``uuid`` on PostgreSQL, MariaDB's ``UUID``,
-    ``CHAR(32)`` elsewhere), comes first in ``CREATE TABLE``
+    The column is ``sa.Uuid()`` (``uuid`` on PostgreSQL, MariaDB's ``UUID``
+    with SQLAlchemy 2.1, ``CHAR(32)`` elsewhere and on MariaDB with
+    SQLAlchemy 2.0), comes first in ``CREATE TABLE``
     (``sort_order=-100``), and is the table's insert sentinel, as in
     :class:`ULIDPrimaryKey`: many objects flush in a few batched
     ``INSERT .. RETURNING`` statements. Unlike advanced-alchemy's mixin of

@@ -1,11 +1,16 @@
 """Server-side generators of any key kind: the DDL, the install, the DEFAULT.
 
-One implementation for every :class:`~sqlalchemy_ulid._kinds.KeyKind`; the
-public functions of ``_defaults`` (ULID) and ``_uuid7_defaults`` (UUIDv7)
-call it with their kind. Which SQL a database runs is the kind's generator
-in the database's row (``_dialects``); which of them the connected server
-can run is read from ``dialect.server_version_info`` when the DDL is
-rendered. Nothing here runs at import.
+One implementation of each public op for every
+:class:`~sqlalchemy_ulid._kinds.KeyKind` (:func:`function_ddl`,
+:func:`drop_function_ddl`, :func:`install`, :func:`drop`, :func:`register`,
+:func:`checked_server_default`): they check their arguments under the public
+function's name (``install_ulid_function``, ``install_uuid7_function``...,
+made from the kind's function name) before any SQL. The public functions of
+``_defaults`` (ULID) and ``_uuid7_defaults`` (UUIDv7) are one-line wrappers
+that pass their kind. Which SQL a database runs is the kind's generator in
+the database's row (``_dialects``); which of them the connected server can
+run is read from ``dialect.server_version_info`` when the DDL is rendered.
+Nothing here runs at import.
 """
 
 from __future__ import annotations
@@ -20,15 +25,23 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.visitors import InternalTraversal
 
+from ._checks import check_connection, check_dialect, check_engine
 from ._dialects import dialect_row, dialects_with
 from ._generator_sql import GeneratorSQL
 from ._kinds import KeyKind, key_kind
 from ._sqlite_functions import SQLiteFunction
 
 __all__ = [
+    "checked_server_default",
     "create_statements",
+    "drop",
+    "drop_function_ddl",
     "drop_statements",
+    "function_ddl",
+    "install",
     "install_function",
+    "public_name",
+    "register",
     "register_function",
     "server_default",
     "uninstall_function",
@@ -162,3 +175,68 @@ def _compile_server_default(element: _KeyServerDefault, compiler: SQLCompiler, *
 def server_default(kind: KeyKind, storage: str) -> ColumnElement[Any]:
     """A ``server_default=`` calling the kind's generator (storage checked by the caller)."""
     return _KeyServerDefault(kind, storage)
+
+
+def checked_server_default(kind: KeyKind, storage: str) -> ColumnElement[Any]:
+    """``*_server_default(storage)``: the option checked (ValueError, before any SQL), the DEFAULT.
+
+    Example:
+        >>> from sqlalchemy_ulid._kinds import ULID_KEYS
+        >>> checked_server_default(ULID_KEYS, "text")
+        Traceback (most recent call last):
+        ...
+        ValueError: storage='text' has no server-side generator; use default=new_ulid
+    """
+    if storage not in kind.storage_options:
+        options = ", ".join(kind.storage_options)
+        raise ValueError(f"storage must be one of {options}; got {storage!r}")
+    if storage in kind.ungenerated:
+        raise ValueError(
+            f"storage={storage!r} has no server-side generator; use default={kind.new_name}"
+        )
+    return server_default(kind, storage)
+
+
+# -- the public ops, for any kind -------------------------------------------------
+
+
+def public_name(kind: KeyKind, op: str) -> str:
+    """The public function of an op for a kind, for messages.
+
+    Example:
+        >>> from sqlalchemy_ulid._kinds import UUID7_KEYS
+        >>> public_name(UUID7_KEYS, "install_{}_function")
+        'install_uuid7_function'
+    """
+    return op.format(kind.function_name.removeprefix("gen_"))
+
+
+def function_ddl(kind: KeyKind, dialect: Dialect | str) -> list[str]:
+    """``ulid_function_ddl(dialect)`` for any kind."""
+    check_dialect(public_name(kind, "{}_function_ddl"), dialect)
+    return list(create_statements(kind, dialect))
+
+
+def drop_function_ddl(kind: KeyKind, dialect: Dialect | str) -> list[str]:
+    """``drop_ulid_function_ddl(dialect)`` for any kind."""
+    check_dialect(public_name(kind, "drop_{}_function_ddl"), dialect)
+    return list(drop_statements(kind, dialect))
+
+
+def install(kind: KeyKind, connection: Connection) -> None:
+    """``install_ulid_function(connection)`` for any kind."""
+    check_connection(public_name(kind, "install_{}_function"), connection)
+    install_function(kind, connection)
+
+
+def drop(kind: KeyKind, connection: Connection) -> None:
+    """``drop_ulid_function(connection)`` for any kind."""
+    check_connection(public_name(kind, "drop_{}_function"), connection)
+    uninstall_function(kind, connection)
+
+
+def register(kind: KeyKind, engine: Engine) -> None:
+    """``register_ulid_function(engine)`` for any kind."""
+    what = public_name(kind, "register_{}_function")
+    check_engine(what, engine)
+    register_function(kind, what, engine)

@@ -2,8 +2,9 @@
 
 The UUIDv7 counterparts of the ULID server defaults (``_defaults``), for
 columns of ``sa.Uuid`` (or 16 bytes holding a UUID). The SQL is the ``"uuid"``
-entry of each row's ``keys`` in the ``_dialects`` table, and the code the one of every
-key kind (``_server_defaults``), called with the UUIDv7 kind; which server
+entry of each row's ``keys`` in the ``_dialects`` table; each function here
+is a one-line wrapper of the op of every key kind (``_server_defaults``),
+given the UUIDv7 kind. Which server
 has which function is read from ``dialect.server_version_info`` when the
 DDL is rendered.
 
@@ -30,16 +31,8 @@ from typing import Any, Literal
 from sqlalchemy.engine import Connection, Dialect, Engine
 from sqlalchemy.sql.elements import ColumnElement
 
-from ._checks import check_connection, check_dialect, check_engine
+from . import _server_defaults as _op
 from ._kinds import UUID7_KEYS
-from ._server_defaults import (
-    create_statements,
-    drop_statements,
-    install_function,
-    register_function,
-    server_default,
-    uninstall_function,
-)
 
 __all__ = [
     "UUID7Storage",
@@ -55,7 +48,7 @@ __all__ = [
 #: database), ``"native"`` (its uuid type), ``"binary"`` (16 bytes) or
 #: ``"hex"`` (32 hex digits, as ``sa.Uuid`` stores it without a uuid type).
 UUID7Storage = Literal["auto", "native", "binary", "hex"]
-_STORAGES = ("auto", "native", "binary", "hex")
+_STORAGES = UUID7_KEYS.storage_options
 
 
 def _kind(storage: str, dialect: Dialect) -> str:
@@ -78,8 +71,7 @@ def uuid7_function_ddl(dialect: Dialect | str) -> list[str]:
         >>> uuid7_function_ddl("sqlite")
         []
     """
-    check_dialect("uuid7_function_ddl", dialect)
-    return list(create_statements(UUID7_KEYS, dialect))
+    return _op.function_ddl(UUID7_KEYS, dialect)
 
 
 def drop_uuid7_function_ddl(dialect: Dialect | str) -> list[str]:
@@ -90,8 +82,7 @@ def drop_uuid7_function_ddl(dialect: Dialect | str) -> list[str]:
         >>> drop_uuid7_function_ddl("mysql")
         ['DROP FUNCTION IF EXISTS gen_uuid7']
     """
-    check_dialect("drop_uuid7_function_ddl", dialect)
-    return list(drop_statements(UUID7_KEYS, dialect))
+    return _op.drop_function_ddl(UUID7_KEYS, dialect)
 
 
 def install_uuid7_function(connection: Connection) -> None:
@@ -125,8 +116,7 @@ def install_uuid7_function(connection: Connection) -> None:
         >>> uuid.UUID(bytes=raw).version
         7
     """
-    check_connection("install_uuid7_function", connection)
-    install_function(UUID7_KEYS, connection)
+    _op.install(UUID7_KEYS, connection)
 
 
 def drop_uuid7_function(connection: Connection) -> None:
@@ -140,8 +130,7 @@ def drop_uuid7_function(connection: Connection) -> None:
         >>> with sa.create_engine("sqlite://").connect() as conn:
         ...     drop_uuid7_function(conn)
     """
-    check_connection("drop_uuid7_function", connection)
-    uninstall_function(UUID7_KEYS, connection)
+    _op.drop(UUID7_KEYS, connection)
 
 
 def register_uuid7_function(engine: Engine) -> None:
@@ -173,8 +162,7 @@ def register_uuid7_function(engine: Engine) -> None:
         ...     conn.scalar(sa.select(t.c.id)).version
         7
     """
-    check_engine("register_uuid7_function", engine)
-    register_function(UUID7_KEYS, "register_uuid7_function", engine)
+    _op.register(UUID7_KEYS, engine)
 
 
 def uuid7_server_default(storage: UUID7Storage = "auto") -> ColumnElement[Any]:
@@ -218,6 +206,4 @@ def uuid7_server_default(storage: UUID7Storage = "auto") -> ColumnElement[Any]:
         >>> print(sa.schema.CreateColumn(col).compile(dialect=pg18))
         id UUID DEFAULT (uuidv7())
     """
-    if storage not in _STORAGES:
-        raise ValueError(f"storage must be one of {', '.join(_STORAGES)}; got {storage!r}")
-    return server_default(UUID7_KEYS, storage)
+    return _op.checked_server_default(UUID7_KEYS, storage)

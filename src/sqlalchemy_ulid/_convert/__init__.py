@@ -12,7 +12,8 @@ statement fails naming a value, once; each key kind's :class:`ConvertSQL`
 adds that kind's text forms and checks to them: ``ULID`` (26 Crockford
 characters) and ``UUID7`` (the 36-character form and 32 hex digits, version
 7 and variant ``10`` checked on every storage). Each database's row in
-``_dialects`` holds its two; a key kind picks its own (``KeyKind.convert``).
+``_dialects`` holds them in its ``keys``, by kind name; a key kind reads its
+own with ``KeyKind.convert(row)``.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 Every way the databases differ for ULIDs is a field of :class:`DialectRow`:
 how a ULID is stored, how a binary literal is written, whether the drivers
-take plain ``bytes``, the server-side generator's SQL, the SQL that converts
-text to binary storage and back, and whether range partitions exist. Each
+take plain ``bytes``, each key kind's server-side generator and storage
+conversion SQL (one :class:`KeySQL` per kind, in ``keys``), the time, paging
+and settle SQL, and whether range partitions exist. Each
 database's row lives in its own module (``postgresql``, ``mysql`` for MariaDB
 and MySQL, ``sqlite``, ``mssql``, ``oracle``, ``cockroachdb``). The type, the
 server defaults, the Alembic ops and the partition helpers all ask

@@ -10,21 +10,12 @@ opt-in.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 from alembic.operations import MigrateOperation, Operations
 
-from .._defaults import (
-    drop_ulid_function,
-    drop_ulid_function_ddl,
-    install_ulid_function,
-    ulid_function_ddl,
-)
-from .._uuid7_defaults import (
-    drop_uuid7_function,
-    drop_uuid7_function_ddl,
-    install_uuid7_function,
-    uuid7_function_ddl,
-)
+from .._kinds import ULID_KEYS, UUID7_KEYS, KeyKind
+from .._server_defaults import drop, drop_function_ddl, function_ddl, install
 
 __all__ = [
     "CreateULIDFunctionOp",
@@ -37,6 +28,8 @@ __all__ = [
 @Operations.register_operation("create_ulid_function")
 class CreateULIDFunctionOp(MigrateOperation):
     """Create the server-side ``gen_ulid()`` function."""
+
+    kind: ClassVar[KeyKind] = ULID_KEYS
 
     @classmethod
     def create_ulid_function(cls, operations: Operations) -> None:
@@ -59,6 +52,8 @@ class CreateULIDFunctionOp(MigrateOperation):
 class DropULIDFunctionOp(MigrateOperation):
     """Drop the server-side ``gen_ulid()`` function."""
 
+    kind: ClassVar[KeyKind] = ULID_KEYS
+
     @classmethod
     def drop_ulid_function(cls, operations: Operations) -> None:
         """Drop ``gen_ulid()`` if it exists (a no-op on SQLite).
@@ -72,35 +67,14 @@ class DropULIDFunctionOp(MigrateOperation):
         return CreateULIDFunctionOp()
 
 
-def _run_statements(operations: Operations, statements: Sequence[str]) -> None:
-    for statement in statements:
-        operations.execute(statement)
-
-
-@Operations.implementation_for(CreateULIDFunctionOp)
-def _create_ulid_function(operations: Operations, op: CreateULIDFunctionOp) -> None:
-    context = operations.migration_context
-    if context.as_sql:
-        _run_statements(operations, ulid_function_ddl(context.dialect))
-    else:
-        install_ulid_function(operations.get_bind())
-
-
-@Operations.implementation_for(DropULIDFunctionOp)
-def _drop_ulid_function(operations: Operations, op: DropULIDFunctionOp) -> None:
-    context = operations.migration_context
-    if context.as_sql:
-        _run_statements(operations, drop_ulid_function_ddl(context.dialect))
-    else:
-        drop_ulid_function(operations.get_bind())
-
-
 # -- gen_uuid7() -------------------------------------------------------------------
 
 
 @Operations.register_operation("create_uuid7_function")
 class CreateUUID7FunctionOp(MigrateOperation):
     """Create the server-side ``gen_uuid7()`` function."""
+
+    kind: ClassVar[KeyKind] = UUID7_KEYS
 
     @classmethod
     def create_uuid7_function(cls, operations: Operations) -> None:
@@ -124,6 +98,8 @@ class CreateUUID7FunctionOp(MigrateOperation):
 class DropUUID7FunctionOp(MigrateOperation):
     """Drop the server-side ``gen_uuid7()`` function."""
 
+    kind: ClassVar[KeyKind] = UUID7_KEYS
+
     @classmethod
     def drop_uuid7_function(cls, operations: Operations) -> None:
         """Drop ``gen_uuid7()`` if it exists (a no-op on SQLite).
@@ -137,19 +113,31 @@ class DropUUID7FunctionOp(MigrateOperation):
         return CreateUUID7FunctionOp()
 
 
+# -- one implementation per op, for every kind ------------------------------------
+
+
+def _run_statements(operations: Operations, statements: Sequence[str]) -> None:
+    for statement in statements:
+        operations.execute(statement)
+
+
+@Operations.implementation_for(CreateULIDFunctionOp)
 @Operations.implementation_for(CreateUUID7FunctionOp)
-def _create_uuid7_function(operations: Operations, op: CreateUUID7FunctionOp) -> None:
+def _create_function(
+    operations: Operations, op: CreateULIDFunctionOp | CreateUUID7FunctionOp
+) -> None:
     context = operations.migration_context
     if context.as_sql:
-        _run_statements(operations, uuid7_function_ddl(context.dialect))
+        _run_statements(operations, function_ddl(op.kind, context.dialect))
     else:
-        install_uuid7_function(operations.get_bind())
+        install(op.kind, operations.get_bind())
 
 
+@Operations.implementation_for(DropULIDFunctionOp)
 @Operations.implementation_for(DropUUID7FunctionOp)
-def _drop_uuid7_function(operations: Operations, op: DropUUID7FunctionOp) -> None:
+def _drop_function(operations: Operations, op: DropULIDFunctionOp | DropUUID7FunctionOp) -> None:
     context = operations.migration_context
     if context.as_sql:
-        _run_statements(operations, drop_uuid7_function_ddl(context.dialect))
+        _run_statements(operations, drop_function_ddl(op.kind, context.dialect))
     else:
-        drop_uuid7_function(operations.get_bind())
+        drop(op.kind, operations.get_bind())

@@ -188,7 +188,8 @@ class AlterUUID7StorageOp(AlterULIDStorageOp):
         The storages: ``"text"`` is ``CHAR(36)``, the hyphenated
         ``8-4-4-4-12`` form; ``"hex"`` is ``CHAR(32)``, 32 hex digits (what
         ``sa.Uuid()`` stores without a uuid type); ``"auto"`` is
-        ``sa.Uuid()`` (``UUID`` on PostgreSQL, ``CHAR(32)`` elsewhere);
+        ``sa.Uuid()`` (``UUID`` on PostgreSQL, and on MariaDB with
+        SQLAlchemy 2.1; ``CHAR(32)`` elsewhere);
         ``"native"`` the uuid type; ``"binary"`` 16 bytes. Text is read in
         either case and written in lowercase.
 

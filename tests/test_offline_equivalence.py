@@ -248,10 +248,6 @@ SECOND = "test_the_script_run_whole_a_second_time_changes_nothing"
 CUT = "test_the_script_stopped_after_any_statement_then_rerun_ends_as_a_clean_run"
 OFFLINE_FIRST = "test_a_script_stopped_then_finished_online_ends_as_a_clean_run"
 ONLINE_FIRST = "test_an_online_run_stopped_then_finished_by_the_script_ends_as_a_clean_run"
-_PG_DEFAULT = eq.Defect(
-    "one-transaction alter_*_storage --sql, PostgreSQL: ALTER ... TYPE uuid USING fails on the "
-    "column's literal DEFAULT ('cannot be cast automatically'); online converts the DEFAULT"
-)
 _MARIADB_KEPT = eq.Defect(
     "one-transaction alter_*_storage --sql, MariaDB: the script's MODIFY drops the column's "
     "DEFAULT and COMMENT, which the online op keeps"
@@ -263,20 +259,11 @@ _MARIADB_RERUN = eq.Defect(
 #: Defects found: (case name, test) -> the defect (a strict expected failure).
 DEFECTS: dict[tuple[str, str], eq.Defect] = {
     **{
-        (f"{op}[one transaction]-postgresql", test): _PG_DEFAULT
-        for op in ("alter_ulid_storage", "alter_uuid7_storage")
-        for test in (SAME, SECOND, CUT, OFFLINE_FIRST, ONLINE_FIRST)
-    },
-    **{
         (f"{op}{nullable}[one transaction]-mysql", test): defect
         for op in ("alter_ulid_storage", "alter_uuid7_storage")
         for nullable in ("", "[nullable]")
         for test, defect in ((SAME, _MARIADB_KEPT), (SECOND, _MARIADB_RERUN), (CUT, _MARIADB_RERUN))
     },
-    ("alter_ulid_storage[nullable][one transaction]-postgresql", SECOND): eq.Defect(
-        "one-transaction alter_ulid_storage --sql, PostgreSQL: run a second time, the script "
-        "fails with 'function upper(uuid) does not exist' (not rerunnable)"
-    ),
 }
 
 

@@ -84,6 +84,10 @@ class Database:
         """The plan of ``alter_ulid_storage``/``alter_uuid7_storage(online=True)``."""
         raise UnsupportedDatabase(f"{target.op}(online=True) has no plan on {self.name}")
 
+    def storage_script(self, target: Any) -> str | None:
+        """The ``--sql`` script of the one-transaction storage op (None: Alembic's own)."""
+        return None
+
     def render(self, plan: Plan) -> str:
         """The plan as a script for the database's client."""
         raise UnsupportedDatabase(f"no offline script on {self.name}")

@@ -27,6 +27,8 @@ from ..._types import Storage, ULIDType, _check_storage
 from .._backfill import BackfillProgress, check_batch_options
 from .._inspect import execute, quote, strict_mode
 from .._locks import DEFAULT_LOCK_TIMEOUT, check_lock_timeout, lock_safe
+from .._plan.database import database_for
+from ._target import target_of
 from ._values import (
     ColumnPlan,
     check_text,
@@ -110,7 +112,10 @@ class AlterULIDStorageOp(MigrateOperation):
         The conversion runs in the database, as SQL, so it works offline
         (``--sql``) as well:
 
-        * PostgreSQL: one ``ALTER TABLE ... ALTER COLUMN ... TYPE ... USING``.
+        * PostgreSQL: one ``ALTER TABLE ... ALTER COLUMN ... TYPE ... USING``;
+          its ``--sql`` script is one ``DO`` block that reads the column as
+          it runs (a rerun does nothing; the DEFAULT is carried, and what
+          the online op refuses is refused, as online).
         * MySQL / MariaDB: ``MODIFY`` to ``VARBINARY(26)``, one ``UPDATE``,
           ``MODIFY`` to the final type. Indexes and constraints on the column
           stay; a column referenced by a foreign key cannot change type.
@@ -296,6 +301,12 @@ def _alter_ulid_storage(operations: Operations, op: AlterULIDStorageOp) -> None:
                 f"{op.op_name}({op.table_name!r}, {op.column_name!r}): pass nullable= "
                 "in offline mode (the column's nullability cannot be read from a database)"
             )
+        script = _script(op, dialect) if sql.alter_using else None
+        if script is not None:
+            # One block that reads the column as it runs (PostgreSQL): it
+            # carries the DEFAULT as online does, and can be run again.
+            context.impl.static_output(script)
+            return
         plan = ColumnPlan(nullable=op.nullable, to_holding=sql.holding is not None)
         _convert(operations, op, plan, sql, table, column, converted)
         return
@@ -317,6 +328,11 @@ def _alter_ulid_storage(operations: Operations, op: AlterULIDStorageOp) -> None:
             if op.checked_before(from_kind) and not _connection_lost(exc):
                 check_text(connection, table, column, sql.bad_text(column, from_kind), op, exc)
             raise
+
+
+def _script(op: AlterULIDStorageOp, dialect: Any) -> str | None:
+    """The database's own script of the op, or None (Alembic renders the statements)."""
+    return database_for(dialect).storage_script(target_of(op, dialect))
 
 
 def _connection_lost(exc: sa.exc.DBAPIError) -> bool:

@@ -20,6 +20,7 @@ from .add_column import plan_add_column
 from .catalog import LOCKS, STATE, KeyCatalog
 from .primary_key import postgresql_script
 from .storage import plan_storage
+from .storage_using import using_script
 
 __all__ = ["PostgreSQL"]
 
@@ -58,6 +59,10 @@ class PostgreSQL(Database):
     def alter_storage(self, target: Any, copy: Any) -> Plan:
         """See :meth:`Database.alter_storage`."""
         return plan_storage(target, copy)
+
+    def storage_script(self, target: Any) -> str | None:
+        """See :meth:`Database.storage_script`."""
+        return using_script(target)
 
     def render(self, plan: Plan) -> str:
         """See :meth:`Database.render`."""

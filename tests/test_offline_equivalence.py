@@ -252,14 +252,6 @@ _PG_DEFAULT = eq.Defect(
     "one-transaction alter_*_storage --sql, PostgreSQL: ALTER ... TYPE uuid USING fails on the "
     "column's literal DEFAULT ('cannot be cast automatically'); online converts the DEFAULT"
 )
-_MARIADB_KEPT = eq.Defect(
-    "one-transaction alter_*_storage --sql, MariaDB: the script's MODIFY drops the column's "
-    "DEFAULT and COMMENT, which the online op keeps"
-)
-_MARIADB_RERUN = eq.Defect(
-    "one-transaction alter_*_storage --sql, MariaDB: run again (whole, or after a stop), its "
-    "UPDATE converts the 16-byte values again and fails with ERROR 1690"
-)
 _PG18_DEFAULT = eq.Defect(
     "add_uuid7_column(online=True, server_default=True) on PostgreSQL 18: online sets DEFAULT "
     "uuidv7(), the offline script DEFAULT gen_uuid7()",
@@ -271,12 +263,6 @@ DEFECTS: dict[tuple[str, str], eq.Defect] = {
         (f"{op}[one transaction]-postgresql", test): _PG_DEFAULT
         for op in ("alter_ulid_storage", "alter_uuid7_storage")
         for test in (SAME, SECOND, CUT, OFFLINE_FIRST, ONLINE_FIRST)
-    },
-    **{
-        (f"{op}{nullable}[one transaction]-mysql", test): defect
-        for op in ("alter_ulid_storage", "alter_uuid7_storage")
-        for nullable in ("", "[nullable]")
-        for test, defect in ((SAME, _MARIADB_KEPT), (SECOND, _MARIADB_RERUN), (CUT, _MARIADB_RERUN))
     },
     ("alter_ulid_storage[nullable][one transaction]-postgresql", SECOND): eq.Defect(
         "one-transaction alter_ulid_storage --sql, PostgreSQL: run a second time, the script "

@@ -53,6 +53,22 @@ def _offline_op(dialect_name: str) -> tuple[Operations, io.StringIO]:
     return Operations(context), buffer
 
 
+def _statements(script: str) -> list[str]:
+    """The statements of a --sql script, a MariaDB block (between DELIMITER lines) as one."""
+    statements, current, delimiter = [], [], ";"
+    for line in script.splitlines():
+        if line.startswith("DELIMITER "):
+            delimiter = line.split()[1]
+            continue
+        if line.rstrip().endswith(delimiter):
+            current.append(line.rstrip()[: -len(delimiter)])
+            statements.append("\n".join(current))
+            current = []
+        else:
+            current.append(line)
+    return [s for s in [*statements, "\n".join(current)] if s.strip()]
+
+
 def _orders(metadata: sa.MetaData) -> sa.Table:
     return sa.Table(
         ORDERS,
@@ -285,9 +301,8 @@ def test_offline_conversion_sql_runs_and_keeps_every_value(clean: Engine, backen
             dbapi = conn.connection.driver_connection
             if hasattr(dbapi, "create_function"):  # sqlite3 before 3.41 lacks unhex()
                 dbapi.create_function("unhex", 1, bytes.fromhex)
-            for statement in script.split(";\n"):
-                if statement.strip():
-                    conn.exec_driver_sql(statement)
+            for statement in _statements(script):
+                conn.exec_driver_sql(statement)
     assert _read_events(clean, "auto") == [
         (i, None if v is None else str(ULID(v))) for i, v in enumerate(values)
     ]
@@ -469,9 +484,13 @@ def test_the_conversion_statement_itself_refuses_bad_text(
         nullable=True,
         copy_from=_events(sa.MetaData(), sa.CHAR(26)),
     )
-    statements = [s for s in buffer.getvalue().split(";\n") if s.strip()]
-    # PostgreSQL converts in its ALTER ... USING, the others in an UPDATE.
-    [update] = [s for s in statements if "USING CASE" in s or s.lstrip().startswith("UPDATE")]
+    statements = _statements(buffer.getvalue())
+    # PostgreSQL converts in its ALTER ... USING, the others in an UPDATE
+    # (MariaDB's script: inside the block that converts the values).
+    lines = [line.strip().rstrip(";") for s in statements for line in s.splitlines()]
+    [update] = [s for s in statements if "USING CASE" in s or s.lstrip().startswith("UPDATE")] or [
+        line for line in lines if line.startswith("UPDATE")
+    ]
     with clean.begin() as conn:
         before = conn.execute(sa.text(f"SELECT id, ref FROM {EVENTS} ORDER BY id")).all()
         if backend.name == "mysql":

@@ -248,23 +248,8 @@ SECOND = "test_the_script_run_whole_a_second_time_changes_nothing"
 CUT = "test_the_script_stopped_after_any_statement_then_rerun_ends_as_a_clean_run"
 OFFLINE_FIRST = "test_a_script_stopped_then_finished_online_ends_as_a_clean_run"
 ONLINE_FIRST = "test_an_online_run_stopped_then_finished_by_the_script_ends_as_a_clean_run"
-_MARIADB_KEPT = eq.Defect(
-    "one-transaction alter_*_storage --sql, MariaDB: the script's MODIFY drops the column's "
-    "DEFAULT and COMMENT, which the online op keeps"
-)
-_MARIADB_RERUN = eq.Defect(
-    "one-transaction alter_*_storage --sql, MariaDB: run again (whole, or after a stop), its "
-    "UPDATE converts the 16-byte values again and fails with ERROR 1690"
-)
 #: Defects found: (case name, test) -> the defect (a strict expected failure).
-DEFECTS: dict[tuple[str, str], eq.Defect] = {
-    **{
-        (f"{op}{nullable}[one transaction]-mysql", test): defect
-        for op in ("alter_ulid_storage", "alter_uuid7_storage")
-        for nullable in ("", "[nullable]")
-        for test, defect in ((SAME, _MARIADB_KEPT), (SECOND, _MARIADB_RERUN), (CUT, _MARIADB_RERUN))
-    },
-}
+DEFECTS: dict[tuple[str, str], eq.Defect] = {}
 
 
 def cases(op_prefix: str = "") -> list[Any]:

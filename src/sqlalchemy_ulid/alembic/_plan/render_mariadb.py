@@ -135,3 +135,17 @@ def _step(step: Step, mark: str, seconds: float, plan: Plan) -> str:
     return f"{title}\n" + compound(
         f"  IF {guard} THEN\n  BEGIN\n{inner}  END;\n    {mark};\n  END IF;\n"
     )
+
+
+# -- the checks of a plan as one block (storage conversions) ---------------------------------
+
+
+def checks_block(checks: list[Step]) -> str:
+    """``IF <guard> THEN SIGNAL <message>`` for each check, in one block, before any change.
+
+    The online runner asks the same guards and messages (``run.run_checks``).
+    """
+    body = "".join(
+        f"  IF ({s.guard}) THEN\n    {signal(str(s.message))}\n  END IF;\n" for s in checks
+    )
+    return compound("  DECLARE message VARCHAR(512) CHARACTER SET utf8mb4;\n" + body)

@@ -24,7 +24,14 @@ from .._primary_key._offline_mariadb_sql import concat, quoted
 if TYPE_CHECKING:
     from ._op import AlterULIDStorageOp
 
-__all__ = ["DEFAULT_DECLARATIONS", "Names", "declarations", "lookups", "new_default"]
+__all__ = [
+    "DEFAULT_DECLARATIONS",
+    "Names",
+    "declarations",
+    "default_value_sql",
+    "lookups",
+    "new_default",
+]
 
 _BINARY = "'binary', 'varbinary', 'tinyblob', 'blob', 'mediumblob', 'longblob'"
 _TEXT = "'char', 'varchar', 'tinytext', 'text', 'mediumtext', 'longtext'"
@@ -142,6 +149,21 @@ def _default_patterns(kind: str) -> list[tuple[str, str]]:
     ]
 
 
+def _matches(n: Names) -> str:
+    """CASE branches: the hex digits or text a literal DEFAULT ``d`` holds."""
+    return " ".join(
+        f"WHEN d REGEXP {_literal(pattern)} THEN {extract}"
+        for pattern, extract in _default_patterns(n.from_kind)
+    )
+
+
+def default_value_sql(n: Names, default: str) -> tuple[str, str]:
+    """SQL of the value a DEFAULT (SQL of its text) holds, and SQL true when it is an id."""
+    value = f"(SELECT CASE {_matches(n)} END FROM (SELECT {default} AS d) AS x)"
+    held = value if n.from_kind in ("text", "hex") else f"UNHEX({value})"
+    return value, n.sql.check(held, n.from_kind) or "TRUE"
+
+
 def new_default(n: Names) -> str:
     """SQL setting v_default to the column's DEFAULT in the new storage, or SIGNALling.
 
@@ -158,10 +180,7 @@ def new_default(n: Names) -> str:
     else:
         form = "text" if n.to_kind == "uuid" else n.to_kind
         literal = f"CONCAT('''', {sql.from_hex[form]('v_hex')}, '''')"
-    matches = " ".join(
-        f"WHEN d REGEXP {_literal(pattern)} THEN {extract}"
-        for pattern, extract in _default_patterns(n.from_kind)
-    )
+    matches = _matches(n)
     cannot = _literal(f"{op.op_name}: {op.table_name}.{op.column_name} has DEFAULT ")
     after = _literal(", which cannot be carried to the new storage; nothing was changed")
     return f"""\

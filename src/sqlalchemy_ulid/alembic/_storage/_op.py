@@ -307,7 +307,13 @@ def _alter_ulid_storage(operations: Operations, op: AlterULIDStorageOp) -> None:
             # carries the DEFAULT as online does, and can be run again.
             context.impl.static_output(script)
             return
-        plan = ColumnPlan(nullable=op.nullable, to_holding=sql.holding is not None)
+        if sql.holding is not None:
+            # MariaDB: guarded blocks that read the column as they run.
+            from ._one_mariadb import alter_in_place_script
+
+            alter_in_place_script(operations, op, sql, from_kind, to_kind)
+            return
+        plan = ColumnPlan(nullable=op.nullable, to_holding=False)
         _convert(operations, op, plan, sql, table, column, converted)
         return
     connection = operations.get_bind()
@@ -381,8 +387,11 @@ def _convert(
             existing_type=old_type,
             existing_nullable=plan.nullable,
             # MariaDB's MODIFY restates the whole column: without these the
-            # DEFAULT (no text default fits the new type) and COMMENT go.
-            existing_server_default=None,
+            # DEFAULT and COMMENT go (and a rerun after a stop here could not
+            # carry the DEFAULT it no longer finds).
+            existing_server_default=(
+                None if plan.old_default is None else sa.text(plan.old_default)
+            ),
             existing_comment=plan.comment,
         )
     if plan.update:

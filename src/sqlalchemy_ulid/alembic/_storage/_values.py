@@ -45,6 +45,8 @@ class ColumnPlan:
     #: the column's DEFAULT in the new storage (None: none), and its comment
     default: str | None = None
     comment: str | None = None
+    #: the DEFAULT as found (reflected), kept through the holding type
+    old_default: str | None = None
     to_holding: bool = True
     update: bool = True
     done: bool = False
@@ -64,7 +66,7 @@ def read_column(
     if state is None:
         raise ValueError(f"{op.table_name} has no column {op.column_name!r}")
     nullable = state.nullable if op.nullable is None else op.nullable
-    plan = ColumnPlan(nullable=nullable, comment=state.comment)
+    plan = ColumnPlan(nullable=nullable, comment=state.comment, old_default=state.default)
     holding = None if sql.holding is None else getattr(sql.holding(), "length", None)
     found = op.found_kind(state.type, holding)
     if found == to_kind:

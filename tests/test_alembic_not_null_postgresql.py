@@ -14,10 +14,7 @@ offline, keep a referencing column's NOT NULL (or its absence) the same way.
 from __future__ import annotations
 
 import io
-import os
 import random
-import shutil
-import subprocess
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -27,6 +24,7 @@ from alembic.migration import MigrationContext
 from alembic.operations import Operations
 from sqlalchemy.engine import Engine
 
+import _clients
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from conftest import Backend, private_engine
 from sqlalchemy_ulid import new_ulid, new_uuid7
@@ -126,16 +124,7 @@ def _script(engine: Engine, call: Callable[[Operations], Any]) -> None:
     )
     with context.begin_transaction():  # as alembic upgrade --sql writes it
         call(Operations(context))
-    psql = shutil.which("psql")
-    assert psql is not None, "psql is needed to run an offline script"
-    url = engine.url
-    done = subprocess.run(
-        [psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", url.host or "127.0.0.1",
-         "-p", str(url.port or 5432), "-U", url.username or "postgres",
-         "-d", url.database or "", "-f", "-"],
-        input=buffer.getvalue(), text=True, capture_output=True, timeout=120, check=False,
-        env={**os.environ, "PGPASSWORD": url.password or ""},
-    )  # fmt: skip
+    done = _clients.psql(engine, buffer.getvalue(), timeout=120)
     if done.returncode != 0:
         raise ValueError(done.stderr)
 

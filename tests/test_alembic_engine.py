@@ -35,6 +35,7 @@ from hypothesis import strategies as st
 from sqlalchemy.engine import Engine
 
 import _clients
+import _databases
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from conftest import Backend, private_engine, recording
 from sqlalchemy_ulid import ULID
@@ -62,8 +63,7 @@ def server(request: pytest.FixtureRequest, backends: dict[str, Backend]) -> Iter
 
 def _drop(engine: Engine) -> None:
     with engine.begin() as conn:
-        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {_q(engine)}")
-        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {STATE_TABLE}")
+        _databases.drop_tables(conn, _q(engine), STATE_TABLE)
 
 
 def _q(engine: Engine) -> str:

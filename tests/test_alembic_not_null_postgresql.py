@@ -25,6 +25,7 @@ from alembic.operations import Operations
 from sqlalchemy.engine import Engine
 
 import _clients
+import _databases
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from conftest import Backend, private_engine
 from sqlalchemy_ulid import new_ulid, new_uuid7
@@ -49,12 +50,7 @@ def engine(backends: dict[str, Backend]) -> Iterator[Engine]:
 def _drop(engine: Engine) -> None:
     with engine.begin() as conn:
         conn.exec_driver_sql(f"DROP TABLE IF EXISTS {TABLE}, {PARENT} CASCADE")
-        conn.exec_driver_sql(
-            "DO $$ BEGIN IF to_regclass('sqlalchemy_ulid_migrations') IS NOT NULL THEN "
-            f"DELETE FROM sqlalchemy_ulid_migrations WHERE split_part(target, '.', 1) = '{TABLE}'; "
-            "IF NOT EXISTS (SELECT 1 FROM sqlalchemy_ulid_migrations) THEN "
-            "DROP TABLE sqlalchemy_ulid_migrations; END IF; END IF; END $$"
-        )
+        _databases.forget_conversions(conn, TABLE)
 
 
 def _value(op: str, type_: str) -> str:

@@ -7,12 +7,17 @@ guard can fail a test that leaves something behind, then drop it.
 ``seed``/``check_seeded`` create and verify the tables another tool could
 have left in a database (``SQLALCHEMY_ULID_SEED_TABLES``). ``skip_tls_probe``
 spares each PyMySQL connection a TLS context nobody uses.
+
+A test's own clean-up: ``drop_tables`` (``dropper``: as a function of the
+engine), and for the online ops,
+``forget_conversions`` (their state rows, PostgreSQL) and
+``drop_conversion_leftovers`` (triggers and copies, MariaDB).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import sqlalchemy as sa
@@ -204,3 +209,45 @@ def own_database(url: str, suffix: str) -> Iterator[str]:
         yield made
     finally:
         drop_database(url, str(make_url(made).database))
+
+
+def drop_tables(conn: Connection, *names: str, cascade: bool = False) -> None:
+    """``DROP TABLE IF EXISTS`` each of ``names``, in order (``CASCADE``: PostgreSQL)."""
+    for name in names:
+        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name}{' CASCADE' if cascade else ''}")
+
+
+def dropper(*names: str) -> Callable[[Engine], None]:
+    """A test's clean-up (as ``private_engine`` takes it): drop ``names``, in one transaction."""
+
+    def drop(engine: Engine) -> None:
+        with engine.begin() as conn:
+            drop_tables(conn, *names)
+
+    return drop
+
+
+def forget_conversions(conn: Connection, *tables: str) -> None:
+    """PostgreSQL: the online ops' state rows of ``tables``, and their table once empty.
+
+    Only these tables' rows: another test may be converting in this database.
+    """
+    names = ", ".join(f"'{table}'" for table in tables)
+    conn.exec_driver_sql(
+        "DO $$ BEGIN IF to_regclass('sqlalchemy_ulid_migrations') IS NOT NULL THEN "
+        "DELETE FROM sqlalchemy_ulid_migrations "
+        f"WHERE split_part(target, '.', 1) IN ({names}); "
+        "IF NOT EXISTS (SELECT 1 FROM sqlalchemy_ulid_migrations) THEN "
+        "DROP TABLE sqlalchemy_ulid_migrations; END IF; END IF; END $$"
+    )
+
+
+def drop_conversion_leftovers(conn: Connection, table: str) -> None:
+    """MariaDB: what an online storage conversion of ``table`` cut short leaves.
+
+    Its three triggers and its ``_<table>__new`` and ``_<table>__old`` copies;
+    drop the tables that reference them first.
+    """
+    for event in ("del", "upd", "ins"):
+        conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS _{table}__ulid_{event}")
+    drop_tables(conn, f"_{table}__new", f"_{table}__old")

@@ -72,9 +72,10 @@ _ASYNC_DRIVERS = {
 #: migrations online and offline under concurrent writers, through psql and
 #: mariadb, killed and rerun, and through PgBouncer's transaction pooling;
 #: fault soaks; big tables; feed and settle concurrency (behind PgBouncer
-#: too). The Python-version CI jobs leave it out (``-m "not server"``);
-#: ``make test``, CI's main job and its pg18 job run it. Code that branches on the Python or
-#: SQLAlchemy version is covered by the other tier (types, paging, the ops'
+#: too). The Python-version CI jobs leave it out, and the project tier below
+#: (``-m "not server and not project"``); ``make test``, CI's main job and
+#: its pg18 job run both. Code that branches on the Python or SQLAlchemy
+#: version is covered by the rest, the Python tier (types, paging, the ops'
 #: plans and --sql output, the guard, the integrations).
 SERVER_TIER = frozenset(
     {
@@ -103,6 +104,28 @@ SERVER_TIER = frozenset(
         "test_pooler_migrations",
         "test_settle_isolation",
         "test_settle_soundness",
+    }
+)
+#: The project tier (marker ``project``): tests of the project's own files
+#: and tools, not of the library on the job's Python: the built site in a
+#: browser, the docs' pages and their code blocks, the examples, the
+#: migrations_example project and a fresh ``alembic init`` project driven
+#: through subprocesses as the docs tell a reader, the suite's own harness
+#: and tier selection, and the ``clusters`` command line CI runs. The
+#: library calls they make are tested in-process on every job (rendering,
+#: autogenerate, check, the ops, the integrations); the Python-version CI
+#: jobs leave this tier out (``-m "not server and not project"``), ``make
+#: test``, CI's main job and its pg18 job run it.
+PROJECT_TIER = frozenset(
+    {
+        "test_alembic_init",
+        "test_clusters_pg18",
+        "test_docs",
+        "test_examples",
+        "test_harness",
+        "test_migrations_example",
+        "test_site",
+        "test_tiers",
     }
 )
 #: Tests of a Python-tier module that are server tier all the same: a big
@@ -147,6 +170,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             SERVER_TESTS
         ):
             item.add_marker(pytest.mark.server)
+        if module in PROJECT_TIER:
+            item.add_marker(pytest.mark.project)
         if module in GROUPS:
             item.add_marker(pytest.mark.xdist_group(GROUPS[module]))
     _tiers.select(config, items)

@@ -20,7 +20,6 @@ import io
 import itertools
 import logging
 import re
-import shutil
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -35,6 +34,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sqlalchemy.engine import Engine
 
+import _clients
+import _databases
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from conftest import Backend, private_engine, recording
 from sqlalchemy_ulid import ULID
@@ -62,8 +63,7 @@ def server(request: pytest.FixtureRequest, backends: dict[str, Backend]) -> Iter
 
 def _drop(engine: Engine) -> None:
     with engine.begin() as conn:
-        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {_q(engine)}")
-        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {STATE_TABLE}")
+        _databases.drop_tables(conn, _q(engine), STATE_TABLE)
 
 
 def _q(engine: Engine) -> str:
@@ -107,18 +107,9 @@ def _script(engine: Engine) -> str:
 
 
 def _client(engine: Engine, script: str) -> subprocess.CompletedProcess[str]:
-    url = engine.url
     if engine.dialect.name == "postgresql":
-        psql = shutil.which("psql")
-        assert psql is not None, "psql is needed to run an offline script"
-        args = [psql, "-X", "-q", "-h", url.host or "127.0.0.1", "-p", str(url.port or 5432),
-                "-U", url.username or "postgres", "-d", url.database or "", "-f", "-"]  # fmt: skip
-    else:
-        args = ["mariadb", "--batch", "-h", url.host or "127.0.0.1", "-P", str(url.port or 3306),
-                "-u", url.username or "root", url.database or ""]  # fmt: skip
-    return subprocess.run(
-        args, input=script, text=True, capture_output=True, timeout=120, check=False
-    )
+        return _clients.psql(engine, script, stop=False, timeout=120)
+    return _clients.mariadb(engine, script)
 
 
 def _ok(engine: Engine, script: str) -> None:

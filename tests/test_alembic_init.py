@@ -118,8 +118,7 @@ def _drop(url: str, *tables: str) -> None:
     engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
     try:
         with engine.begin() as conn:
-            for name in tables:
-                conn.execute(sa.text(f"DROP TABLE IF EXISTS {name}"))
+            _databases.drop_tables(conn, *tables)
     finally:
         engine.dispose()
 

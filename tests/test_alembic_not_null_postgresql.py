@@ -14,10 +14,7 @@ offline, keep a referencing column's NOT NULL (or its absence) the same way.
 from __future__ import annotations
 
 import io
-import os
 import random
-import shutil
-import subprocess
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -27,6 +24,8 @@ from alembic.migration import MigrationContext
 from alembic.operations import Operations
 from sqlalchemy.engine import Engine
 
+import _clients
+import _databases
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from conftest import Backend, private_engine
 from sqlalchemy_ulid import new_ulid, new_uuid7
@@ -51,12 +50,7 @@ def engine(backends: dict[str, Backend]) -> Iterator[Engine]:
 def _drop(engine: Engine) -> None:
     with engine.begin() as conn:
         conn.exec_driver_sql(f"DROP TABLE IF EXISTS {TABLE}, {PARENT} CASCADE")
-        conn.exec_driver_sql(
-            "DO $$ BEGIN IF to_regclass('sqlalchemy_ulid_migrations') IS NOT NULL THEN "
-            f"DELETE FROM sqlalchemy_ulid_migrations WHERE split_part(target, '.', 1) = '{TABLE}'; "
-            "IF NOT EXISTS (SELECT 1 FROM sqlalchemy_ulid_migrations) THEN "
-            "DROP TABLE sqlalchemy_ulid_migrations; END IF; END IF; END $$"
-        )
+        _databases.forget_conversions(conn, TABLE)
 
 
 def _value(op: str, type_: str) -> str:
@@ -126,16 +120,7 @@ def _script(engine: Engine, call: Callable[[Operations], Any]) -> None:
     )
     with context.begin_transaction():  # as alembic upgrade --sql writes it
         call(Operations(context))
-    psql = shutil.which("psql")
-    assert psql is not None, "psql is needed to run an offline script"
-    url = engine.url
-    done = subprocess.run(
-        [psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", url.host or "127.0.0.1",
-         "-p", str(url.port or 5432), "-U", url.username or "postgres",
-         "-d", url.database or "", "-f", "-"],
-        input=buffer.getvalue(), text=True, capture_output=True, timeout=120, check=False,
-        env={**os.environ, "PGPASSWORD": url.password or ""},
-    )  # fmt: skip
+    done = _clients.psql(engine, buffer.getvalue(), timeout=120)
     if done.returncode != 0:
         raise ValueError(done.stderr)
 

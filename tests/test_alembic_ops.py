@@ -19,6 +19,7 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection, Engine
 
 import _clients
+import _databases
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from conftest import Backend, recording
 from sqlalchemy_ulid import ULID, InvalidULID, ULIDType, new_ulid
@@ -28,10 +29,7 @@ ORDERS, EVENTS = "ops_orders", "ops_events"
 DATETIME = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql")
 
 
-def _drop(engine: Engine) -> None:
-    with engine.begin() as conn:
-        for name in (ORDERS, EVENTS):
-            conn.execute(sa.text(f"DROP TABLE IF EXISTS {name}"))
+_drop = _databases.dropper(ORDERS, EVENTS)
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from alembic.migration import MigrationContext
 from alembic.operations import Operations
 from sqlalchemy.engine import Engine
 
+import _databases
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from conftest import Backend, private_engine
 from sqlalchemy_ulid.alembic import ConversionRefused
@@ -27,10 +28,7 @@ from test_alembic_primary_key_offline_postgresql import _ok, _project, _psql, _s
 TABLES = ("adv_kid", "adv_par", "ulid_key_conversions", "alembic_version_pk_test")
 
 
-def _drop(engine: Engine) -> None:
-    with engine.begin() as conn:
-        for name in TABLES:
-            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name}")
+_drop = _databases.dropper(*TABLES)
 
 
 @pytest.fixture(params=["postgresql", "mysql"])

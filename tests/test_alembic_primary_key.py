@@ -34,6 +34,7 @@ from alembic.util import CommandError
 from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Engine
 
+import _databases
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from _sessions import kill_session, session_id
 from conftest import Backend, connection_env_py, private_engine, recording
@@ -81,8 +82,7 @@ def server(request: pytest.FixtureRequest, backends: dict[str, Backend]) -> Iter
 def _drop(engine: Engine) -> None:
     with engine.begin() as conn:
         conn.execute(sa.text("DROP VIEW IF EXISTS pk_customer_names"))
-        for name in (*TABLES, "pk_pairs", VERSION_TABLE, STATE_TABLE):
-            conn.execute(sa.text(f"DROP TABLE IF EXISTS {name}"))
+        _databases.drop_tables(conn, *TABLES, "pk_pairs", VERSION_TABLE, STATE_TABLE)
 
 
 def _seed(engine: Engine) -> None:

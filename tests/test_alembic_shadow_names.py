@@ -16,6 +16,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+import _databases
 from conftest import Backend, private_engine
 from sqlalchemy_ulid.alembic._names import (
     legacy_shadow_name,
@@ -87,10 +88,9 @@ def test_a_run_begun_under_the_old_sha1_name_goes_on_under_it() -> None:
 _LONG = "customer_reference_with_a_name_long_enough_to_need_a_hash_0123"  # 63 bytes
 
 
-def _drop(engine: Engine) -> None:
-    with engine.begin() as conn:
-        for name in ("pk_customer_notes", "pk_customers", VERSION_TABLE, "ulid_key_conversions"):
-            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name}")
+_drop = _databases.dropper(
+    "pk_customer_notes", "pk_customers", VERSION_TABLE, "ulid_key_conversions"
+)
 
 
 def _seed(engine: Engine) -> None:

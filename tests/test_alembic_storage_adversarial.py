@@ -19,6 +19,7 @@ from alembic.migration import MigrationContext
 from alembic.operations import Operations
 from sqlalchemy.engine import Engine
 
+import _databases
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from conftest import Backend, private_engine, recording
 from sqlalchemy_ulid import ULID, new_ulid
@@ -49,19 +50,11 @@ def maria(backends: dict[str, Backend]) -> Iterator[Engine]:
 def _drop(engine: Engine) -> None:
     with engine.begin() as conn:
         if engine.dialect.name == "postgresql":
-            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {TABLE} CASCADE")
-            # Only this test's row: other programs may be converting here.
-            conn.exec_driver_sql(
-                f"DO $$ BEGIN IF to_regclass('{STATE}') IS NOT NULL THEN "
-                f"DELETE FROM {STATE} WHERE split_part(target, '.', 1) = '{TABLE}'; "
-                f"IF NOT EXISTS (SELECT 1 FROM {STATE}) THEN DROP TABLE {STATE}; END IF; "
-                "END IF; END $$"
-            )
+            _databases.drop_tables(conn, TABLE, cascade=True)
+            _databases.forget_conversions(conn, TABLE)
             return
-        for event in ("del", "upd", "ins"):
-            conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS _{TABLE}__ulid_{event}")
-        for name in (TABLE, f"_{TABLE}__new", f"_{TABLE}__old"):
-            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name}")
+        _databases.drop_tables(conn, TABLE)
+        _databases.drop_conversion_leftovers(conn, TABLE)
 
 
 def _run(engine: Engine, **options: Any) -> None:

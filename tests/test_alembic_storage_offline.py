@@ -28,6 +28,7 @@ from alembic.operations import Operations
 from sqlalchemy.engine import Connection, Engine
 
 import _clients
+import _databases
 import _writers
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from _offline_scripts import VERSION_TABLE, alembic_sql
@@ -65,17 +66,10 @@ def engine(backends: dict[str, Backend]) -> Iterator[Engine]:
 
 def _drop(engine: Engine) -> None:
     with engine.begin() as conn:
-        for name in (TABLE, TWIN, VERSION_TABLE):
-            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name} CASCADE")
+        _databases.drop_tables(conn, TABLE, TWIN, VERSION_TABLE, cascade=True)
         for name in (TABLE, TWIN):
             conn.exec_driver_sql(f"DROP FUNCTION IF EXISTS {name}_ref__ulid_sync()")
-        conn.exec_driver_sql(
-            "DO $$ BEGIN IF to_regclass('sqlalchemy_ulid_migrations') IS NOT NULL THEN "
-            f"DELETE FROM sqlalchemy_ulid_migrations "
-            f"WHERE split_part(target, '.', 1) IN ('{TABLE}', '{TWIN}'); "
-            "IF NOT EXISTS (SELECT 1 FROM sqlalchemy_ulid_migrations) THEN "
-            "DROP TABLE sqlalchemy_ulid_migrations; END IF; END IF; END $$"
-        )
+        _databases.forget_conversions(conn, TABLE, TWIN)
 
 
 def _new(op: str) -> str:

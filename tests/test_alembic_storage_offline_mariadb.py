@@ -28,6 +28,7 @@ from alembic.operations import Operations
 from sqlalchemy.engine import Connection, Engine
 
 import _clients
+import _databases
 import _sessions
 import _writers
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
@@ -55,13 +56,10 @@ def server(backends: dict[str, Backend]) -> Iterator[Engine]:
 
 def _drop(engine: Engine) -> None:
     with engine.begin() as conn:
-        for name in ("del", "upd", "ins"):
-            conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS _{TABLE}__ulid_{name}")
         conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {TABLE}_mine")
-        for name in (f"{TABLE}_child", TABLE, f"_{TABLE}__new", f"_{TABLE}__old"):
-            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name}")
-        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {VERSION_TABLE}")
-        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {TABLE}_session")
+        _databases.drop_tables(conn, f"{TABLE}_child", TABLE)
+        _databases.drop_conversion_leftovers(conn, TABLE)
+        _databases.drop_tables(conn, VERSION_TABLE, f"{TABLE}_session")
 
 
 def _value(op: str) -> str:

@@ -21,6 +21,7 @@ from alembic.migration import MigrationContext
 from alembic.operations import Operations
 from sqlalchemy.engine import Connection, Engine
 
+import _databases
 import _writers
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from _sessions import session_killer
@@ -45,16 +46,8 @@ def engine(backends: dict[str, Backend]) -> Iterator[Engine]:
 
 def _drop(engine: Engine) -> None:
     with engine.begin() as conn:
-        for name in (TABLE, TWIN):
-            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name} CASCADE")
-        # Only this test's rows: other programs may be converting in this database.
-        conn.exec_driver_sql(
-            "DO $$ BEGIN IF to_regclass('sqlalchemy_ulid_migrations') IS NOT NULL THEN "
-            f"DELETE FROM sqlalchemy_ulid_migrations "
-            f"WHERE split_part(target, '.', 1) IN ('{TABLE}', '{TWIN}'); "
-            "IF NOT EXISTS (SELECT 1 FROM sqlalchemy_ulid_migrations) THEN "
-            "DROP TABLE sqlalchemy_ulid_migrations; END IF; END IF; END $$"
-        )
+        _databases.drop_tables(conn, TABLE, TWIN, cascade=True)
+        _databases.forget_conversions(conn, TABLE, TWIN)
         conn.exec_driver_sql("DROP VIEW IF EXISTS so_view")
 
 

@@ -15,6 +15,7 @@ from alembic.migration import MigrationContext
 from alembic.operations import Operations
 from sqlalchemy.engine import Engine
 
+import _databases
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from conftest import Backend, private_engine
 from sqlalchemy_ulid import ULID, new_ulid
@@ -27,10 +28,8 @@ HOSTS = ("localhost", "127.0.0.1")
 
 def _drop(engine: Engine) -> None:
     with engine.begin() as conn:
-        for name in ("del", "upd", "ins"):
-            conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS _{TABLE}__ulid_{name}")
-        for name in (TABLE, f"_{TABLE}__new", f"_{TABLE}__old"):
-            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name}")
+        _databases.drop_tables(conn, TABLE)
+        _databases.drop_conversion_leftovers(conn, TABLE)
 
 
 @pytest.fixture

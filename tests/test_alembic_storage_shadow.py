@@ -22,6 +22,7 @@ from alembic.migration import MigrationContext
 from alembic.operations import Operations
 from sqlalchemy.engine import Connection, Engine
 
+import _databases
 import _writers
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from _sessions import session_killer
@@ -45,10 +46,9 @@ def server(backends: dict[str, Backend]) -> Iterator[Engine]:
 
 def _drop(engine: Engine) -> None:
     with engine.begin() as conn:
-        for name in ("del", "upd", "ins"):
-            conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS _{TABLE}__ulid_{name}")
-        for name in ("shadow_child", TABLE, f"_{TABLE}__new", f"_{TABLE}__old", PLAIN):
-            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name}")
+        _databases.drop_tables(conn, "shadow_child", TABLE)
+        _databases.drop_conversion_leftovers(conn, TABLE)
+        _databases.drop_tables(conn, PLAIN)
 
 
 def _create(engine: Engine, name: str = TABLE) -> None:

@@ -20,6 +20,7 @@ from alembic.util import CommandError
 from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection, Engine
 
+import _databases
 import sqlalchemy_ulid.alembic
 from conftest import connection_env_py
 from sqlalchemy_ulid import drop_uuid7_function, uuid7_min_at
@@ -55,8 +56,7 @@ def downgrade():
 
 def _drop(engine: Engine) -> None:
     with engine.begin() as conn:
-        for name in (ORDERS, VERSION_TABLE):
-            conn.execute(sa.text(f"DROP TABLE IF EXISTS {name}"))
+        _databases.drop_tables(conn, ORDERS, VERSION_TABLE)
         drop_uuid7_function(conn)
 
 

@@ -17,6 +17,7 @@ from alembic.util import CommandError
 from sqlalchemy.engine import Connection, Engine
 
 import _clients
+import _databases
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from conftest import Backend, recording
 from sqlalchemy_ulid import InvalidULID, new_uuid7, uuid7_max_at, uuid7_min_at
@@ -33,9 +34,7 @@ def clean(engine: Engine) -> Iterator[Engine]:
     _drop(engine)
 
 
-def _drop(engine: Engine) -> None:
-    with engine.begin() as conn:
-        conn.execute(sa.text(f"DROP TABLE IF EXISTS {TABLE}"))
+_drop = _databases.dropper(TABLE)
 
 
 def _op(conn: Connection) -> Operations:

@@ -22,6 +22,7 @@ from alembic.migration import MigrationContext
 from alembic.operations import Operations
 from sqlalchemy.engine import Connection, Engine
 
+import _databases
 import _writers
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from _sessions import session_killer
@@ -63,23 +64,13 @@ def _name(engine: Engine) -> str:
 def _drop(engine: Engine) -> None:
     with engine.begin() as conn:
         if engine.dialect.name == "postgresql":
-            for name in (TABLE, TWIN):
-                conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name} CASCADE")
+            _databases.drop_tables(conn, TABLE, TWIN, cascade=True)
             conn.exec_driver_sql(f"DROP FUNCTION IF EXISTS {TABLE}_ref__ulid_sync()")
             conn.exec_driver_sql("DROP FUNCTION IF EXISTS u7o_touch()")
-            # Only this test's rows: other programs may be converting in this database.
-            conn.exec_driver_sql(
-                "DO $$ BEGIN IF to_regclass('sqlalchemy_ulid_migrations') IS NOT NULL THEN "
-                f"DELETE FROM sqlalchemy_ulid_migrations "
-                f"WHERE split_part(target, '.', 1) IN ('{TABLE}', '{TWIN}'); "
-                "IF NOT EXISTS (SELECT 1 FROM sqlalchemy_ulid_migrations) THEN "
-                "DROP TABLE sqlalchemy_ulid_migrations; END IF; END IF; END $$"
-            )
+            _databases.forget_conversions(conn, TABLE, TWIN)
             return
-        for event in ("del", "upd", "ins"):
-            conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS _{TABLE}__ulid_{event}")
-        for name in (TABLE, TWIN, f"_{TABLE}__new", f"_{TABLE}__old"):
-            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name}")
+        _databases.drop_tables(conn, TABLE, TWIN)
+        _databases.drop_conversion_leftovers(conn, TABLE)
 
 
 def _type(storage: str, dialect: sa.engine.Dialect) -> sa.types.TypeEngine[Any]:

@@ -1,10 +1,11 @@
-"""``--only-backends``: which tests it keeps, and that it narrows nothing else.
+"""The suite's selections: ``--only-backends``, and the tiers the CI jobs choose by marker.
 
-Each test runs pytest in a subprocess on a small test directory of its own,
-with the suite's real ``conftest.py``, ``_tiers.py`` and ``_databases.py``
-copied beside it, and reads what was selected (four runs in all: each
-starts an interpreter and imports SQLAlchemy). Collecting needs no server;
-the one run that starts its session points both servers at closed ports.
+Each test but the first runs pytest in a subprocess on a small test
+directory of its own, with the suite's real ``conftest.py``, ``_tiers.py``
+and ``_databases.py`` copied beside it, and reads what was selected (five
+runs in all: each starts an interpreter and imports SQLAlchemy). Collecting
+needs no server; the one run that starts its session points both servers at
+closed ports.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+import conftest
 
 HERE = Path(__file__).parent
 _CLOSED = {
@@ -104,6 +107,7 @@ def sample(tmp_path: Path) -> Path:
         shutil.copy(HERE / name, tmp_path / name)
     (tmp_path / "pytest.ini").write_text(
         "[pytest]\nmarkers =\n    backends: the backends a test reaches\n    server: tier\n"
+        "    project: tier\n"
     )
     (tmp_path / "test_sample.py").write_text(SAMPLE)
     return tmp_path
@@ -126,6 +130,30 @@ def _pytest(
 def _collected(result: subprocess.CompletedProcess[str]) -> list[str]:
     assert result.returncode == 0, result.stdout + result.stderr
     return [line for line in result.stdout.splitlines() if "::" in line]
+
+
+def test_every_module_a_tier_names_is_in_the_suite() -> None:
+    # A module renamed or removed would otherwise leave its tier without a word.
+    modules = {path.stem for path in HERE.glob("test_*.py")}
+    named = {
+        *conftest.SERVER_TIER,
+        *conftest.PROJECT_TIER,
+        *conftest.GROUPS,
+        *(test.split(".py::")[0] for test in (*conftest.SERVER_TESTS, *conftest.EVERY_JOB)),
+    }
+    assert not named - modules, named - modules
+    assert not conftest.SERVER_TIER & conftest.PROJECT_TIER
+
+
+def test_the_python_version_jobs_leave_out_the_server_and_project_tiers(sample: Path) -> None:
+    # What .ci/run's Python-version jobs select; main runs everything.
+    (sample / "test_docs.py").write_text("def test_a_page():\n    pass\n")
+    (sample / "test_settle_soundness.py").write_text("def test_a_race():\n    pass\n")
+    result = _pytest(sample, "--co", "-q", "-m", "not server and not project")
+    kept = _collected(result)
+    assert len(kept) == EVERY_TEST
+    assert all(line.startswith("test_sample.py::") for line in kept), kept
+    assert f"{EVERY_TEST}/{EVERY_TEST + 2} tests collected (2 deselected)" in result.stdout
 
 
 def test_postgresql_keeps_exactly_the_tests_that_can_reach_it(sample: Path) -> None:

@@ -30,6 +30,7 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection, Engine
 
 import _clients
+import _databases
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from conftest import Backend, recording
 from sqlalchemy_ulid import (
@@ -63,8 +64,7 @@ def clean(engine: Engine) -> Iterator[Engine]:
 
 def _drop(engine: Engine) -> None:
     with engine.begin() as conn:
-        for name in (ITEMS, ORDERS, VERSION_TABLE):
-            conn.execute(sa.text(f"DROP TABLE IF EXISTS {name}"))
+        _databases.drop_tables(conn, ITEMS, ORDERS, VERSION_TABLE)
         drop_uuid7_function(conn)
 
 

@@ -220,3 +220,41 @@ def test_add_and_drop_a_column_whose_name_has_a_backtick(maria: Engine, online: 
     assert len(set(_binary(maria, "`pub``id`"))) == 10
     run_op(maria, lambda op: op.drop_ulid_column(TABLE, "pub`id"))
     assert _columns(maria) == ["id", "created_at", "ref"]
+
+
+# -- names that need quoting -------------------------------------------------------------
+
+#: (table, column): reserved words in mixed case; non-ASCII
+NAMES = [("adv_Order", "select"), ("adv_Bücher", "Référence")]
+
+
+@pytest.mark.parametrize(("table", "column"), NAMES, ids=["reserved", "unicode"])
+@pytest.mark.parametrize("online", [False, True], ids=["one-transaction", "online"])
+def test_every_op_on_names_that_need_quoting(
+    maria: Engine, table: str, column: str, online: bool
+) -> None:
+    execute(
+        maria,
+        f"CREATE TABLE `{table}` (id INT NOT NULL AUTO_INCREMENT PRIMARY KEY, "
+        f"created_at DATETIME(3) NOT NULL DEFAULT NOW(3), `{column}` CHAR(26) NOT NULL)",
+        *(f"INSERT INTO `{table}` (`{column}`) VALUES ('{value}')" for value in TEXT),
+    )
+    run_op(maria, lambda op: op.alter_ulid_storage(table, column, online=online, **STORAGE))
+    assert scalar(maria, f"SELECT count(DISTINCT `{column}`) FROM `{table}`") == 10
+    assert scalar(maria, f"SELECT max(length(`{column}`)) FROM `{table}`") == 16
+    run_op(maria, lambda op: op.add_ulid_column(table, "New Id", "created_at", online=online))
+    assert scalar(maria, f"SELECT count(DISTINCT `New Id`) FROM `{table}`") == 10
+    run_op(maria, lambda op: op.drop_ulid_column(table, "New Id"))
+    run_op(maria, lambda op: op.convert_primary_key_to_ulid(table, from_time="created_at"))
+    assert scalar(maria, f"SELECT count(DISTINCT id) FROM `{table}`") == 10
+    run_op(maria, lambda op: op.restore_legacy_primary_key(table))
+    assert scalar(maria, f"SELECT sum(id) FROM `{table}`") == 55
+    assert sorted(
+        c
+        for (c,) in rows(
+            maria,
+            "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() "
+            "AND TABLE_NAME = :t",
+            t=table,
+        )
+    ) == sorted(["id", "created_at", column])

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from alembic.operations import Operations
 from sqlalchemy.engine import Engine
 
-from _adversary import execute, rows, run_op, scalar
+from _adversary import execute, refused_before_ddl, rows, run_op, scalar
 from conftest import Backend, private_engine
 from sqlalchemy_ulid import ULID
 
@@ -92,10 +92,10 @@ def _run_in_mode(engine: Engine, call: Callable[[Operations], Any], *modes: str)
     return after[0]
 
 
-def _binary(engine: Engine, column: str = "ref") -> list[ULID]:
+def _binary(engine: Engine, column: str = "ref", order: str = "id") -> list[ULID]:
     return [
         ULID.from_bytes(bytes(value))
-        for (value,) in rows(engine, f"SELECT {column} FROM {TABLE} ORDER BY id")
+        for (value,) in rows(engine, f"SELECT {column} FROM {TABLE} ORDER BY {order}")
     ]
 
 
@@ -258,3 +258,64 @@ def test_every_op_on_names_that_need_quoting(
             t=table,
         )
     ) == sorted(["id", "created_at", column])
+
+
+# -- the key conversion ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["VIRTUAL", "PERSISTENT", "VIRTUAL, KEY (k)"])
+def test_generated_column_of_a_referencing_column_refused_before_any_ddl(
+    maria: Engine, kind: str
+) -> None:
+    # The swap's DROP COLUMN failed (1054) halfway, the conversion left unfinished.
+    execute(
+        maria,
+        f"CREATE TABLE {TABLE} (id INT NOT NULL PRIMARY KEY, "
+        "created_at DATETIME(3) NOT NULL DEFAULT NOW(3))",
+        f"INSERT INTO {TABLE} (id) VALUES (1), (2)",
+        "CREATE TABLE adv_child (id INT NOT NULL PRIMARY KEY, parent_id INT, "
+        f"k VARCHAR(40) AS (CONCAT('k', parent_id)) {kind}, "
+        f"FOREIGN KEY (parent_id) REFERENCES {TABLE} (id))",
+        "INSERT INTO adv_child (id, parent_id) VALUES (1, 1), (2, 2)",
+    )
+    with refused_before_ddl(maria, "adv_child.parent_id is used by the generated column k"):
+        run_op(maria, lambda op: op.convert_primary_key_to_ulid(TABLE, from_time="created_at"))
+    assert rows(maria, "SELECT k, parent_id FROM adv_child ORDER BY id") == [("k1", 1), ("k2", 2)]
+
+
+def test_virtual_column_of_the_key_keeps_its_values_there_and_back(maria: Engine) -> None:
+    # The key column is renamed to legacy_id, and the expression follows it.
+    execute(
+        maria,
+        f"CREATE TABLE {TABLE} (id INT NOT NULL AUTO_INCREMENT PRIMARY KEY, "
+        "created_at DATETIME(3) NOT NULL DEFAULT NOW(3), k VARCHAR(20) AS (CONCAT('k', id)))",
+        f"INSERT INTO {TABLE} (created_at) VALUES (NOW(3)), (NOW(3))",
+    )
+    run_op(maria, lambda op: op.convert_primary_key_to_ulid(TABLE, from_time="created_at"))
+    assert rows(maria, f"SELECT k, legacy_id FROM {TABLE} ORDER BY legacy_id") == [
+        ("k1", 1),
+        ("k2", 2),
+    ]
+    run_op(maria, lambda op: op.restore_legacy_primary_key(TABLE))
+    assert rows(maria, f"SELECT k, id FROM {TABLE} ORDER BY id") == [("k1", 1), ("k2", 2)]
+
+
+def test_key_names_with_double_quotes_under_ansi_quotes(maria: Engine) -> None:
+    execute(
+        maria,
+        f'CREATE TABLE {TABLE} (`i"d` INT NOT NULL AUTO_INCREMENT PRIMARY KEY, '
+        "created_at DATETIME(3) NOT NULL DEFAULT NOW(3))",
+        f"INSERT INTO {TABLE} (created_at) VALUES (NOW(3)), (NOW(3))",
+    )
+    legacy = 'leg"acy'
+    _run_in_mode(
+        maria,
+        lambda op: op.convert_primary_key_to_ulid(TABLE, from_time="created_at", legacy_id=legacy),
+        "ANSI_QUOTES",
+    )
+    assert sorted(_columns(maria)) == ["created_at", 'i"d', legacy]
+    assert len(set(_binary(maria, '`i"d`', order="1"))) == 2
+    _run_in_mode(
+        maria, lambda op: op.restore_legacy_primary_key(TABLE, legacy_id=legacy), "ANSI_QUOTES"
+    )
+    assert rows(maria, f'SELECT `i"d` FROM {TABLE} ORDER BY 1') == [(1,), (2,)]

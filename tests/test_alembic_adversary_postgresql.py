@@ -8,6 +8,8 @@ right thing. What is not fixed yet is a strict xfail naming the defect.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -176,3 +178,120 @@ def test_partitioned_table_online_add_without_unique_runs(pg: Engine) -> None:
         lambda op: op.add_ulid_column(TABLE, "public_id", "created_at", online=True, unique=False),
     )
     assert scalar(pg, "SELECT count(*) FROM adv_child WHERE public_id IS NOT NULL") == 20
+
+
+# -- names and schemas -------------------------------------------------------------------
+
+#: (table, column, schema): names that need quoting, and a schema not on the search path
+NAMES = [
+    ("Order", "select", None),  # reserved words, mixed case
+    ("Bücher", "Référence", None),  # non-ASCII
+    ("adv_t", "ref", "adv_other"),  # another schema
+]
+
+
+def _named(engine: Engine, table: str, column: str, schema: str | None) -> str:
+    q = f'"{schema}"."{table}"' if schema else f'"{table}"'
+    if schema:
+        execute(engine, f"CREATE SCHEMA {schema}")
+    execute(
+        engine,
+        f"CREATE TABLE {q} (id INT PRIMARY KEY, created_at TIMESTAMPTZ NOT NULL "
+        f'DEFAULT now(), "{column}" CHAR(26) NOT NULL)',
+        f"INSERT INTO {q} (id, \"{column}\") SELECT g, '01ARZ3NDEKTSV4RRFFQ69G5FA' "
+        "|| chr(48 + mod(g, 10)) FROM generate_series(1, 20) g",
+    )
+    return q
+
+
+@pytest.mark.parametrize(
+    ("table", "column", "schema"), NAMES, ids=["reserved", "unicode", "schema"]
+)
+@pytest.mark.parametrize("online", [False, True], ids=["one-transaction", "online"])
+def test_every_op_on_names_that_need_quoting(
+    pg: Engine, table: str, column: str, schema: str | None, online: bool
+) -> None:
+    q = _named(pg, table, column, schema)
+    run_op(
+        pg,
+        lambda op: op.alter_ulid_storage(
+            table, column, from_storage="text", to_storage="native", schema=schema, online=online
+        ),
+    )
+    assert scalar(pg, f'SELECT count(DISTINCT "{column}") FROM {q}') == 10
+    run_op(
+        pg,
+        lambda op: op.add_ulid_column(table, "New Id", "created_at", schema=schema, online=online),
+    )
+    assert scalar(pg, f'SELECT count(DISTINCT "New Id") FROM {q}') == 20
+    run_op(pg, lambda op: op.drop_ulid_column(table, "New Id", schema=schema))
+    run_op(
+        pg, lambda op: op.convert_primary_key_to_ulid(table, from_time="created_at", schema=schema)
+    )
+    assert scalar(pg, f"SELECT count(DISTINCT id) FROM {q}") == 20
+    run_op(pg, lambda op: op.restore_legacy_primary_key(table, schema=schema))
+    assert scalar(pg, f"SELECT sum(id) FROM {q}") == 210
+    columns = rows(
+        pg,
+        "SELECT column_name FROM information_schema.columns WHERE table_name = :t "
+        "ORDER BY column_name",
+        t=table,
+    )
+    assert sorted(c for (c,) in columns) == sorted(["id", "created_at", column])
+
+
+# -- the session and other sessions ------------------------------------------------------
+
+
+def _hold_a_snapshot_past(engine: Engine, statement: str, hold: float) -> threading.Thread:
+    """A reader holding a snapshot until ``statement`` has waited on a lock ``hold`` s.
+
+    A concurrent index build waits for every older snapshot, whoever holds it.
+    """
+    ready = threading.Event()
+
+    def reader() -> None:
+        with engine.connect() as conn, engine.connect() as watch:
+            conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            conn.exec_driver_sql("SELECT 1")
+            ready.set()
+            for _ in range(3000):
+                waiting = watch.exec_driver_sql(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND wait_event_type = 'Lock' AND query LIKE %(q)s",
+                    {"q": statement + "%"},
+                ).scalar()
+                watch.rollback()
+                if waiting:
+                    break
+                time.sleep(0.02)
+            time.sleep(hold)
+            conn.rollback()
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    ready.wait()
+    return thread
+
+
+def test_a_database_statement_timeout_does_not_cancel_the_concurrent_build(pg: Engine) -> None:
+    # The build waits for a reader's older snapshot longer than the database's
+    # statement_timeout: it was cancelled, its index left INVALID, on every rerun.
+    _table(pg)
+    database = scalar(pg, "SELECT current_database()")
+    with pg.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.exec_driver_sql(f'ALTER DATABASE "{database}" SET statement_timeout = 300')
+    try:
+        reader = _hold_a_snapshot_past(pg, "CREATE UNIQUE INDEX CONCURRENTLY", 0.6)
+        try:
+            run_op(pg, lambda op: op.add_ulid_column(TABLE, "public_id", "created_at", online=True))
+        finally:
+            reader.join()
+    finally:
+        with pg.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.exec_driver_sql(f'ALTER DATABASE "{database}" RESET statement_timeout')
+    assert rows(
+        pg,
+        "SELECT i.relname, x.indisvalid FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
+        f"WHERE x.indrelid = '{TABLE}'::regclass AND i.relname = 'uq_adv_t_public_id'",
+    ) == [("uq_adv_t_public_id", True)]

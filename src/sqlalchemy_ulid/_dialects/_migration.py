@@ -153,7 +153,7 @@ class KeyConversionSQL:
     #: before), NOT NULL (a constraint row since PostgreSQL 18; the op sets it
     #: on the new column), views and triggers (refused before), the column's
     #: DEFAULT or the constraints named ``:same`` and ``:check`` (the ops' own); rows of
-    #: one description each. None where the server refuses such a DROP itself
+    #: one description each (MariaDB/MySQL: generated columns only). None: none here
     dependants: str | None = None
     #: locks a table for the swap (``{tables}``: one quoted name), or None
     #: where DDL commits on its own and a lock would not outlive it
@@ -318,6 +318,22 @@ _KEY_CONVERSION: dict[str, KeyConversionSQL] = {
             "information_schema.STATISTICS WHERE TABLE_SCHEMA = COALESCE(:schema, DATABASE()) "
             "AND TABLE_NAME = :table AND COLUMN_NAME = :column) "
             "GROUP BY INDEX_NAME, INDEX_TYPE"
+        ),
+        # A generated column naming the column: DROP COLUMN fails (error
+        # 1054) in the middle of the swap. The expression quotes names with
+        # backticks; :table is the name as the op quotes it (only if needed).
+        dependants=(
+            "SELECT CONCAT('the generated column ', c.COLUMN_NAME) "
+            "FROM information_schema.COLUMNS c WHERE c.IS_GENERATED = 'ALWAYS' "
+            "AND c.GENERATION_EXPRESSION LIKE "
+            "CONCAT('%`', REPLACE(:column, '`', '``'), '`%') "
+            "AND ((c.TABLE_SCHEMA = DATABASE() AND :table IN (c.TABLE_NAME, "
+            "CONCAT('`', REPLACE(c.TABLE_NAME, '`', '``'), '`'))) "
+            "OR :table IN (CONCAT(c.TABLE_SCHEMA, '.', c.TABLE_NAME), "
+            "CONCAT('`', REPLACE(c.TABLE_SCHEMA, '`', '``'), '`.', c.TABLE_NAME), "
+            "CONCAT(c.TABLE_SCHEMA, '.`', REPLACE(c.TABLE_NAME, '`', '``'), '`'), "
+            "CONCAT('`', REPLACE(c.TABLE_SCHEMA, '`', '``'), '`.`', "
+            "REPLACE(c.TABLE_NAME, '`', '``'), '`')))"
         ),
     ),
 }

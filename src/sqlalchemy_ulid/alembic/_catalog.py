@@ -45,12 +45,20 @@ class Catalog:
         """The column's DEFAULT and COMMENT as the server has them (None: as reflected)."""
         return None
 
+    def reflected_name(self, name: str) -> str:
+        """A name as SQLAlchemy's reflection reports it, as the server has it (the default: so)."""
+        return name
+
     def strict_mode(self, connection: Connection) -> contextlib.AbstractContextManager[None]:
         """Make the session refuse, not coerce, bad values (the default: it always does)."""
         return contextlib.nullcontext()
 
     def utc_session(self, connection: Connection) -> contextlib.AbstractContextManager[None]:
         """Make the session read time values in UTC (the default: it does not convert)."""
+        return contextlib.nullcontext()
+
+    def plain_session(self, connection: Connection) -> contextlib.AbstractContextManager[None]:
+        """Make the session read and write SQL as the dialect does (the default: it does)."""
         return contextlib.nullcontext()
 
 

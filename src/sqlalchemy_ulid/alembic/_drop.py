@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic.operations import MigrateOperation, Operations
 
 from .._dialects import dialect_row
-from ._inspect import column_state, unique_name, unique_on
+from ._inspect import column_state, plain_session, unique_name, unique_on
 from ._locks import DEFAULT_LOCK_TIMEOUT, check_lock_timeout, lock_safe
 
 __all__ = ["DropULIDColumnOp"]
@@ -89,6 +89,7 @@ class DropULIDColumnOp(MigrateOperation):
 
 
 @Operations.implementation_for(DropULIDColumnOp)
+@plain_session
 def _drop_ulid_column(operations: Operations, op: DropULIDColumnOp) -> None:
     context = operations.migration_context
     dialect = context.dialect

@@ -8,15 +8,20 @@ first DDL statement. The readers here are shared by the ops.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from alembic.operations import Operations
 from sqlalchemy.engine import Connection, Dialect
 
-from ._catalog import catalog_for
+from ._catalog import UnsupportedCatalog, catalog_for
+
+_Op = TypeVar("_Op")
+_Result = TypeVar("_Result")
 
 __all__ = [
     "ColumnState",
@@ -26,6 +31,7 @@ __all__ = [
     "foreign_keys_on",
     "index_features",
     "name_limit",
+    "plain_session",
     "quote",
     "run",
     "safe_name",
@@ -97,7 +103,7 @@ def column_state(
     """Return the column's type, nullability, default and comment (None: no such column)."""
     catalog = catalog_for(connection.dialect)
     for info in sa.inspect(connection).get_columns(table, schema=schema):
-        if info["name"] == column:
+        if catalog.reflected_name(info["name"]) == column:
             # SQLAlchemy cuts long MariaDB DEFAULT expressions short, and
             # misses the COMMENT after a function DEFAULT: the catalog may
             # read the server's own text.
@@ -209,6 +215,32 @@ def check_identifier(name: str, what: str, dialect: Dialect) -> None:
         raise ValueError(
             f"{what} {name!r} is {len(name.encode())} bytes; {dialect.name} allows {limit}"
         )
+
+
+def plain_session(
+    implementation: Callable[[Operations, _Op], _Result],
+) -> Callable[[Operations, _Op], _Result]:
+    """Run an op's implementation in a session whose SQL reads as the dialect expects.
+
+    A session setting made after SQLAlchemy connected can make reflection
+    read nothing, or the server read values otherwise than the driver wrote
+    them (``Catalog.plain_session``); it is put back after the op. Offline
+    (``--sql``) there is no session.
+    """
+
+    @functools.wraps(implementation)
+    def run_plain(operations: Operations, op: _Op) -> _Result:
+        if operations.migration_context.as_sql:
+            return implementation(operations, op)
+        connection = operations.get_bind()
+        try:
+            catalog = catalog_for(connection.dialect)
+        except UnsupportedCatalog:
+            return implementation(operations, op)
+        with catalog.plain_session(connection):
+            return implementation(operations, op)
+
+    return run_plain
 
 
 def strict_mode(connection: Connection) -> contextlib.AbstractContextManager[None]:

@@ -25,6 +25,7 @@ from .._inspect import (
     ColumnState,
     check_identifier,
     column_state,
+    plain_session,
     quote,
     run,
     strict_mode,
@@ -77,6 +78,7 @@ STAGING = "_ulid_backfill"
 
 
 @Operations.implementation_for(AddULIDColumnOp)
+@plain_session
 def add_ulid_column(operations: Operations, op: AddULIDColumnOp) -> None:
     if op.online:
         add_online(operations, op, lambda value: _timestamp_ms(value, op.timezone, op.fold))

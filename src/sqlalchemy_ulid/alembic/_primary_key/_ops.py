@@ -21,7 +21,7 @@ from alembic.util import CommandError
 from sqlalchemy.engine import Connection
 
 from ..._types import Storage, _check_storage
-from .._inspect import safe_name, strict_mode, unique_on
+from .._inspect import plain_session, safe_name, strict_mode, unique_on
 from .._locks import DEFAULT_LOCK_TIMEOUT, check_lock_timeout
 from .._online import phases_block
 from .._proxy import DIRECT_CONNECTION, behind_a_proxy
@@ -246,11 +246,13 @@ class RestoreLegacyPrimaryKeyOp(_KeyOp):
 
 
 @Operations.implementation_for(ConvertPrimaryKeyToULIDOp)
+@plain_session
 def _convert(operations: Operations, op: ConvertPrimaryKeyToULIDOp) -> str | None:
     return _run(operations, op, "ulid")
 
 
 @Operations.implementation_for(RestoreLegacyPrimaryKeyOp)
+@plain_session
 def _restore(operations: Operations, op: RestoreLegacyPrimaryKeyOp) -> str | None:
     return _run(operations, op, "legacy")
 

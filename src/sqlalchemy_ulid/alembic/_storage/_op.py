@@ -25,7 +25,7 @@ from ..._dialects import DialectRow, dialect_row, dialects_with
 from ..._kinds import ULID_KEYS
 from ..._types import Storage, ULIDType, _check_storage
 from .._backfill import BackfillProgress, check_batch_options
-from .._inspect import execute, quote, strict_mode
+from .._inspect import execute, plain_session, quote, strict_mode
 from .._locks import DEFAULT_LOCK_TIMEOUT, check_lock_timeout, lock_safe
 from .._plan.database import database_for
 from ._target import target_of
@@ -257,6 +257,7 @@ class AlterULIDStorageOp(MigrateOperation):
 
 
 @Operations.implementation_for(AlterULIDStorageOp)
+@plain_session
 def _alter_ulid_storage(operations: Operations, op: AlterULIDStorageOp) -> None:
     context = operations.migration_context
     dialect = context.dialect

@@ -213,6 +213,34 @@ class MariaDBCatalog(Catalog):
             mode,
         )
 
+    def reflected_name(self, name: str) -> str:
+        """SQLAlchemy reads a name quoted in ``SHOW CREATE TABLE``: a backtick comes doubled."""
+        return name.replace("``", "`")
+
+    def plain_session(self, connection: Connection) -> contextlib.AbstractContextManager[None]:
+        """Take out of the session's ``sql_mode`` what SQLAlchemy did not see at connect.
+
+        ``ANSI_QUOTES`` set on the session after SQLAlchemy connected makes
+        ``SHOW CREATE TABLE`` quote with ``"``, which SQLAlchemy's
+        reflection then does not parse: no columns, no primary key (a drop
+        did nothing, the ops named columns missing). ``NO_BACKSLASH_ESCAPES``
+        makes the server read the backslashes the driver escapes a value
+        with as bytes of the value. Both are put back after the block.
+        """
+        mode = str(connection.exec_driver_sql("SELECT @@SESSION.sql_mode").scalar() or "")
+        drop = {"NO_BACKSLASH_ESCAPES"}
+        if not getattr(connection.dialect, "_server_ansiquotes", False):
+            drop.add("ANSI_QUOTES")
+        kept = [part for part in mode.split(",") if part and part not in drop]
+        if len(kept) == len([part for part in mode.split(",") if part]):
+            return contextlib.nullcontext()
+        return _session_setting(
+            connection,
+            f"SET SESSION sql_mode = '{','.join(kept)}'",
+            sa.text("SET SESSION sql_mode = :value"),
+            mode,
+        )
+
     def utc_session(self, connection: Connection) -> contextlib.AbstractContextManager[None]:
         """Set the session's ``time_zone`` to UTC (``DATETIME`` is not converted either way)."""
         zone = str(connection.exec_driver_sql("SELECT @@SESSION.time_zone").scalar())

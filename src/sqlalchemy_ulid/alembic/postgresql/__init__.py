@@ -94,10 +94,19 @@ class PostgreSQL(Database):
             )
             run(connection, statement)
             return
-        saved = str(run(connection, "SELECT current_setting('lock_timeout')").scalar())
+        # A role's or database's statement_timeout would cancel a build that
+        # waits for older transactions (it waits for every one, writers or
+        # not) and leave its index INVALID, on every rerun: the build runs
+        # without one, its lock waits bounded by lock_timeout.
+        saved = run(
+            connection,
+            "SELECT current_setting('lock_timeout'), current_setting('statement_timeout')",
+        ).one()
         run(connection, f"SET lock_timeout = {_ms(max(seconds, CONCURRENT_WAIT))}")
+        run(connection, "SET statement_timeout = 0")
         try:
             run(connection, statement)
         finally:
             if not connection.invalidated:
-                run(connection, "SET lock_timeout = '" + saved.replace("'", "''") + "'")
+                for name, value in zip(("lock_timeout", "statement_timeout"), saved, strict=True):
+                    run(connection, f"SET {name} = '" + str(value).replace("'", "''") + "'")

@@ -164,6 +164,16 @@ class KeyConversionSQL:
     #: behind a held table ends by the swap's timeout (it lets go and tries
     #: again), never by the server cancelling the writer
     lock_held: str | None = None
+    #: locks every table of the swap in one statement, held until ``unlock``
+    #: (``{tables}``: the items of ``lock_table``, comma separated), where
+    #: DDL commits on its own and ``lock`` would not outlive it: the
+    #: catch-up and every step of the swap run under it, as in the script
+    lock_tables: str | None = None
+    #: one table of ``lock_tables`` (``{table}``: one quoted name, ``{alias}``:
+    #: the alias under which the catch-up reads the table it joins)
+    lock_table: str | None = None
+    #: gives ``lock_tables`` up
+    unlock: str | None = None
 
 
 _KEY_CONVERSION: dict[str, KeyConversionSQL] = {
@@ -283,6 +293,9 @@ _KEY_CONVERSION: dict[str, KeyConversionSQL] = {
     "mysql": KeyConversionSQL(
         set_not_null="ALTER TABLE {table} MODIFY {column} {type} NOT NULL",
         set_comment="ALTER TABLE {table} MODIFY {column} {type} {null} COMMENT {comment}",
+        lock_tables="LOCK TABLES {tables}",
+        lock_table="{table} WRITE, {table} AS {alias} READ",
+        unlock="UNLOCK TABLES",
         triggers=(
             "SELECT TRIGGER_NAME, EVENT_OBJECT_TABLE FROM information_schema.TRIGGERS "
             "WHERE EVENT_OBJECT_SCHEMA = COALESCE(:schema, DATABASE()) "

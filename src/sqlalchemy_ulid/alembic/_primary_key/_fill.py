@@ -27,11 +27,21 @@ __all__ = [
     "add_shadows",
     "columns_of",
     "fill_referencing",
+    "parent_alias",
     "quoted",
     "quoted_table",
     "staged_key",
     "unfilled",
 ]
+
+
+def parent_alias(plan: Plan, table: str) -> str:
+    """The alias of ``table`` where a join reads it for a referencing shadow.
+
+    One per table (``ulid_p`` and the number of its first column in the
+    plan, as in the MariaDB script): the swap locks each table under it.
+    """
+    return f"ulid_p{1 + next(i for i, c in enumerate(plan.columns) if c.table == table)}"
 
 
 def quoted_table(connection: Connection, plan: Plan, table: str) -> str:
@@ -166,7 +176,7 @@ def fill_referencing(
     referenced = sa.table(
         parent.table, sa.column(parent.column), sa.column(source), schema=plan.schema
     )
-    other = referenced.alias("ulid_parent")
+    other = referenced.alias(parent_alias(plan, parent.table))
     shadow, new = child.c[column.shadow], other.c[source]
     stale = sa.or_(shadow.is_(None), shadow != new) if catch_up else shadow.is_(None)
     connection.execute(

@@ -11,6 +11,7 @@ on its own, so a kill can fall between a step and its record.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -22,8 +23,8 @@ from .._inspect import run, unescape_percent
 from .._locks import lock_safe, lock_safe_ddl
 from .._plan.database import database_for
 from .._plan.step import Step
-from ._fill import quoted, quoted_table, unfilled
-from ._plan import KeyColumn, Plan
+from ._fill import parent_alias, quoted, quoted_table, unfilled
+from ._plan import STATE_TABLE, KeyColumn, Plan
 from ._state import clear_state, mark_done
 
 __all__ = ["swap", "swap_steps"]
@@ -40,7 +41,57 @@ def swap(
     lock_timeout: float,
     catch_up: Callable[[], None],
 ) -> None:
-    """Swap the columns and constraints, one recorded step at a time."""
+    """Swap the columns and constraints, one recorded step at a time.
+
+    On PostgreSQL the swap is one transaction under ACCESS EXCLUSIVE locks.
+    On MariaDB, where each DDL statement commits on its own, it holds
+    ``LOCK TABLES ... WRITE`` from before the catch-up to its last step, as
+    the script does: a row written after the catch-up would keep its old
+    value only, and lose it at the swap.
+    """
+    unlock = _lock_tables(connection, plan, lock_timeout)
+    try:
+        _swap(connection, plan, done, lock_timeout=lock_timeout, catch_up=catch_up)
+    except BaseException:
+        if unlock is not None:
+            # The locks go with the session anyway; a killed one cannot be told.
+            with contextlib.suppress(sa.exc.SQLAlchemyError):
+                run(connection, unlock)
+        raise
+    if unlock is not None:
+        run(connection, unlock)
+
+
+def _lock_tables(connection: Connection, plan: Plan, lock_timeout: float) -> str | None:
+    """Where DDL commits on its own: every table locked at once, until the returned SQL.
+
+    The tables (each also under the alias the catch-up reads it by) and the
+    state table the steps are recorded in: a session under ``LOCK TABLES``
+    may use only what it locked (temporary tables excepted).
+    """
+    sql = key_conversion_sql(connection.dialect)
+    assert sql is not None
+    if sql.lock_tables is None or sql.lock_table is None:
+        return None
+    aliases = {name: parent_alias(plan, name) for name in plan.tables}
+    aliases[STATE_TABLE] = "ulid_state"
+    items = [
+        sql.lock_table.format(table=quoted_table(connection, plan, name), alias=alias)
+        for name, alias in aliases.items()
+    ]
+    statement = sql.lock_tables.format(tables=", ".join(items))
+    lock_safe(connection, lambda: run(connection, statement), statement, lock_timeout=lock_timeout)
+    return sql.unlock
+
+
+def _swap(
+    connection: Connection,
+    plan: Plan,
+    done: list[str],
+    *,
+    lock_timeout: float,
+    catch_up: Callable[[], None],
+) -> None:
     sql = key_conversion_sql(connection.dialect)
     assert sql is not None
     if sql.lock is not None:

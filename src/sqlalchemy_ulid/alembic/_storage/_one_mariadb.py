@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING
 from alembic.operations import Operations
 
 from ..._convert_sql import ConvertSQL
-from .._offline_mariadb import _comment, _compound, _literal
+from .._offline_mariadb import _comment, _literal
 from .._plan.render_mariadb import checks_block
+from .._plan.render_mariadb import compound as _compound
 from ..mysql.storage_checks import column_kind, one_transaction_checks
 from ._offline_mariadb_sql import DEFAULT_DECLARATIONS, Names, new_default
 

@@ -25,20 +25,31 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from alembic.operations import Operations
+from sqlalchemy.engine import Connection
 
 from ..._convert_sql import ConvertSQL
 from .._offline_mariadb import _comment, _compound, _literal
 from .._plan.render_mariadb import checks_block
+from .._plan.run import run_checks
 from ..mysql.storage_checks import column_kind, one_transaction_checks
 from ._offline_mariadb_sql import DEFAULT_DECLARATIONS, Names, new_default
 
 if TYPE_CHECKING:
     from ._op import AlterULIDStorageOp
 
-__all__ = ["alter_in_place_script"]
+__all__ = ["alter_in_place_script", "refuse_in_place"]
 
 #: What the script's session changes, saved in user variables and restored.
 _SAVED = (("sql_mode", "@sqlalchemy_ulid_sql_mode"),)
+
+
+def refuse_in_place(
+    connection: Connection, op: AlterULIDStorageOp, sql: ConvertSQL, from_kind: str, to_kind: str
+) -> None:
+    """Online, the script's checks: refuse from the same SQL, before any change."""
+    run_checks(
+        connection, one_transaction_checks(Names(connection.dialect, op, sql, from_kind, to_kind))
+    )
 
 
 def alter_in_place_script(

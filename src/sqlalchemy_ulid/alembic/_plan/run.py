@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from .database import Database
     from .step import Plan
 
-__all__ = ["ROUNDS", "Again", "LateRows", "run_plan"]
+__all__ = ["ROUNDS", "Again", "LateRows", "check_statement", "run_checks", "run_plan"]
 
 logger = logging.getLogger("alembic.runtime.migration")
 
@@ -95,12 +95,7 @@ class _Run:
     # -- the plan ------------------------------------------------------------------
 
     def checks(self) -> None:
-        for step in self.plan.checks:
-            assert step.guard is not None
-            assert step.message is not None
-            refusal = self.sql(f"SELECT CASE WHEN {step.guard} THEN {step.message} END").scalar()
-            if refusal is not None:
-                raise step.error(str(refusal))
+        run_checks(self.connection, self.plan.checks)
 
     def steps(self) -> None:
         self.sql(self.database.state.create_sql(self.state_table))
@@ -269,3 +264,22 @@ def run_plan(
     if before_changes is not None:
         before_changes()
     runner.steps()
+
+
+def check_statement(step: Step) -> str:
+    """The query that asks a ``check``: its refusal's text, or NULL."""
+    assert step.guard is not None
+    assert step.message is not None
+    return f"SELECT CASE WHEN {step.guard} THEN {step.message} END"
+
+
+def run_checks(connection: Connection, checks: Sequence[Step]) -> None:
+    """Ask each check in order; raise the first refusal (its ``error``) before any change.
+
+    The scripts write the same guards and messages (``IF <guard> THEN SIGNAL``
+    on MariaDB, ``render_mariadb.checks_block``).
+    """
+    for step in checks:
+        refusal = run(connection, check_statement(step)).scalar()
+        if refusal is not None:
+            raise step.error(str(refusal))

@@ -8,7 +8,8 @@ anonymous compound statement (``BEGIN NOT ATOMIC``) that reads
 only what is left, so the whole script can be run again after a kill at any
 point, and does nothing after success:
 
-0. the check: everything the online op refuses stops the script with
+0. the check (``mysql.storage_checks.shadow_checks``, which the online op asks
+   too): everything the online op refuses stops the script with
    ``SIGNAL`` before any change (a column that is neither storage or is left
    ``VARBINARY``, no single-column primary key, not InnoDB, foreign keys,
    triggers of the user's, ``_<t>__old`` or another ``_<t>__new``, a DEFAULT
@@ -36,9 +37,9 @@ from ..._convert_sql import ConvertSQL
 from ..._dialects import dialect_row
 from .._locks import DEFAULT_LOCK_TIMEOUT
 from .._offline_mariadb import _SAVED, _comment, _literal
-from .._plan.render_mariadb import compound, signal
+from .._plan.render_mariadb import checks_block, compound, signal
 from .._primary_key._offline_mariadb_sql import quoted
-from ._offline_mariadb_check import check_block
+from ..mysql.storage_checks import shadow_checks
 from ._offline_mariadb_sql import (
     DEFAULT_DECLARATIONS,
     Names,
@@ -87,7 +88,9 @@ def alter_shadow_offline(
     # Whole seconds, at least one: offline no retry follows a lock wait of 0.
     for statement in locks.set(max(1.0, timeout), False):
         out(f"{statement};")
-    out(check_block(n))
+    label = _comment(f"{op.op_name}({op.table_name}, online=True)")
+    out(f"-- {label}: the table checked before any change")
+    out(checks_block(shadow_checks(n)))
     out(_shadow_block(n))
     out(_trigger_block(n))
     out(_copy_block(n))

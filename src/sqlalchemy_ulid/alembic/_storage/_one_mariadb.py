@@ -25,21 +25,31 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from alembic.operations import Operations
+from sqlalchemy.engine import Connection
 
 from ..._convert_sql import ConvertSQL
 from .._offline_mariadb import _comment, _literal
-from .._plan.render_mariadb import checks_block
-from .._plan.render_mariadb import compound as _compound
+from .._plan.render_mariadb import checks_block, compound
+from .._plan.run import run_checks
 from ..mysql.storage_checks import column_kind, one_transaction_checks
 from ._offline_mariadb_sql import DEFAULT_DECLARATIONS, Names, new_default
 
 if TYPE_CHECKING:
     from ._op import AlterULIDStorageOp
 
-__all__ = ["alter_in_place_script"]
+__all__ = ["alter_in_place_script", "refuse_in_place"]
 
 #: What the script's session changes, saved in user variables and restored.
 _SAVED = (("sql_mode", "@sqlalchemy_ulid_sql_mode"),)
+
+
+def refuse_in_place(
+    connection: Connection, op: AlterULIDStorageOp, sql: ConvertSQL, from_kind: str, to_kind: str
+) -> None:
+    """Online, the script's checks: refuse from the same SQL, before any change."""
+    run_checks(
+        connection, one_transaction_checks(Names(connection.dialect, op, sql, from_kind, to_kind))
+    )
 
 
 def alter_in_place_script(
@@ -86,7 +96,7 @@ def alter_in_place_script(
     )
     out(f"-- {label}: the column to {holding}, its DEFAULT and COMMENT kept")
     out(
-        _compound(
+        compound(
             declare
             + found
             + f"  IF v_kind <=> {_literal(from_kind)} THEN\n"
@@ -98,7 +108,7 @@ def alter_in_place_script(
     done = sql.check(n.column, to_kind) or "TRUE"
     out(f"-- {label}: the values converted, unless they are already")
     out(
-        _compound(
+        compound(
             declare
             + found
             + f"  IF v_kind <=> 'holding' AND NOT EXISTS (SELECT 1 FROM {n.table} "
@@ -110,7 +120,7 @@ def alter_in_place_script(
     )
     out(f"-- {label}: the column to {n.type_sql}, its DEFAULT converted, its COMMENT kept")
     out(
-        _compound(
+        compound(
             declare
             + found
             + "  IF v_kind <=> 'holding' THEN\n"

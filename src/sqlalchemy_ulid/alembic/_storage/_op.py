@@ -318,6 +318,11 @@ def _alter_ulid_storage(operations: Operations, op: AlterULIDStorageOp) -> None:
         _convert(operations, op, plan, sql, table, column, converted)
         return
     connection = operations.get_bind()
+    if sql.holding is not None:
+        # MariaDB: the refusals of the --sql script, asked from the same SQL.
+        from ._one_mariadb import refuse_in_place
+
+        refuse_in_place(connection, op, sql, from_kind, to_kind)
     plan = read_column(connection, op, sql, from_kind, to_kind, table, column)
     if plan.done:
         return

@@ -46,7 +46,9 @@ from .._inspect import column_state, quote, safe_name, strict_mode
 from .._locks import DEFAULT_LOCK_TIMEOUT, lock_safe, lock_safe_ddl
 from .._online import check_online_context, phases_block
 from .._plan.batches import BatchLoop, logger, run_batches
-from ._values import check_text
+from .._plan.run import run_checks
+from ..mysql.storage_checks import shadow_checks
+from ._offline_mariadb_sql import Names
 
 if TYPE_CHECKING:
     from ._op import AlterULIDStorageOp
@@ -73,7 +75,8 @@ def alter_shadow(
         with operations.get_context().autocommit_block():
             shadow.clean_up()
         return
-    shadow.refuse()
+    # The refusals, as the script asks them (mysql.storage_checks).
+    run_checks(connection, shadow_checks(Names(connection.dialect, op, sql, from_kind, to_kind)))
     with phases_block(operations), strict_mode(connection):
         shadow.run(operations)
 
@@ -175,85 +178,6 @@ class _Shadow:
         if self.column not in self.columns:
             raise ValueError(f"{self.name} has no column {self.column!r}")
         return self._kind(self.name) == self.to_kind
-
-    def refuse(self) -> None:
-        """Refuse, naming it, what the shadow way cannot do; nothing is changed yet."""
-        where = f"{self.op.op_name}({self.name!r}, online=True)"
-        found = self._kind(self.name)
-        if found == "holding":
-            raise ValueError(
-                f"{self.name}.{self.column} is VARBINARY: a conversion without "
-                "online=True was interrupted. Finish it by rerunning without online=True"
-            )
-        if found != self.from_kind:
-            raise ValueError(
-                f"{self.name}.{self.column} is neither {self.from_kind} nor {self.to_kind} "
-                "storage: nothing was changed"
-            )
-        engine = self._table_field("ENGINE")
-        if str(engine).lower() != "innodb":
-            raise ValueError(f"{where} needs an InnoDB table; {self.name} is {engine}")
-        if self.key is None:
-            raise ValueError(
-                f"{where} needs a single-column primary key on {self.name}: the copy walks "
-                "it in batches and the triggers find rows by it. Nothing was changed"
-            )
-        foreign = self._rows(
-            "SELECT CONSTRAINT_NAME, TABLE_NAME, REFERENCED_TABLE_NAME "
-            "FROM information_schema.REFERENTIAL_CONSTRAINTS "
-            "WHERE CONSTRAINT_SCHEMA = COALESCE(:schema, DATABASE()) "
-            "AND (TABLE_NAME = :table OR REFERENCED_TABLE_NAME = :table)",
-            table=self.name,
-        )
-        if foreign:
-            names = "; ".join(f"{r[0]} ({r[1]} references {r[2]})" for r in foreign)
-            raise ValueError(
-                f"{where}: foreign keys use {self.name} ({names}); the swap renames the "
-                "table, which would leave them on the old copy. Nothing was changed: drop "
-                "them first and create them again afterwards"
-            )
-        ours = set(self.triggers.values())
-        others = [
-            str(r[0])
-            for r in self._rows(
-                "SELECT TRIGGER_NAME FROM information_schema.TRIGGERS "
-                "WHERE EVENT_OBJECT_SCHEMA = COALESCE(:schema, DATABASE()) "
-                "AND EVENT_OBJECT_TABLE = :table",
-                table=self.name,
-            )
-            if str(r[0]) not in ours
-        ]
-        if others:
-            raise ValueError(
-                f"{where}: {self.name} has triggers ({', '.join(others)}); they would not "
-                "follow the swap to the new table. Nothing was changed: drop them, convert, "
-                "then create them again"
-            )
-        if self._exists(self.old_name):
-            raise ValueError(
-                f"{where} needs the name {self.old_name} for the old table during the swap, "
-                "and a table has it (left by an earlier conversion?). Nothing was changed: "
-                "drop or rename it"
-            )
-        if self._exists(self.shadow_name) and not (
-            self._ours(self.shadow_name, self.to_kind)
-            or (self._ours(self.shadow_name, self.from_kind) and not self._trigger_tables())
-        ):
-            raise ValueError(
-                f"{where} builds the new table as {self.shadow_name}, and a table of another "
-                "shape has that name. Nothing was changed: drop or rename it"
-            )
-        self._check_values()
-
-    def _check_values(self) -> None:
-
-        state = column_state(self.connection, self.name, self.column, self.op.schema)
-        assert state is not None
-        self.op.default_in(state.default, self.connection.dialect, self.sql, self.to_kind)
-        if self.op.checked_before(self.from_kind):
-            column = quote(self.connection.dialect, self.column)
-            bad = self.sql.bad_text(column, self.from_kind)
-            check_text(self.connection, self.table, column, bad, self.op)
 
     # -- the steps ---------------------------------------------------------------
 

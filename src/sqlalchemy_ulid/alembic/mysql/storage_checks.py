@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..._codec import InvalidULID
 from .._offline_mariadb import _literal
 from .._plan.step import Step
 
 if TYPE_CHECKING:
     from .._storage._offline_mariadb_sql import Names
 
-__all__ = ["column_kind", "one_transaction_checks"]
+__all__ = ["column_kind", "one_transaction_checks", "shadow_checks"]
 
 
 def column_kind(n: Names) -> str:
@@ -81,22 +82,28 @@ def one_transaction_checks(n: Names) -> list[Step]:
             f"{present} - {converted}, {_literal(' unconverted values (rows written during an interrupted conversion?); nothing was changed. Convert or delete the odd rows by hand, then rerun')})",  # noqa: E501
         ),
     ]
-    if op.checked_before(n.from_kind):
-        shown = n.column if n.from_kind in ("text", "hex") else f"HEX({n.column})"
-        bad = sql.bad_text(n.column, n.from_kind)
-        example = f"(SELECT {shown} FROM {n.table} WHERE {n.column} IS NOT NULL AND {bad} LIMIT 1)"
-        checks.append(
-            Step(
-                "every value is an id",
-                "check",
-                guard=f"({kind} <=> {_literal(n.from_kind)} OR ({kind} <=> 'holding' "
-                f"AND {converted} = 0)) AND {example} IS NOT NULL",
-                message=f"CONCAT({_literal(f'{column} holds values that are not {op.values_name} (e.g. ')}, "  # noqa: E501
-                f"{example}, {_literal(')')}, {nothing})",
-            )
-        )
     checks.append(_default_check(n, kind, to_do))
+    if op.checked_before(n.from_kind):
+        when = f"({kind} <=> {_literal(n.from_kind)} OR ({kind} <=> 'holding' AND {converted} = 0))"
+        checks.append(_values_check(n, when))
     return checks
+
+
+def _values_check(n: Names, when: str) -> Step:
+    """A value that is not an id of the old storage, shown (raised as InvalidULID online)."""
+    op, sql = n.op, n.sql
+    shown = n.column if n.from_kind in ("text", "hex") else f"HEX({n.column})"
+    bad = sql.bad_text(n.column, n.from_kind)
+    example = f"(SELECT {shown} FROM {n.table} WHERE {n.column} IS NOT NULL AND {bad} LIMIT 1)"
+    column = f"{op.table_name}.{op.column_name}"
+    return Step(
+        "every value is an id",
+        "check",
+        guard=f"{when} AND {example} IS NOT NULL",
+        message=f"CONCAT({_literal(f'{column} holds values that are not {op.values_name} (e.g. ')}, "  # noqa: E501
+        f"{example}, {_literal('); nothing was changed')})",
+        error=InvalidULID,
+    )
 
 
 def _default_check(n: Names, kind: str, to_do: str) -> Step:
@@ -115,3 +122,139 @@ def _default_check(n: Names, kind: str, to_do: str) -> Step:
         message=f"CONCAT({_literal(column + ' has DEFAULT ')}, {default}, "
         f"{_literal(', which cannot be carried to the new storage; nothing was changed')})",
     )
+
+
+def _kind_of(n: Names, table: str) -> str:
+    return (
+        f"(SELECT {n.kind_case()} FROM information_schema.COLUMNS WHERE {n.where(table)} "
+        f"AND COLUMN_NAME = {n.column_lit})"
+    )
+
+
+def _columns(n: Names, table: str) -> str:
+    return (
+        "(SELECT GROUP_CONCAT(COLUMN_NAME ORDER BY ORDINAL_POSITION SEPARATOR ', ') "
+        f"FROM information_schema.COLUMNS WHERE {n.where(table)})"
+    )
+
+
+def shadow_checks(n: Names) -> list[Step]:
+    """The refusals of ``alter_ulid_storage(online=True)`` (the shadow table), in order.
+
+    With the column already in the new storage none refuses: the op then
+    only removes what an interrupted run left.
+    """
+    op = n.op
+    where = f"{op.op_name}({op.table_name!r}, online=True)"
+    kind, to = _kind_of(n, n.name), _literal(n.to_kind)
+    to_do = f"NOT {kind} <=> {to}"
+    name, column = _literal(op.table_name), f"{op.table_name}.{op.column_name}"
+    cols, new_cols = _columns(n, n.name), _columns(n, n.shadow_name)
+    engine = f"(SELECT ENGINE FROM information_schema.TABLES WHERE {n.where(n.name)})"
+    keys = (
+        "(SELECT COUNT(*) FROM information_schema.KEY_COLUMN_USAGE "
+        f"WHERE {n.where(n.name)} AND CONSTRAINT_NAME = 'PRIMARY')"
+    )
+    foreign = (
+        "(SELECT GROUP_CONCAT(CONSTRAINT_NAME, ' (', TABLE_NAME, ' references ', "
+        "REFERENCED_TABLE_NAME, ')' SEPARATOR '; ') "
+        "FROM information_schema.REFERENTIAL_CONSTRAINTS "
+        f"WHERE CONSTRAINT_SCHEMA = {n.schema} AND (TABLE_NAME = {name} "
+        f"OR REFERENCED_TABLE_NAME = {name}))"
+    )
+    triggers = (
+        "(SELECT GROUP_CONCAT(TRIGGER_NAME SEPARATOR ', ') FROM information_schema.TRIGGERS "
+        f"WHERE EVENT_OBJECT_SCHEMA = {n.schema} AND EVENT_OBJECT_TABLE = {name} "
+        f"AND TRIGGER_NAME NOT IN ({n.trigger_list}))"
+    )
+    ours_idle = (
+        "NOT EXISTS (SELECT 1 FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = "
+        f"{n.schema} AND TRIGGER_NAME IN ({n.trigger_list}))"
+    )
+    new_kind = _kind_of(n, n.shadow_name)
+    nothing = "Nothing was changed"
+    checks = [
+        Step(
+            "the table exists",
+            "check",
+            guard=f"{cols} IS NULL",
+            message=_literal(f"{op.table_name} does not exist: nothing was changed"),
+        ),
+        Step(
+            "the column exists",
+            "check",
+            guard=f"NOT EXISTS {_found(n, '1')}",
+            message=_literal(f"{op.table_name} has no column {op.column_name!r}"),
+        ),
+        Step(
+            "no one-transaction run was interrupted",
+            "check",
+            guard=f"{kind} <=> 'holding'",
+            message=_literal(
+                f"{column} is VARBINARY: a conversion without online=True was interrupted. "
+                "Finish it by rerunning without online=True"
+            ),
+        ),
+        Step(
+            "the column is in the old storage",
+            "check",
+            guard=f"{to_do} AND NOT {kind} <=> {_literal(n.from_kind)}",
+            message=_literal(
+                f"{column} is neither {n.from_kind} nor {n.to_kind} storage: nothing was changed"
+            ),
+        ),
+        Step(
+            "an InnoDB table",
+            "check",
+            guard=f"{to_do} AND NOT {engine} <=> 'InnoDB'",
+            message=f"CONCAT({_literal(f'{where} needs an InnoDB table; {op.table_name} is ')}, "
+            f"COALESCE({engine}, '?'))",
+        ),
+        Step(
+            "a single-column primary key",
+            "check",
+            guard=f"{to_do} AND {keys} <> 1",
+            message=_literal(
+                f"{where} needs a single-column primary key on {op.table_name}: the copy "
+                f"walks it in batches and the triggers find rows by it. {nothing}"
+            ),
+        ),
+        Step(
+            "no foreign key uses the table",
+            "check",
+            guard=f"{to_do} AND {foreign} IS NOT NULL",
+            message=f"CONCAT({_literal(f'{where}: foreign keys use the table: ')}, {foreign}, "
+            f"{_literal(f'; the swap renames the table, which would leave them on the old copy. {nothing}: drop them first and create them again afterwards')})",  # noqa: E501
+        ),
+        Step(
+            "no trigger of the application's",
+            "check",
+            guard=f"{to_do} AND {triggers} IS NOT NULL",
+            message=f"CONCAT({_literal(f'{where}: {op.table_name} has triggers (')}, {triggers}, "
+            f"{_literal(f'); they would not follow the swap to the new table. {nothing}: drop them, convert, then create them again')})",  # noqa: E501
+        ),
+        Step(
+            "the old table's name is free",
+            "check",
+            guard=f"{to_do} AND {_columns(n, n.old_name)} IS NOT NULL",
+            message=_literal(
+                f"{where} needs the name {n.old_name} for the old table during the swap, and "
+                f"a table has it (left by an earlier conversion?). {nothing}: drop or rename it"
+            ),
+        ),
+        Step(
+            "the new table's name is free or ours",
+            "check",
+            guard=f"{to_do} AND {new_cols} IS NOT NULL AND NOT ("
+            f"({new_cols} <=> {cols} AND {new_kind} <=> {to}) OR ({new_cols} <=> {cols} "
+            f"AND {new_kind} <=> {_literal(n.from_kind)} AND {ours_idle}))",
+            message=_literal(
+                f"{where} builds the new table as {n.shadow_name}, and a table of another "
+                f"shape is named {n.shadow_name}. {nothing}: drop or rename it"
+            ),
+        ),
+        _default_check(n, kind, to_do),
+    ]
+    if op.checked_before(n.from_kind):
+        checks.append(_values_check(n, f"{kind} <=> {_literal(n.from_kind)}"))
+    return checks

@@ -1,0 +1,143 @@
+"""Golden: the storage ops' refusals on MariaDB are one SQL, online and in the script.
+
+``alter_ulid_storage`` / ``alter_uuid7_storage``, one transaction and
+``online=True`` (the shadow table), both directions: the checks the online
+op asks (``SELECT CASE WHEN <guard> THEN <message> END``, recorded as sent)
+equal, in order, the ``IF (<guard>) THEN SIGNAL <message>`` of the
+``--sql`` script's check block. Then each refuses the same case the same
+way: online with the message the script's ``SIGNAL`` shows.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from alembic.migration import MigrationContext
+from alembic.operations import Operations
+from sqlalchemy.engine import Engine
+
+import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
+from _clients import mariadb
+from conftest import Backend, private_engine, recording
+from sqlalchemy_ulid import ULID
+
+TABLE = "golden_st"
+ROWS = 6
+_CHECK = re.compile(r"^  IF \((.*)\) THEN\n    SET message = LEFT\((.*), 512\);$", re.MULTILINE)
+
+#: (op, key kind's text, the other storage)
+OPS = [
+    ("alter_ulid_storage", "ulid", "binary"),
+    ("alter_uuid7_storage", "uuid7", "binary"),
+]
+
+
+def _drop(engine: Engine) -> None:
+    with engine.begin() as conn:
+        for name in ("del", "upd", "ins"):
+            conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS _{TABLE}__ulid_{name}")
+        for name in (TABLE, f"_{TABLE}__new", f"_{TABLE}__old"):
+            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name}")
+
+
+@pytest.fixture
+def server(backends: dict[str, Backend]) -> Iterator[Engine]:
+    with private_engine(backends["mysql"], _drop) as engine:
+        yield engine
+
+
+def _texts(kind: str) -> list[str]:
+    ids = [ULID.from_bytes(bytes([1, i]) + bytes(14)) for i in range(ROWS)]
+    if kind == "ulid":
+        return [str(u) for u in ids]
+    return [f"0189{i:04x}-ac96-7{i:03x}-bcce-b302099a8057" for i in range(ROWS)]
+
+
+def _create(engine: Engine, kind: str) -> None:
+    width = 26 if kind == "ulid" else 36
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            f"CREATE TABLE {TABLE} (id INT PRIMARY KEY, ref CHAR({width}) NOT NULL "
+            "COMMENT 'the ref', n INT) ENGINE=InnoDB"
+        )
+        for i, text in enumerate(_texts(kind)):
+            conn.exec_driver_sql(f"INSERT INTO {TABLE} VALUES ({i}, '{text}', {i})")
+
+
+def _call(op: str, online: bool, reverse: bool = False) -> dict[str, Any]:
+    storages = ("binary", "text") if reverse else ("text", "binary")
+    options: dict[str, Any] = {"online": True} if online else {"nullable": False}
+    return {"from_storage": storages[0], "to_storage": storages[1], **options}
+
+
+def _script(op: str, **options: Any) -> str:
+    buffer = io.StringIO()
+    context = MigrationContext.configure(
+        dialect_name="mysql", opts={"as_sql": True, "output_buffer": buffer}
+    )
+    getattr(Operations(context), op)(TABLE, "ref", **options)
+    return buffer.getvalue()
+
+
+def _rendered_checks(script: str) -> list[str]:
+    return [
+        f"SELECT CASE WHEN {guard} THEN {message} END" for guard, message in _CHECK.findall(script)
+    ]
+
+
+def _online(engine: Engine, op: str, **options: Any) -> list[str]:
+    with recording(engine) as seen, engine.connect() as conn:
+        context = MigrationContext.configure(conn)
+        with context.begin_transaction(), context.begin_transaction(_per_migration=True):
+            getattr(Operations(context), op)(TABLE, "ref", **options)
+    return [s.replace("%%", "%") for s in seen if s.startswith("SELECT CASE WHEN ")]
+
+
+@pytest.mark.parametrize("online", [False, True], ids=["one transaction", "online"])
+@pytest.mark.parametrize(("op", "kind", "storage"), OPS, ids=[op for op, _, _ in OPS])
+def test_the_online_checks_are_the_scripts(
+    server: Engine, op: str, kind: str, storage: str, online: bool
+) -> None:
+    _create(server, kind)
+    options = _call(op, online)
+    rendered = _rendered_checks(_script(op, **options))
+    assert len(rendered) >= 6
+    assert _online(server, op, **options) == rendered
+    # And back: the other direction's checks, asked against the converted column.
+    back = _call(op, online, reverse=True)
+    assert _online(server, op, **back) == _rendered_checks(_script(op, **back))
+
+
+#: A case each op refuses, set up by SQL, and what the refusal says.
+REFUSALS = {
+    "neither storage": ([f"DELETE FROM {TABLE}",
+                         f"ALTER TABLE {TABLE} MODIFY ref DATETIME NOT NULL"], "is neither text"),
+    "default": ([f"ALTER TABLE {TABLE} ALTER COLUMN ref SET DEFAULT 'nope'"], "has DEFAULT 'nope'"),
+    # 'U' is not in Crockford's alphabet
+    "not an id": ([f"UPDATE {TABLE} SET ref = REPEAT('U', 26) WHERE id = 2"],
+                  "holds values that are not ULIDs (e.g. UUUU"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("online", [False, True], ids=["one transaction", "online"])
+@pytest.mark.parametrize("case", list(REFUSALS))
+def test_online_and_script_refuse_with_one_message(server: Engine, case: str, online: bool) -> None:
+    op = "alter_ulid_storage"
+    _create(server, "ulid")
+    setup, says = REFUSALS[case]
+    with server.begin() as conn:
+        for statement in setup:
+            conn.exec_driver_sql(statement)
+    options = _call(op, online)
+    done = mariadb(server, _script(op, **options))
+    assert done.returncode != 0
+    assert "ERROR 1644 (45000)" in done.stderr, done.stderr
+    [shown] = re.findall(r"^ERROR 1644 \(45000\) at line \d+: (.*)$", done.stderr, re.MULTILINE)
+    assert says in shown
+    with pytest.raises(ValueError, match=re.escape(says)) as refused:
+        _online(server, op, **options)
+    assert str(refused.value) == shown

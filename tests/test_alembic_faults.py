@@ -27,6 +27,7 @@ from alembic.util import CommandError
 from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection, Engine
 
+import _databases
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from _sessions import kill_session, session_id
 from conftest import Backend, private_engine, recording
@@ -54,9 +55,7 @@ def server(request: pytest.FixtureRequest, backends: dict[str, Backend]) -> Iter
         yield engine
 
 
-def _drop(engine: Engine) -> None:
-    with engine.begin() as conn:
-        conn.execute(sa.text(f"DROP TABLE IF EXISTS {TABLE}"))
+_drop = _databases.dropper(TABLE)
 
 
 def _op(conn: Connection) -> Operations:

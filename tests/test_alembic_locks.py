@@ -20,6 +20,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+import _databases
 import _writers
 from _sessions import session_id
 from conftest import Backend, private_engine, recording
@@ -42,9 +43,7 @@ def server(request: pytest.FixtureRequest, backends: dict[str, Backend]) -> Iter
         yield engine
 
 
-def _drop(engine: Engine) -> None:
-    with engine.begin() as conn:
-        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {TABLE}")
+_drop = _databases.dropper(TABLE)
 
 
 class Writers(_writers.Writers):

@@ -26,6 +26,7 @@ from alembic.util import CommandError
 from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection, Engine
 
+import _databases
 import _writers
 import sqlalchemy_ulid.alembic
 from _sessions import session_killer
@@ -51,9 +52,7 @@ def server(request: pytest.FixtureRequest, backends: dict[str, Backend]) -> Iter
         yield engine
 
 
-def _drop(engine: Engine) -> None:
-    with engine.begin() as conn:
-        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {TABLE}")
+_drop = _databases.dropper(TABLE)
 
 
 def _ops(conn: Connection) -> Operations:

@@ -23,8 +23,8 @@ How a page is run:
 
       <!-- docs-test: requires=advanced_alchemy,litestar -->
 
-  and is skipped where one is missing (only the floor job, whose old
-  SQLAlchemy those packages do not support).
+  and is skipped where one is missing (an environment without that extra,
+  or SQLAlchemy older than those packages support, as at our floor).
 * Markers on the line just before a fence apply to that block only:
 
       <!-- docs-test: only=postgresql -->     run only on these backends

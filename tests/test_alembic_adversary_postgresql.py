@@ -295,3 +295,30 @@ def test_a_database_statement_timeout_does_not_cancel_the_concurrent_build(pg: E
         "SELECT i.relname, x.indisvalid FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
         f"WHERE x.indrelid = '{TABLE}'::regclass AND i.relname = 'uq_adv_t_public_id'",
     ) == [("uq_adv_t_public_id", True)]
+
+
+def test_key_conversion_keeps_the_not_null_names_there_and_back(pg: Engine) -> None:
+    # A referencing column is dropped and its shadow renamed into place: its
+    # NOT NULL came back as adv_child_parent_id_not_null.
+    if _server_version(pg) < 18:
+        pytest.skip("NOT NULL is a named constraint from PostgreSQL 18")
+    execute(
+        pg,
+        f"CREATE TABLE {TABLE} (id INT CONSTRAINT id_must NOT NULL PRIMARY KEY, "
+        "created_at TIMESTAMPTZ NOT NULL DEFAULT now())",
+        f"INSERT INTO {TABLE} (id) SELECT generate_series(1, 5)",
+        "CREATE TABLE adv_child (id INT PRIMARY KEY, parent_id INT CONSTRAINT pid_must "
+        f"NOT NULL REFERENCES {TABLE} (id))",
+        "INSERT INTO adv_child SELECT g, g FROM generate_series(1, 5) g",
+    )
+    names = (
+        "SELECT a.attname, c.conname FROM pg_constraint c JOIN pg_attribute a ON a.attrelid = "
+        "c.conrelid AND a.attnum = c.conkey[1] WHERE c.contype = 'n' AND c.conrelid = "
+        "to_regclass(:t) AND c.conname LIKE '%must' ORDER BY 1"
+    )
+    run_op(pg, lambda op: op.convert_primary_key_to_ulid(TABLE, from_time="created_at"))
+    assert rows(pg, names, t="adv_child") == [("parent_id", "pid_must")]
+    assert rows(pg, names, t=TABLE) == [("legacy_id", "id_must")]
+    run_op(pg, lambda op: op.restore_legacy_primary_key(TABLE))
+    assert rows(pg, names, t="adv_child") == [("parent_id", "pid_must")]
+    assert rows(pg, names, t=TABLE) == [("id", "id_must")]

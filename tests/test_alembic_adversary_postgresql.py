@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from sqlalchemy.engine import Engine
@@ -295,3 +295,99 @@ def test_a_database_statement_timeout_does_not_cancel_the_concurrent_build(pg: E
         "SELECT i.relname, x.indisvalid FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
         f"WHERE x.indrelid = '{TABLE}'::regclass AND i.relname = 'uq_adv_t_public_id'",
     ) == [("uq_adv_t_public_id", True)]
+
+
+def test_key_conversion_keeps_the_not_null_names_there_and_back(pg: Engine) -> None:
+    # A referencing column is dropped and its shadow renamed into place: its
+    # NOT NULL came back as adv_child_parent_id_not_null.
+    if _server_version(pg) < 18:
+        pytest.skip("NOT NULL is a named constraint from PostgreSQL 18")
+    execute(
+        pg,
+        f"CREATE TABLE {TABLE} (id INT CONSTRAINT id_must NOT NULL PRIMARY KEY, "
+        "created_at TIMESTAMPTZ NOT NULL DEFAULT now())",
+        f"INSERT INTO {TABLE} (id) SELECT generate_series(1, 5)",
+        "CREATE TABLE adv_child (id INT PRIMARY KEY, parent_id INT CONSTRAINT pid_must "
+        f"NOT NULL REFERENCES {TABLE} (id))",
+        "INSERT INTO adv_child SELECT g, g FROM generate_series(1, 5) g",
+    )
+    names = (
+        "SELECT a.attname, c.conname FROM pg_constraint c JOIN pg_attribute a ON a.attrelid = "
+        "c.conrelid AND a.attnum = c.conkey[1] WHERE c.contype = 'n' AND c.conrelid = "
+        "to_regclass(:t) AND c.conname LIKE '%must' ORDER BY 1"
+    )
+    run_op(pg, lambda op: op.convert_primary_key_to_ulid(TABLE, from_time="created_at"))
+    assert rows(pg, names, t="adv_child") == [("parent_id", "pid_must")]
+    assert rows(pg, names, t=TABLE) == [("legacy_id", "id_must")]
+    run_op(pg, lambda op: op.restore_legacy_primary_key(TABLE))
+    assert rows(pg, names, t="adv_child") == [("parent_id", "pid_must")]
+    assert rows(pg, names, t=TABLE) == [("id", "id_must")]
+
+
+def _writer_in_the_next_batch(
+    engine: Engine, row: int
+) -> tuple[Callable[[object], None], list[threading.Thread]]:
+    """A progress callback: after the first batch a writer locks ``row`` (in the next
+    batch) and commits once the op's batch waits for it."""
+    threads: list[threading.Thread] = []
+
+    def progress(_: object) -> None:
+        if threads:
+            return
+        writer = engine.connect()
+        writer.exec_driver_sql(f"UPDATE {TABLE} SET created_at = created_at WHERE id = {row}")
+
+        def commit_when_waited_for() -> None:
+            with engine.connect() as watch:
+                for _ in range(3000):
+                    waiting = watch.exec_driver_sql(
+                        "SELECT count(*) FROM pg_stat_activity WHERE datname = "
+                        "current_database() AND wait_event_type = 'Lock'"
+                    ).scalar()
+                    watch.rollback()
+                    if waiting:
+                        break
+                    time.sleep(0.02)
+            writer.commit()
+            writer.close()
+
+        thread = threading.Thread(target=commit_when_waited_for)
+        threads.append(thread)
+        thread.start()
+
+    return progress, threads
+
+
+@pytest.mark.parametrize("op", ["add", "storage"])
+def test_a_repeatable_read_database_default_and_a_writer_in_the_batch(pg: Engine, op: str) -> None:
+    # Under REPEATABLE READ a batch that waited for a writer's row lock fails
+    # ("could not serialize access"), on every rerun while writers write.
+    _table(pg)
+    database = scalar(pg, "SELECT current_database()")
+    progress, threads = _writer_in_the_next_batch(pg, 8)
+    with pg.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.exec_driver_sql(
+            f"ALTER DATABASE \"{database}\" SET default_transaction_isolation = 'repeatable read'"
+        )
+    try:
+        if op == "add":
+            run_op(
+                pg,
+                lambda o: o.add_ulid_column(
+                    TABLE, "public_id", "created_at", online=True, batch_size=5, progress=progress
+                ),
+            )
+        else:
+            run_op(pg, _to_native(online=True, batch_size=5, progress=progress))
+    finally:
+        for thread in threads:
+            thread.join()
+        with pg.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.exec_driver_sql(f'ALTER DATABASE "{database}" RESET default_transaction_isolation')
+    assert threads, "the writer never ran: the test proves nothing"
+    column, kind = ("public_id", "uuid") if op == "add" else ("ref", "uuid")
+    assert rows(
+        pg,
+        f"SELECT count({column}), count(DISTINCT {column}), "
+        f"pg_typeof(min({column}::text)::{kind})::text FROM {TABLE}",
+    ) == [(20, 20 if op == "add" else 10, "uuid")]

@@ -167,13 +167,13 @@ def test_not_null_is_kept_and_is_not_a_dependant(
     assert {k: v[0] for k, v in after.items()} == {k: v[0] for k, v in before.items()}
     ref_keys = after["ref"][1]
     assert len(ref_keys) == (1 if version >= (18,) and not ref_null else 0)
-    if ref_keys:  # the name 18 gave it on the column the op built (docs/alembic.md)
+    if ref_keys:  # the old column's name, given to the new one at the swap (docs/alembic.md)
         with engine.connect() as conn:
             name = conn.exec_driver_sql(
                 f"SELECT conname FROM pg_constraint WHERE conrelid = '{TABLE}'::regclass "
                 f"AND contype = 'n' AND conkey = ARRAY[{ref_keys[0]}]::int2[]"
             ).scalar()
-        assert name == f"{TABLE}_ref__ulid_not_null"
+        assert name == f"{TABLE}_ref_not_null"
     if not ref_null:
         with pytest.raises(sa.exc.IntegrityError), engine.begin() as conn:
             conn.exec_driver_sql(

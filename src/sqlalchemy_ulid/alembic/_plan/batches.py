@@ -52,8 +52,11 @@ _MIN_BATCH = 100
 MAX_ROWS = 1_000_000
 #: Tries of a batch that a deadlock or a row lock timeout stopped.
 _BATCH_TRIES = 5
-#: Deadlock and row lock timeout: PostgreSQL's SQLSTATEs, MariaDB's numbers.
-_RETRIED = frozenset({"40P01", "55P03", 1213, 1205})
+#: Deadlock and row lock timeout: PostgreSQL's SQLSTATEs, MariaDB's numbers;
+#: and PostgreSQL's serialization failure: under a REPEATABLE READ or
+#: SERIALIZABLE default (a role's, a database's) a batch that waited for a
+#: writer's row fails, and runs again in a new snapshot.
+_RETRIED = frozenset({"40P01", "55P03", "40001", 1213, 1205})
 
 
 @dataclass(frozen=True)

@@ -257,6 +257,12 @@ def swap_steps(connection: Connection, plan: Plan) -> list[Step]:
         statement = sql.set_not_null.format(
             table=on(column.table)[0], column=quoted(connection, column.column), type=plan.new_type
         )
+        if column.not_null is not None:
+            statement = guards.named_not_null(
+                on(column.table)[0],
+                quoted(connection, column.column),
+                quoted(connection, column.not_null),
+            )
         return step(label, statement, guards.nullable(*on(column.table), column.column))
 
     def comment(label: str, column: KeyColumn, text: str) -> Step:

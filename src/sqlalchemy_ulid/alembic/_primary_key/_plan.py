@@ -63,6 +63,8 @@ class KeyColumn:
     shadow: str
     #: the column's comment, given again to the column that replaces it
     comment: str | None = None
+    #: its NOT NULL constraint's name (PostgreSQL 18+), given again likewise
+    not_null: str | None = None
 
 
 @dataclass(frozen=True)
@@ -310,11 +312,7 @@ def _follow_references(connection: Connection, inspector: Any, plan: Plan, suffi
 
 
 def _read_catalog(connection: Connection, plan: Plan) -> None:
-    """What reflection leaves out of the foreign keys and indexes the swap drops.
-
-    Their comments, and whether a foreign key is NOT VALID: the swap gives
-    them back as they were.
-    """
+    """What reflection leaves out (comments, NOT VALID, NOT NULL names): the swap keeps it."""
     catalog = database_for(connection.dialect).key_catalog
 
     def value(expression: Callable[..., str], table: str, name: str) -> Any:
@@ -332,6 +330,10 @@ def _read_catalog(connection: Connection, plan: Plan) -> None:
             validated=bool(value(catalog.foreign_key_validated, fk.table, fk.name)),
         )
         for fk in plan.foreign_keys
+    ]
+    plan.columns[1:] = [
+        replace(c, not_null=read(catalog.not_null_name, c.table, c.column))
+        for c in plan.columns[1:]
     ]
     indexes = []
     for ix in plan.indexes:

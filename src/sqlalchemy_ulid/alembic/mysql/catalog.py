@@ -119,6 +119,11 @@ class KeyCatalog:
         return "FALSE"
 
     @staticmethod
+    def not_null_name(table_sql: str, table: str, schema: str | None, name: str) -> str:
+        """SQL NULL: NOT NULL is no constraint here."""
+        return "NULL"
+
+    @staticmethod
     def index_comment(table_sql: str, table: str, schema: str | None, name: str) -> str:
         """SQL of the comment on the table's index ``name`` (NULL: none)."""
         return (

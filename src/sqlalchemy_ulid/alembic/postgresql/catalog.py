@@ -145,6 +145,20 @@ class KeyCatalog:
         return constraint_exists(literal(table_sql), literal(name), "c.contype = 'u'")
 
     @staticmethod
+    def not_null_name(table_sql: str, table: str, schema: str | None, name: str) -> str:
+        """SQL of the name of column ``name``'s NOT NULL constraint (PostgreSQL 18+; NULL: none)."""
+        return (
+            "(SELECT c.conname FROM pg_constraint c JOIN pg_attribute a ON a.attrelid = "
+            f"c.conrelid AND a.attnum = c.conkey[1] WHERE c.conrelid = to_regclass("
+            f"{literal(table_sql)}) AND c.contype = 'n' AND a.attname = {literal(name)})"
+        )
+
+    @staticmethod
+    def named_not_null(table: str, column: str, name: str) -> str:
+        """The DDL making ``column`` NOT NULL under the constraint ``name`` (all quoted)."""
+        return f"ALTER TABLE {table} ADD CONSTRAINT {name} NOT NULL {column}"
+
+    @staticmethod
     def index_comment(table_sql: str, table: str, schema: str | None, name: str) -> str:
         """SQL of the comment on the table's index ``name`` (NULL: none)."""
         return (

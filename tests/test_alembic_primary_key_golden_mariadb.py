@@ -36,12 +36,14 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from sqlalchemy_ulid.alembic._primary_key._offline_mariadb_sql import STEPS_TABLE
-from test_alembic_primary_key import TABLES
+from test_alembic_primary_key import TABLES, Interrupted, _check_ulids, _snapshot
 from test_alembic_primary_key_offline_mariadb import (
+    ORDER_COMMENT,
     _applied,
     _fresh,
     _online,
     _project,
+    _schema,
     _script,
     maria,
 )
@@ -201,3 +203,42 @@ def test_online_sends_the_scripts_statements(maria: Engine, config: Any, action:
         return kinds
 
     assert order(online) == order(script) == ["ddl", "fill", "lock", "fill", "ddl"]
+
+
+def test_a_swap_begun_with_a_plain_rename_still_ends_not_null_with_its_comment(
+    maria: Engine, config: Any
+) -> None:
+    """The NOT NULL and comment steps stay for a swap an earlier release began.
+
+    That release renamed a shadow column in with ``RENAME COLUMN`` (NULL-able,
+    no comment) and then made it NOT NULL and gave it its comment, each a
+    step. Stopped between, the rerun must do what is left.
+    """
+    _fresh(maria, config)
+    before = _snapshot(maria)
+    _online(config, maria, "upgrade", "pk0001")
+    reference = _schema(maria)
+
+    _fresh(maria, config)
+    at = "ALTER TABLE pk_orders CHANGE COLUMN customer_id__ulid"
+
+    def hook(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement.startswith(at):
+            raise Interrupted(at)
+
+    sa.event.listen(maria, "before_cursor_execute", hook)
+    try:
+        with pytest.raises(Interrupted):
+            _online(config, maria, "upgrade", "pk0001")
+    finally:
+        sa.event.remove(maria, "before_cursor_execute", hook)
+    with maria.begin() as conn:  # the earlier release's step
+        conn.exec_driver_sql("ALTER TABLE pk_orders RENAME COLUMN customer_id__ulid TO customer_id")
+    _online(config, maria, "upgrade", "pk0001")
+    assert _schema(maria) == reference
+    assert ORDER_COMMENT in [c[4] for c in reference["pk_orders"]["columns"]]
+    assert ("customer_id", "BINARY(16)", False) in [
+        c[:3] for c in reference["pk_orders"]["columns"]
+    ]
+    assert _snapshot(maria) == before
+    _check_ulids(maria)

@@ -174,6 +174,12 @@ class KeyConversionSQL:
     lock_table: str | None = None
     #: gives ``lock_tables`` up
     unlock: str | None = None
+    #: renames the shadow column into place and restates it whole, in one
+    #: statement (``{old}``: the shadow, quoted; ``{null}``; ``{comment}``:
+    #: `` COMMENT <literal>`` or empty), where a rename would leave the new
+    #: column NULL-able and without its comment until the next statements;
+    #: None: a plain rename, then ``set_not_null`` and ``set_comment``
+    rename_column: str | None = None
 
 
 _KEY_CONVERSION: dict[str, KeyConversionSQL] = {
@@ -296,6 +302,7 @@ _KEY_CONVERSION: dict[str, KeyConversionSQL] = {
         lock_tables="LOCK TABLES {tables}",
         lock_table="{table} WRITE, {table} AS {alias} READ",
         unlock="UNLOCK TABLES",
+        rename_column="ALTER TABLE {table} CHANGE COLUMN {old} {column} {type} {null}{comment}",
         triggers=(
             "SELECT TRIGGER_NAME, EVENT_OBJECT_TABLE FROM information_schema.TRIGGERS "
             "WHERE EVENT_OBJECT_SCHEMA = COALESCE(:schema, DATABASE()) "

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import sqlalchemy as sa
@@ -230,9 +231,35 @@ def swap_steps(connection: Connection, plan: Plan) -> list[Step]:
     def step(label: str, statement: str, guard: str) -> Step:
         return Step(label, "ddl", (statement,), guard=guard)
 
-    def rename(label: str, name: str, old: str, new: str) -> Step:
+    def literal(text: str) -> str:
+        # The compiler's literal, not String's processor: on MySQL/MariaDB
+        # only the compiler doubles backslashes (when the server reads them).
+        found = sa.literal(text, sa.String()).compile(
+            dialect=dialect, compile_kwargs={"literal_binds": True}
+        )
+        return unescape_percent(dialect, str(found))
+
+    def rename(
+        label: str, name: str, old: str, new: str, restated: KeyColumn | None = None
+    ) -> Step:
+        """Rename ``old`` to ``new``.
+
+        With ``restated``, in the statement that gives the column its end
+        state (NULL or NOT NULL, comment), where the database has one, as
+        the script does.
+        """
         old_sql, new_sql = quoted(connection, old), quoted(connection, new)
         statement = f"ALTER TABLE {on(name)[0]} RENAME COLUMN {old_sql} TO {new_sql}"
+        if restated is not None and sql.rename_column is not None:
+            text = restated.comment
+            statement = sql.rename_column.format(
+                table=on(name)[0],
+                old=old_sql,
+                column=new_sql,
+                type=plan.new_type,
+                null="NULL" if restated.nullable else "NOT NULL",
+                comment="" if text is None else f" COMMENT {literal(text)}",
+            )
         return step(label, statement, f"{has(name, old)} AND NOT {has(name, new)}")
 
     def drop_column(label: str, name: str, column: str, unless_missing: str) -> Step:
@@ -266,17 +293,12 @@ def swap_steps(connection: Connection, plan: Plan) -> list[Step]:
         return step(label, statement, guards.nullable(*on(column.table), column.column))
 
     def comment(label: str, column: KeyColumn, text: str) -> Step:
-        # The compiler's literal, not String's processor: on MySQL/MariaDB
-        # only the compiler doubles backslashes (when the server reads them).
-        literal = sa.literal(text, sa.String()).compile(
-            dialect=dialect, compile_kwargs={"literal_binds": True}
-        )
         statement = sql.set_comment.format(
             table=on(column.table)[0],
             column=quoted(connection, column.column),
             type=plan.new_type,
             null="NULL" if column.nullable else "NOT NULL",
-            comment=unescape_percent(dialect, str(literal)),
+            comment=literal(text),
         )
         return step(
             label, statement, guards.comment_differs(*on(column.table), column.column, text)
@@ -309,7 +331,9 @@ def swap_steps(connection: Connection, plan: Plan) -> list[Step]:
         if column.primary_key is not None:
             steps.append(drop_pk(column.table, column))
         steps.append(drop_column(f"drop {label}", column.table, column.column, column.shadow))
-        steps.append(rename(f"rename {label}", column.table, column.shadow, column.column))
+        steps.append(rename(f"rename {label}", column.table, column.shadow, column.column, column))
+        # Still steps where the rename restated the column (their guards then
+        # find nothing to do): a swap an earlier release began may need them.
         if not column.nullable:
             steps.append(not_null(f"not null {label}", column))
         if column.comment is not None:
@@ -328,7 +352,10 @@ def swap_steps(connection: Connection, plan: Plan) -> list[Step]:
             step("unique legacy", compiled(sa.schema.AddConstraint(unique)), f"NOT {has_unique}"),
             drop_pk(plan.table, key),
             rename("rename key to legacy", plan.table, plan.key, plan.legacy_id),
-            rename("rename shadow to key", plan.table, key.shadow, plan.key),
+            # The key's comment stays on legacy_id, in the script too.
+            rename(
+                "rename shadow to key", plan.table, key.shadow, plan.key, replace(key, comment=None)
+            ),
             add_pk(plan.table, key),
         ]
     else:

@@ -94,7 +94,10 @@ def render_mariadb(plan: Plan, state: StateSQL, state_table: str) -> str:
         "SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION', time_zone = '+00:00';",
         f"-- {comment(plan.op)}: what the op refuses, checked before any change\n"
         + compound("  DECLARE message VARCHAR(512) CHARACTER SET utf8mb4;\n" + checks),
-        f"{state.create_sql(state_table)};",
+        "-- the state row, under the state table's lock\n"
+        + "".join(
+            f"{s};\n" for s in state.start_sql(state_table, plan.op, plan.target, plan.digest)
+        ),
     ]
     for step in plan.steps:
         if step.kind not in ("check", "discover"):
@@ -103,7 +106,9 @@ def render_mariadb(plan: Plan, state: StateSQL, state_table: str) -> str:
     forget, empty, drop = state.finish_sql(state_table, plan.op, plan.target)
     out.append(
         "-- done: the state row forgotten, the table dropped when no other op runs\n"
-        f"{forget};\n" + compound(f"  IF {empty} THEN\n    {drop};\n  END IF;\n")
+        + "".join(f"{s};\n" for s in (*state.lock, forget))
+        + compound(f"  IF {empty} THEN\n    {drop};\n  END IF;\n")
+        + "".join(f"\n{s};" for s in state.unlock)
     )
     out.append(f"SET {restore};")
     return "\n\n".join(out) + "\n"

@@ -67,7 +67,10 @@ def render_pg(plan: Plan, state: StateSQL, state_table: str) -> str:
         # Without it psql would go on past a refusal.
         "\\set ON_ERROR_STOP on",
         _checks(plan),
-        f"{state.create_sql(state_table)};",
+        "-- the state row, under the state table's lock\n"
+        + "".join(
+            f"{s};\n" for s in state.start_sql(state_table, plan.op, plan.target, plan.digest)
+        ),
     ]
     for step in plan.steps:
         if step.kind not in ("check", "discover"):
@@ -75,7 +78,9 @@ def render_pg(plan: Plan, state: StateSQL, state_table: str) -> str:
     forget, empty, drop = state.finish_sql(state_table, plan.op, plan.target)
     out.append(
         "-- done: the state row forgotten, the table dropped when no other op runs\n"
-        f"{forget};\n" + _do(f"  IF {empty} THEN\n    {drop};\n  END IF;\n")
+        + "".join(f"{s};\n" for s in (*state.lock, forget))
+        + _do(f"  IF {empty} THEN\n    {drop};\n  END IF;\n")
+        + "".join(f"\n{s};" for s in state.unlock)
     )
     return "\n\n".join(out) + "\n"
 

@@ -98,7 +98,10 @@ class _Run:
         run_checks(self.connection, self.plan.checks)
 
     def steps(self) -> None:
-        self.sql(self.database.state.create_sql(self.state_table))
+        state = self.database.state
+        self.locked(
+            state.start_sql(self.state_table, self.plan.op, self.plan.target, self.plan.digest)
+        )
         for round_ in range(ROUNDS + 1):
             try:
                 for step in self.plan.steps:
@@ -115,12 +118,33 @@ class _Run:
                 raise LockTimeoutError(
                     str(again), ROUNDS + 1, self.plan.lock_timeout, []
                 ) from again.__cause__
-        forget, empty, drop = self.database.state.finish_sql(
-            self.state_table, self.plan.op, self.plan.target
-        )
-        self.sql(forget)
-        if self.sql(f"SELECT CASE WHEN {empty} THEN 1 ELSE 0 END").scalar():
-            self.sql(drop)
+        forget, empty, drop = state.finish_sql(self.state_table, self.plan.op, self.plan.target)
+        try:
+            for statement in state.lock:
+                self.sql(statement)
+            self.sql(forget)
+            if self.sql(f"SELECT CASE WHEN {empty} THEN 1 ELSE 0 END").scalar():
+                self.sql(drop)
+            for statement in state.unlock:
+                self.sql(statement)
+        except sa.exc.DBAPIError as exc:
+            self.give_back(exc)
+            raise
+
+    def locked(self, statements: list[str]) -> None:
+        """Run ``statements`` (which take and give back the state table's lock)."""
+        try:
+            for statement in statements:
+                self.sql(statement)
+        except sa.exc.DBAPIError as exc:
+            self.give_back(exc)
+            raise
+
+    def give_back(self, exc: sa.exc.DBAPIError) -> None:
+        """After a failure under the state table's lock: its transaction or lock ended."""
+        if not exc.connection_invalidated:
+            for statement in self.database.state.abort:
+                self.sql(statement)
 
     def step(self, step: Step) -> None:
         if step.kind in ("check", "discover") or not self.still_to_do(step):

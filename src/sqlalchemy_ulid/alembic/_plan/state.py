@@ -50,11 +50,35 @@ class StateSQL:
     #: an upsert of one row, ``{table}``, ``{op}``, ``{target}``, ``{plan}``,
     #: ``{step}`` literals and ``{done}`` (TRUE/FALSE)
     upsert: str
+    #: an insert of one row that keeps a row already there (same fields)
+    insert_new: str = ""
+    #: statements that take the state table's lock (opening a transaction where
+    #: the lock lives in one), the ones that give it back, and after a failure
+    lock: tuple[str, ...] = ()
+    unlock: tuple[str, ...] = ()
+    abort: tuple[str, ...] = ()
     backslashes: bool = False
 
     def create_sql(self, table: str) -> str:
         """CREATE TABLE IF NOT EXISTS of the state table."""
         return self.create.format(table=table)
+
+    def start_sql(self, table: str, op: str, target: str, plan: str) -> list[str]:
+        """Under the lock: the table made if missing, the op's row added if missing.
+
+        The row is there from the start, so that another op finishing
+        meanwhile never drops the table under this one; its step stays
+        empty until the first step is done. Two runners of one op on one
+        target share the one row (its key).
+        """
+
+        def lit(text: str) -> str:
+            return literal(text, self.backslashes)
+
+        row = self.insert_new.format(
+            table=table, op=lit(op), target=lit(target), plan=lit(plan), step="''", done="FALSE"
+        )
+        return [*self.lock, self.create_sql(table), row, *self.unlock]
 
     def finish_sql(self, table: str, op: str, target: str) -> tuple[str, str, str]:
         """(forget the op's row, SQL true when no row is left, drop the table).

@@ -61,6 +61,14 @@ STATE = StateSQL(
         "VALUES ({op}, {target}, {plan}, {step}, {done}) "
         "ON DUPLICATE KEY UPDATE plan = VALUES(plan), step = VALUES(step), done = VALUES(done)"
     ),
+    insert_new=(
+        "INSERT IGNORE INTO {table} (op, target, plan, step, done) "
+        "VALUES ({op}, {target}, {plan}, {step}, {done})"
+    ),
+    # A named lock of the session (DDL commits on its own here): at most 600 s.
+    lock=("DO GET_LOCK('sqlalchemy_ulid_migrations', 600)",),
+    unlock=("DO RELEASE_LOCK('sqlalchemy_ulid_migrations')",),
+    abort=("DO RELEASE_LOCK('sqlalchemy_ulid_migrations')",),
     backslashes=True,
 )
 

@@ -54,6 +54,18 @@ STATE = StateSQL(
         "ON CONFLICT (op, target) DO UPDATE SET plan = EXCLUDED.plan, step = EXCLUDED.step, "
         "done = EXCLUDED.done"
     ),
+    insert_new=(
+        "INSERT INTO {table} (op, target, plan, step, done) "
+        "VALUES ({op}, {target}, {plan}, {step}, {done}) ON CONFLICT (op, target) DO NOTHING"
+    ),
+    # One lock for every transaction that creates, joins or drops a state
+    # table (the storage op's earlier state table took it too).
+    lock=(
+        "BEGIN",
+        "SELECT pg_advisory_xact_lock(hashtext('sqlalchemy_ulid.ulid_storage_conversions'))",
+    ),
+    unlock=("COMMIT",),
+    abort=("ROLLBACK",),
 )
 
 

@@ -96,7 +96,8 @@ def plan_storage(t: Target, copy: Any = None) -> Plan:
             ),
             guard=(
                 f"{t.col_kind} = {to} AND {t.shadow_kind} = {frm} "
-                f"AND EXISTS (SELECT 1 FROM {t.state} WHERE {t.row})"
+                # A row with a step: a run got somewhere (a new run's row has none yet).
+                f"AND EXISTS (SELECT 1 FROM {t.state} WHERE {t.row} AND step <> '')"
             ),
         ),
         Step(

@@ -1,0 +1,130 @@
+"""Runners that share the state table take its lock to create, start and finish.
+
+Every online op records where it stands in one table,
+``sqlalchemy_ulid_migrations``; the last op to finish drops it. Without a
+lock, an op finishing could drop the table while another had just made it
+and not yet written its row (that one then fails on a missing table), and
+two sessions creating it at once could collide. The table is made, and the
+op's row added, under a lock (PostgreSQL: a transaction-level advisory
+lock; MariaDB: ``GET_LOCK``), and the row is forgotten and the table
+dropped under it too.
+
+Four runners at once, on PostgreSQL and MariaDB: on four tables, all
+finish and nothing is left; on one table, the op's row is the one row
+(its key), and once a last run finishes the table ends as one run leaves it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from alembic.migration import MigrationContext
+from alembic.operations import Operations
+from sqlalchemy.engine import Engine
+
+import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
+from conftest import Backend, private_engine
+from sqlalchemy_ulid.alembic._plan.state import STATE_TABLE
+
+RUNNERS = 4
+ROWS = 30
+TABLES = [f"lock_orders_{i}" for i in range(RUNNERS)]
+
+
+@pytest.fixture(params=["postgresql", "mysql"])
+def server(request: pytest.FixtureRequest, backends: dict[str, Backend]) -> Iterator[Engine]:
+    with private_engine(backends[request.param], _drop) as engine:
+        yield engine
+
+
+def _drop(engine: Engine) -> None:
+    with engine.begin() as conn:
+        for table in TABLES:
+            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {table}")
+        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {STATE_TABLE}")
+
+
+def _seed(engine: Engine, table: str) -> None:
+    time_type = "timestamp" if engine.dialect.name == "postgresql" else "datetime(3)"
+    base = datetime(2024, 1, 1)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            f"CREATE TABLE {table} (id int PRIMARY KEY, created_at {time_type} NOT NULL)"
+        )
+        rows = ", ".join(f"({i}, '{base + timedelta(milliseconds=i)}')" for i in range(1, ROWS + 1))
+        conn.exec_driver_sql(f"INSERT INTO {table} VALUES {rows}")
+
+
+def _run(engine: Engine, table: str) -> None:
+    with engine.connect() as conn:
+        context = MigrationContext.configure(conn)
+        # As Alembic's run_migrations() nests them.
+        with context.begin_transaction(), context.begin_transaction(_per_migration=True):
+            Operations(context).add_ulid_column(
+                table, "public_id", "created_at", online=True, batch_size=7
+            )
+
+
+def _at_once(engine: Engine, tables: list[str]) -> list[BaseException | None]:
+    """Run the op on each table, each in a thread of its own, started together."""
+    start = threading.Barrier(len(tables))
+    errors: list[BaseException | None] = [None] * len(tables)
+
+    def runner(i: int) -> None:
+        start.wait()
+        try:
+            _run(engine, tables[i])
+        except Exception as exc:  # the test reads them
+            errors[i] = exc
+
+    threads = [threading.Thread(target=runner, args=(i,)) for i in range(len(tables))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    return errors
+
+
+def _state_rows(engine: Engine) -> list[tuple[Any, ...]] | None:
+    with engine.connect() as conn:
+        if not sa.inspect(conn).has_table(STATE_TABLE):
+            return None
+        return [tuple(r) for r in conn.exec_driver_sql(f"SELECT op, target FROM {STATE_TABLE}")]
+
+
+def _filled(engine: Engine, table: str) -> tuple[int, int, bool]:
+    """(rows, distinct ids, whether the column is NOT NULL)."""
+    with engine.connect() as conn:
+        rows, ids = conn.exec_driver_sql(
+            f"SELECT count(*), count(DISTINCT public_id) FROM {table}"
+        ).one()
+        [column] = [c for c in sa.inspect(conn).get_columns(table) if c["name"] == "public_id"]
+    return int(rows), int(ids), not column["nullable"]
+
+
+def test_four_runners_on_four_tables_all_finish_and_leave_nothing(server: Engine) -> None:
+    for table in TABLES:
+        _seed(server, table)
+    errors = _at_once(server, TABLES)
+    assert errors == [None] * RUNNERS
+    assert _state_rows(server) is None
+    for table in TABLES:
+        assert _filled(server, table) == (ROWS, ROWS, True)
+
+
+def test_four_runners_of_one_op_share_one_state_row_and_end_as_one_run(server: Engine) -> None:
+    table = TABLES[0]
+    _seed(server, table)
+    errors = _at_once(server, [table] * RUNNERS)
+    # One row at most, the op's (its key): a runner that lost a race on a step
+    # failed, and the one that finished forgot the row and dropped the table.
+    assert _state_rows(server) in (None, [("add_ulid_column", table + ".public_id")])
+    assert any(error is None for error in errors)
+    _run(server, table)  # a last run finds everything done
+    assert _state_rows(server) is None
+    assert _filled(server, table) == (ROWS, ROWS, True)

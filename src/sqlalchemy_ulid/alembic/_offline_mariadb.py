@@ -1,30 +1,28 @@
 """The MariaDB script toolkit of the offline (``--sql``) scripts not yet on the engine.
 
-``_literal``, ``_comment``, ``_SAVED``, ``_MAX_MS`` and ``_INTEGERS``,
-shared by the storage conversion's and the key conversion's scripts (their
-blocks and SIGNALs come from the engine's ``_plan/render_mariadb.py``).
+``_SAVED``, ``_MAX_MS`` and ``_INTEGERS``, shared by the storage
+conversion's and the key conversion's scripts (their blocks, SIGNALs,
+literals and comments come from the engine's ``_plan/render_mariadb.py``;
+``_literal`` and ``_comment`` are its ``lit`` and ``comment``).
 ``add_ulid_column(online=True)`` writes its script through the engine
 (``_plan/render_mariadb.py``, ``mysql/add_column.py``).
 """
 
 from __future__ import annotations
 
+from ._plan.render_mariadb import comment, lit
+
 __all__: list[str] = []
+
+# The engine's, under the names the scripts not yet on it import.
+_literal = lit
+_comment = comment
 
 #: The largest Unix millisecond a ULID holds (48 bits).
 _MAX_MS = 2**48 - 1
 #: Placeholders in a batch template for what is found when the script runs.
 _KEY, _MILLIS = "\0key\0", "\0millis\0"
 _INTEGERS = "'tinyint', 'smallint', 'mediumint', 'int', 'bigint'"
-
-
-def _literal(text: str) -> str:
-    """A MariaDB string literal (the script turns NO_BACKSLASH_ESCAPES off)."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
-
-
-def _comment(text: str) -> str:
-    return text.replace("\r", " ").replace("\n", " ")
 
 
 #: What the script's session changes, saved in user variables and restored.

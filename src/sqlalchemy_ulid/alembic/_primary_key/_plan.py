@@ -441,9 +441,9 @@ def phases(plan: Plan) -> list[tuple[str, str]]:
     result.append(
         (
             "swap",
-            "swap (one transaction on PostgreSQL, under ACCESS EXCLUSIVE locks): catch up "
-            "rows written meanwhile, drop the foreign keys, swap the columns and the primary "
-            "keys, recreate indexes and foreign keys",
+            "swap (one transaction on PostgreSQL, under ACCESS EXCLUSIVE locks; on MariaDB "
+            "under LOCK TABLES ... WRITE): catch up rows written meanwhile, drop the foreign "
+            "keys, swap the columns and the primary keys, recreate indexes and foreign keys",
         )
     )
     return result

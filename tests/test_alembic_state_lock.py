@@ -9,9 +9,15 @@ op's row added, under a lock (PostgreSQL: a transaction-level advisory
 lock; MariaDB: ``GET_LOCK``), and the row is forgotten and the table
 dropped under it too.
 
+While it runs, an online op also holds a lock of its own, for its op and
+target, in a session of its own (a transaction-level advisory lock on
+PostgreSQL, ``GET_LOCK`` on MariaDB): a second run of the same op on the
+same column is refused before any change, rather than fail on a step the
+first has just done.
+
 Four runners at once, on PostgreSQL and MariaDB: on four tables, all
-finish and nothing is left; on one table, the op's row is the one row
-(its key), and once a last run finishes the table ends as one run leaves it.
+finish and nothing is left; on one table, each finishes or is refused, and
+the table ends as one run leaves it.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from sqlalchemy.engine import Engine
 
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from conftest import Backend, private_engine
+from sqlalchemy_ulid.alembic._plan.database import database_for
 from sqlalchemy_ulid.alembic._plan.state import STATE_TABLE
 
 RUNNERS = 4
@@ -117,14 +124,39 @@ def test_four_runners_on_four_tables_all_finish_and_leave_nothing(server: Engine
         assert _filled(server, table) == (ROWS, ROWS, True)
 
 
-def test_four_runners_of_one_op_share_one_state_row_and_end_as_one_run(server: Engine) -> None:
+def test_four_runners_of_one_op_on_one_table_never_interleave(server: Engine) -> None:
     table = TABLES[0]
     _seed(server, table)
     errors = _at_once(server, [table] * RUNNERS)
-    # One row at most, the op's (its key): a runner that lost a race on a step
-    # failed, and the one that finished forgot the row and dropped the table.
-    assert _state_rows(server) in (None, [("add_ulid_column", table + ".public_id")])
-    assert any(error is None for error in errors)
-    _run(server, table)  # a last run finds everything done
+    # Each runner finished (the first, or one after it finished: everything
+    # done) or was refused before any change while another ran; none failed
+    # on a step another had done meanwhile.
+    for error in errors:
+        if error is not None:
+            assert isinstance(error, ValueError), repr(error)
+            assert "is under way" in str(error)
+    assert errors.count(None) >= 1
     assert _state_rows(server) is None
+    assert _filled(server, table) == (ROWS, ROWS, True)
+
+
+def test_a_run_while_another_session_holds_the_ops_lock_is_refused_before_any_change(
+    server: Engine,
+) -> None:
+    table = TABLES[0]
+    _seed(server, table)
+    state = database_for(server.dialect).state
+    take, give_back = state.run_lock("add_ulid_column", f"{table}.public_id")
+    with server.connect() as other:
+        assert int(other.exec_driver_sql(take).scalar_one()) == 1
+        with pytest.raises(ValueError, match="is under way"):
+            _run(server, table)
+        with server.connect() as conn:
+            columns = [c["name"] for c in sa.inspect(conn).get_columns(table)]
+        assert columns == ["id", "created_at"]
+        assert _state_rows(server) is None
+        if give_back:
+            other.exec_driver_sql(give_back)
+        other.rollback()
+    _run(server, table)
     assert _filled(server, table) == (ROWS, ROWS, True)

@@ -284,10 +284,15 @@ def run_plan(
         late_error,
         database.quote_table(plan.schema),
     )
-    runner.checks()
-    if before_changes is not None:
-        before_changes()
-    runner.steps()
+    holder = _claim(connection, plan, database)
+    try:
+        runner.checks()
+        if before_changes is not None:
+            before_changes()
+        runner.steps()
+    finally:
+        if holder is not None:
+            _give_back(*holder)
 
 
 def check_statement(step: Step) -> str:
@@ -307,3 +312,41 @@ def run_checks(connection: Connection, checks: Sequence[Step]) -> None:
         refusal = run(connection, check_statement(step)).scalar()
         if refusal is not None:
             raise step.error(str(refusal))
+
+
+def _claim(connection: Connection, plan: Plan, database: Database) -> tuple[Connection, str] | None:
+    """Take the run's own lock in a session of its own, or refuse: another run holds it.
+
+    The session holds it until the run ends, in an open transaction that
+    reads and writes nothing (PostgreSQL: a transaction's advisory lock,
+    which a pooler in transaction mode keeps with its server session;
+    MariaDB: ``GET_LOCK``). Returns that session and the lock's release.
+    """
+    take, release = database.state.run_lock(plan.op, plan.target)
+    if not database.state.claim:
+        return None
+    holder = connection.engine.connect()
+    try:
+        taken = int(holder.exec_driver_sql(take).scalar_one())
+    except BaseException:
+        holder.close()
+        raise
+    if not taken:
+        holder.close()
+        raise ValueError(
+            f"{plan.op}: another run of {plan.op} on {plan.target} is under way (another "
+            "session holds its lock); nothing was changed. Run it again once that one "
+            "has finished: it goes on from where that one stopped"
+        )
+    return holder, release
+
+
+def _give_back(holder: Connection, release: str) -> None:
+    try:
+        if release:
+            holder.exec_driver_sql(release)
+        holder.rollback()
+    except sa.exc.DBAPIError:
+        pass  # the session was lost: its lock went with it
+    finally:
+        holder.close()

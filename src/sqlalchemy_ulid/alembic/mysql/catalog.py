@@ -69,6 +69,8 @@ STATE = StateSQL(
     lock=("DO GET_LOCK('sqlalchemy_ulid_migrations', 600)",),
     unlock=("DO RELEASE_LOCK('sqlalchemy_ulid_migrations')",),
     abort=("DO RELEASE_LOCK('sqlalchemy_ulid_migrations')",),
+    claim="SELECT COALESCE(GET_LOCK({name}, 0), 0)",
+    release="DO RELEASE_LOCK({name})",
     backslashes=True,
 )
 

@@ -66,6 +66,9 @@ STATE = StateSQL(
     ),
     unlock=("COMMIT",),
     abort=("ROLLBACK",),
+    # A transaction's lock (none lives on a session: a pooler may hand it on).
+    claim="SELECT pg_try_advisory_xact_lock(hashtext({name}))::int",
+    release="",
 )
 
 

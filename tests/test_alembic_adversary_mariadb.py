@@ -319,3 +319,26 @@ def test_key_names_with_double_quotes_under_ansi_quotes(maria: Engine) -> None:
         maria, lambda op: op.restore_legacy_primary_key(TABLE, legacy_id=legacy), "ANSI_QUOTES"
     )
     assert rows(maria, f'SELECT `i"d` FROM {TABLE} ORDER BY 1') == [(1,), (2,)]
+
+
+USERS = {
+    # the server dropped the column, then every INSERT failed (1054)
+    "trigger": f"CREATE TRIGGER adv_tr BEFORE INSERT ON {TABLE} FOR EACH ROW "
+    "SET NEW.ref = HEX(NEW.public_id)",
+    # the server dropped the column, then every read of the view failed (1356)
+    "view": f"CREATE VIEW adv_v AS SELECT id, public_id FROM {TABLE}",
+}
+
+
+@pytest.mark.parametrize("user", sorted(USERS))
+def test_drop_refuses_a_column_a_trigger_or_view_names(maria: Engine, user: str) -> None:
+    _table(maria)
+    run_op(maria, lambda op: op.add_ulid_column(TABLE, "public_id", "created_at"))
+    execute(maria, USERS[user])
+    try:
+        with refused_before_ddl(maria, f"named by the {user} adv_"):
+            run_op(maria, lambda op: op.drop_ulid_column(TABLE, "public_id"))
+    finally:
+        execute(maria, "DROP VIEW IF EXISTS adv_v", "DROP TRIGGER IF EXISTS adv_tr")
+    run_op(maria, lambda op: op.drop_ulid_column(TABLE, "public_id"))
+    assert _columns(maria) == ["id", "created_at", "ref"]

@@ -25,7 +25,9 @@ STATE_TABLES = ("sqlalchemy_ulid_migrations", "ulid_storage_conversions", "ulid_
 def _drop(engine: Engine) -> None:
     execute(
         engine,
+        "DROP VIEW IF EXISTS adv_v",
         f"DROP TABLE IF EXISTS {TABLE}, adv_log, adv_child CASCADE",
+        "DROP FUNCTION IF EXISTS adv_f()",
         'DROP TABLE IF EXISTS "Order", "Bücher" CASCADE',
         "DROP SCHEMA IF EXISTS adv_other CASCADE",
         *(f"DROP TABLE IF EXISTS {name}" for name in STATE_TABLES),
@@ -391,3 +393,29 @@ def test_a_repeatable_read_database_default_and_a_writer_in_the_batch(pg: Engine
         f"SELECT count({column}), count(DISTINCT {column}), "
         f"pg_typeof(min({column}::text)::{kind})::text FROM {TABLE}",
     ) == [(20, 20 if op == "add" else 10, "uuid")]
+
+
+# -- drop_ulid_column --------------------------------------------------------------------
+
+USERS = {
+    # PL/pgSQL is not in pg_depend: the drop ran, then every INSERT failed
+    "trigger": (
+        "CREATE FUNCTION adv_f() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        "NEW.n := length(NEW.public_id::text); RETURN NEW; END $$",
+        f"CREATE TRIGGER adv_tr BEFORE INSERT ON {TABLE} FOR EACH ROW EXECUTE FUNCTION adv_f()",
+    ),
+    # the server refused the DROP COLUMN, after the unique constraint's drop
+    "view": (f"CREATE VIEW adv_v AS SELECT id, public_id FROM {TABLE}",),
+}
+
+
+@pytest.mark.parametrize("user", sorted(USERS))
+def test_drop_refuses_a_column_a_trigger_or_view_names(pg: Engine, user: str) -> None:
+    _table(pg, f"ALTER TABLE {TABLE} ADD n INT")
+    run_op(pg, lambda op: op.add_ulid_column(TABLE, "public_id", "created_at"))
+    execute(pg, *USERS[user])
+    with refused_before_ddl(pg, f"named by the {user} adv_"):
+        run_op(pg, lambda op: op.drop_ulid_column(TABLE, "public_id"))
+    execute(pg, "DROP VIEW IF EXISTS adv_v", f"DROP TRIGGER IF EXISTS adv_tr ON {TABLE}")
+    run_op(pg, lambda op: op.drop_ulid_column(TABLE, "public_id"))
+    execute(pg, f"INSERT INTO {TABLE} (id, ref) VALUES (99, '01ARZ3NDEKTSV4RRFFQ69G5FAV')")

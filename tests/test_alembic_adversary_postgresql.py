@@ -28,7 +28,7 @@ def _drop(engine: Engine) -> None:
         "DROP VIEW IF EXISTS adv_v",
         f"DROP TABLE IF EXISTS {TABLE}, adv_log, adv_child CASCADE",
         "DROP FUNCTION IF EXISTS adv_f()",
-        'DROP TABLE IF EXISTS "Order", "Bücher" CASCADE',
+        'DROP TABLE IF EXISTS "Order", "Bücher", "adv""we.ird" CASCADE',
         "DROP SCHEMA IF EXISTS adv_other CASCADE",
         *(f"DROP TABLE IF EXISTS {name}" for name in STATE_TABLES),
     )
@@ -189,25 +189,30 @@ NAMES = [
     ("Order", "select", None),  # reserved words, mixed case
     ("Bücher", "Référence", None),  # non-ASCII
     ("adv_t", "ref", "adv_other"),  # another schema
+    ('adv"we.ird', 'c"o.l', None),  # a double quote and a dot
 ]
 
 
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
 def _named(engine: Engine, table: str, column: str, schema: str | None) -> str:
-    q = f'"{schema}"."{table}"' if schema else f'"{table}"'
+    q = f"{_q(schema)}.{_q(table)}" if schema else _q(table)
     if schema:
         execute(engine, f"CREATE SCHEMA {schema}")
     execute(
         engine,
         f"CREATE TABLE {q} (id INT PRIMARY KEY, created_at TIMESTAMPTZ NOT NULL "
-        f'DEFAULT now(), "{column}" CHAR(26) NOT NULL)',
-        f"INSERT INTO {q} (id, \"{column}\") SELECT g, '01ARZ3NDEKTSV4RRFFQ69G5FA' "
+        f"DEFAULT now(), {_q(column)} CHAR(26) NOT NULL)",
+        f"INSERT INTO {q} (id, {_q(column)}) SELECT g, '01ARZ3NDEKTSV4RRFFQ69G5FA' "
         "|| chr(48 + mod(g, 10)) FROM generate_series(1, 20) g",
     )
     return q
 
 
 @pytest.mark.parametrize(
-    ("table", "column", "schema"), NAMES, ids=["reserved", "unicode", "schema"]
+    ("table", "column", "schema"), NAMES, ids=["reserved", "unicode", "schema", "quote"]
 )
 @pytest.mark.parametrize("online", [False, True], ids=["one-transaction", "online"])
 def test_every_op_on_names_that_need_quoting(
@@ -220,7 +225,7 @@ def test_every_op_on_names_that_need_quoting(
             table, column, from_storage="text", to_storage="native", schema=schema, online=online
         ),
     )
-    assert scalar(pg, f'SELECT count(DISTINCT "{column}") FROM {q}') == 10
+    assert scalar(pg, f"SELECT count(DISTINCT {_q(column)}) FROM {q}") == 10
     run_op(
         pg,
         lambda op: op.add_ulid_column(table, "New Id", "created_at", schema=schema, online=online),

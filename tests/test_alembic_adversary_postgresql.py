@@ -11,11 +11,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from sqlalchemy.engine import Engine
 
+import _clients
 from _adversary import execute, refused_before_ddl, rows, run_op, scalar
+from _offline_scripts import VERSION_TABLE, alembic_sql
 from conftest import Backend, private_engine
 
 TABLE = "adv_t"
@@ -30,7 +33,7 @@ def _drop(engine: Engine) -> None:
         "DROP FUNCTION IF EXISTS adv_f()",
         'DROP TABLE IF EXISTS "Order", "Bücher", "adv""we.ird" CASCADE',
         "DROP SCHEMA IF EXISTS adv_other CASCADE",
-        *(f"DROP TABLE IF EXISTS {name}" for name in STATE_TABLES),
+        *(f"DROP TABLE IF EXISTS {name}" for name in (*STATE_TABLES, VERSION_TABLE)),
     )
 
 
@@ -424,3 +427,40 @@ def test_drop_refuses_a_column_a_trigger_or_view_names(pg: Engine, user: str) ->
     execute(pg, "DROP VIEW IF EXISTS adv_v", f"DROP TRIGGER IF EXISTS adv_tr ON {TABLE}")
     run_op(pg, lambda op: op.drop_ulid_column(TABLE, "public_id"))
     execute(pg, f"INSERT INTO {TABLE} (id, ref) VALUES (99, '01ARZ3NDEKTSV4RRFFQ69G5FAV')")
+
+
+# -- the offline scripts refuse the same -------------------------------------------------
+
+OFFLINE = {
+    "storage with a rule": (
+        RULE,
+        f'alter_ulid_storage("{TABLE}", "ref", from_storage="text", to_storage="native", '
+        "online=True)",
+        "rule r_adv on adv_t",
+    ),
+    "key with a rule": (
+        RULE,
+        f'convert_primary_key_to_ulid("{TABLE}", from_time="created_at")',
+        "rule r_adv on adv_t",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(OFFLINE))
+def test_the_offline_script_refuses_before_any_change(
+    pg: Engine, tmp_path: Path, case: str
+) -> None:
+    ddl, call, named = OFFLINE[case]
+    _table(pg, *ddl)
+    script = alembic_sql(pg, tmp_path, call)
+    before = rows(pg, f"SELECT * FROM {TABLE} ORDER BY id")
+    done = _clients.psql(pg, script)
+    assert done.returncode != 0
+    assert named in done.stderr, done.stderr[-2000:]
+    assert rows(pg, f"SELECT * FROM {TABLE} ORDER BY id") == before
+    assert rows(
+        pg,
+        "SELECT attname FROM pg_attribute WHERE attrelid = :t ::regclass AND attnum > 0 "
+        "AND NOT attisdropped ORDER BY attnum",
+        t=TABLE,
+    ) == [("id",), ("created_at",), ("ref",)]

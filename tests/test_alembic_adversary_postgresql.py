@@ -464,3 +464,17 @@ def test_the_offline_script_refuses_before_any_change(
         "AND NOT attisdropped ORDER BY attnum",
         t=TABLE,
     ) == [("id",), ("created_at",), ("ref",)]
+
+
+def test_online_add_refuses_a_constraint_name_another_relation_has(pg: Engine) -> None:
+    # Index names are the schema's: the build failed after the whole fill.
+    _table(pg, "CREATE TABLE adv_log (x INT)", "CREATE INDEX uq_adv_t_public_id ON adv_log (x)")
+    with refused_before_ddl(pg, "uq_adv_t_public_id of the unique constraint is taken"):
+        run_op(pg, lambda op: op.add_ulid_column(TABLE, "public_id", "created_at", online=True))
+    run_op(
+        pg,
+        lambda op: op.add_ulid_column(
+            TABLE, "public_id", "created_at", online=True, constraint_name="uq_adv_public"
+        ),
+    )
+    assert scalar(pg, f"SELECT count(DISTINCT public_id) FROM {TABLE}") == 20

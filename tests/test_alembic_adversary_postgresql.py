@@ -478,3 +478,24 @@ def test_online_add_refuses_a_constraint_name_another_relation_has(pg: Engine) -
         ),
     )
     assert scalar(pg, f"SELECT count(DISTINCT public_id) FROM {TABLE}") == 20
+
+
+def test_online_swap_refuses_an_index_name_another_relation_has(pg: Engine) -> None:
+    # ix_ref is built again as ix_ref__ulid: the build was skipped, and the swap
+    # refused after the whole copy ("run the op again"), on every rerun.
+    _table(
+        pg,
+        f"CREATE INDEX ix_ref ON {TABLE} (ref)",
+        "CREATE TABLE adv_log (x INT)",
+        "CREATE INDEX ix_ref__ulid ON adv_log (x)",
+    )
+    with refused_before_ddl(pg, "ix_ref is built again as ix_ref__ulid"):
+        run_op(pg, _to_native(online=True))
+    execute(pg, "ALTER INDEX ix_ref__ulid RENAME TO adv_log_x")
+    run_op(pg, _to_native(online=True))
+    assert rows(
+        pg,
+        "SELECT indexrelid::regclass::text FROM pg_index WHERE indrelid = :t ::regclass "
+        "AND NOT indisprimary",
+        t=TABLE,
+    ) == [("ix_ref",)]

@@ -319,3 +319,65 @@ def test_key_names_with_double_quotes_under_ansi_quotes(maria: Engine) -> None:
         maria, lambda op: op.restore_legacy_primary_key(TABLE, legacy_id=legacy), "ANSI_QUOTES"
     )
     assert rows(maria, f'SELECT `i"d` FROM {TABLE} ORDER BY 1') == [(1,), (2,)]
+
+
+USERS = {
+    # the server dropped the column, then every INSERT failed (1054)
+    "trigger": f"CREATE TRIGGER adv_tr BEFORE INSERT ON {TABLE} FOR EACH ROW "
+    "SET NEW.ref = HEX(NEW.public_id)",
+    # the server dropped the column, then every read of the view failed (1356)
+    "view": f"CREATE VIEW adv_v AS SELECT id, public_id FROM {TABLE}",
+}
+
+
+@pytest.mark.parametrize("user", sorted(USERS))
+def test_drop_refuses_a_column_a_trigger_or_view_names(maria: Engine, user: str) -> None:
+    _table(maria)
+    run_op(maria, lambda op: op.add_ulid_column(TABLE, "public_id", "created_at"))
+    execute(maria, USERS[user])
+    try:
+        with refused_before_ddl(maria, f"named by the {user} adv_"):
+            run_op(maria, lambda op: op.drop_ulid_column(TABLE, "public_id"))
+    finally:
+        execute(maria, "DROP VIEW IF EXISTS adv_v", "DROP TRIGGER IF EXISTS adv_tr")
+    run_op(maria, lambda op: op.drop_ulid_column(TABLE, "public_id"))
+    assert _columns(maria) == ["id", "created_at", "ref"]
+
+
+@pytest.fixture
+def other(maria: Engine) -> Iterator[str]:
+    """A database of the test's own beside the worker's, given as ``schema=``."""
+    name = f"{scalar(maria, 'SELECT DATABASE()')}_adv_other"
+    execute(maria, f"DROP DATABASE IF EXISTS `{name}`", f"CREATE DATABASE `{name}`")
+    yield name
+    execute(maria, f"DROP DATABASE IF EXISTS `{name}`")
+
+
+@pytest.mark.parametrize("online", [False, True], ids=["one-transaction", "online"])
+def test_every_op_in_another_database(maria: Engine, other: str, online: bool) -> None:
+    table = f"`{other}`.{TABLE}"
+    execute(
+        maria,
+        f"CREATE TABLE {table} (id INT NOT NULL AUTO_INCREMENT PRIMARY KEY, "
+        "created_at DATETIME(3) NOT NULL DEFAULT NOW(3), ref CHAR(26) NOT NULL)",
+        *(f"INSERT INTO {table} (ref) VALUES ('{value}')" for value in TEXT),
+    )
+    run_op(
+        maria,
+        lambda op: op.alter_ulid_storage(TABLE, "ref", schema=other, online=online, **STORAGE),
+    )
+    assert scalar(maria, f"SELECT max(length(ref)) FROM {table}") == 16
+    run_op(
+        maria,
+        lambda op: op.add_ulid_column(TABLE, "pid", "created_at", schema=other, online=online),
+    )
+    assert scalar(maria, f"SELECT count(DISTINCT pid) FROM {table}") == 10
+    run_op(maria, lambda op: op.drop_ulid_column(TABLE, "pid", schema=other))
+    run_op(
+        maria,
+        lambda op: op.convert_primary_key_to_ulid(TABLE, from_time="created_at", schema=other),
+    )
+    assert scalar(maria, f"SELECT count(DISTINCT id) FROM {table}") == 10
+    run_op(maria, lambda op: op.restore_legacy_primary_key(TABLE, schema=other))
+    assert scalar(maria, f"SELECT sum(id) FROM {table}") == 55
+    assert _columns(maria) == []  # nothing made in the worker's own database

@@ -11,11 +11,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from sqlalchemy.engine import Engine
 
+import _clients
 from _adversary import execute, refused_before_ddl, rows, run_op, scalar
+from _offline_scripts import VERSION_TABLE, alembic_sql
 from conftest import Backend, private_engine
 
 TABLE = "adv_t"
@@ -25,10 +28,12 @@ STATE_TABLES = ("sqlalchemy_ulid_migrations", "ulid_storage_conversions", "ulid_
 def _drop(engine: Engine) -> None:
     execute(
         engine,
+        "DROP VIEW IF EXISTS adv_v",
         f"DROP TABLE IF EXISTS {TABLE}, adv_log, adv_child CASCADE",
-        'DROP TABLE IF EXISTS "Order", "Bücher" CASCADE',
+        "DROP FUNCTION IF EXISTS adv_f()",
+        'DROP TABLE IF EXISTS "Order", "Bücher", "adv""we.ird" CASCADE',
         "DROP SCHEMA IF EXISTS adv_other CASCADE",
-        *(f"DROP TABLE IF EXISTS {name}" for name in STATE_TABLES),
+        *(f"DROP TABLE IF EXISTS {name}" for name in (*STATE_TABLES, VERSION_TABLE)),
     )
 
 
@@ -187,25 +192,30 @@ NAMES = [
     ("Order", "select", None),  # reserved words, mixed case
     ("Bücher", "Référence", None),  # non-ASCII
     ("adv_t", "ref", "adv_other"),  # another schema
+    ('adv"we.ird', 'c"o.l', None),  # a double quote and a dot
 ]
 
 
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
 def _named(engine: Engine, table: str, column: str, schema: str | None) -> str:
-    q = f'"{schema}"."{table}"' if schema else f'"{table}"'
+    q = f"{_q(schema)}.{_q(table)}" if schema else _q(table)
     if schema:
         execute(engine, f"CREATE SCHEMA {schema}")
     execute(
         engine,
         f"CREATE TABLE {q} (id INT PRIMARY KEY, created_at TIMESTAMPTZ NOT NULL "
-        f'DEFAULT now(), "{column}" CHAR(26) NOT NULL)',
-        f"INSERT INTO {q} (id, \"{column}\") SELECT g, '01ARZ3NDEKTSV4RRFFQ69G5FA' "
+        f"DEFAULT now(), {_q(column)} CHAR(26) NOT NULL)",
+        f"INSERT INTO {q} (id, {_q(column)}) SELECT g, '01ARZ3NDEKTSV4RRFFQ69G5FA' "
         "|| chr(48 + mod(g, 10)) FROM generate_series(1, 20) g",
     )
     return q
 
 
 @pytest.mark.parametrize(
-    ("table", "column", "schema"), NAMES, ids=["reserved", "unicode", "schema"]
+    ("table", "column", "schema"), NAMES, ids=["reserved", "unicode", "schema", "quote"]
 )
 @pytest.mark.parametrize("online", [False, True], ids=["one-transaction", "online"])
 def test_every_op_on_names_that_need_quoting(
@@ -218,7 +228,7 @@ def test_every_op_on_names_that_need_quoting(
             table, column, from_storage="text", to_storage="native", schema=schema, online=online
         ),
     )
-    assert scalar(pg, f'SELECT count(DISTINCT "{column}") FROM {q}') == 10
+    assert scalar(pg, f"SELECT count(DISTINCT {_q(column)}) FROM {q}") == 10
     run_op(
         pg,
         lambda op: op.add_ulid_column(table, "New Id", "created_at", schema=schema, online=online),
@@ -391,3 +401,101 @@ def test_a_repeatable_read_database_default_and_a_writer_in_the_batch(pg: Engine
         f"SELECT count({column}), count(DISTINCT {column}), "
         f"pg_typeof(min({column}::text)::{kind})::text FROM {TABLE}",
     ) == [(20, 20 if op == "add" else 10, "uuid")]
+
+
+# -- drop_ulid_column --------------------------------------------------------------------
+
+USERS = {
+    # PL/pgSQL is not in pg_depend: the drop ran, then every INSERT failed
+    "trigger": (
+        "CREATE FUNCTION adv_f() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        "NEW.n := length(NEW.public_id::text); RETURN NEW; END $$",
+        f"CREATE TRIGGER adv_tr BEFORE INSERT ON {TABLE} FOR EACH ROW EXECUTE FUNCTION adv_f()",
+    ),
+    # the server refused the DROP COLUMN, after the unique constraint's drop
+    "view": (f"CREATE VIEW adv_v AS SELECT id, public_id FROM {TABLE}",),
+}
+
+
+@pytest.mark.parametrize("user", sorted(USERS))
+def test_drop_refuses_a_column_a_trigger_or_view_names(pg: Engine, user: str) -> None:
+    _table(pg, f"ALTER TABLE {TABLE} ADD n INT")
+    run_op(pg, lambda op: op.add_ulid_column(TABLE, "public_id", "created_at"))
+    execute(pg, *USERS[user])
+    with refused_before_ddl(pg, f"named by the {user} adv_"):
+        run_op(pg, lambda op: op.drop_ulid_column(TABLE, "public_id"))
+    execute(pg, "DROP VIEW IF EXISTS adv_v", f"DROP TRIGGER IF EXISTS adv_tr ON {TABLE}")
+    run_op(pg, lambda op: op.drop_ulid_column(TABLE, "public_id"))
+    execute(pg, f"INSERT INTO {TABLE} (id, ref) VALUES (99, '01ARZ3NDEKTSV4RRFFQ69G5FAV')")
+
+
+# -- the offline scripts refuse the same -------------------------------------------------
+
+OFFLINE = {
+    "storage with a rule": (
+        RULE,
+        f'alter_ulid_storage("{TABLE}", "ref", from_storage="text", to_storage="native", '
+        "online=True)",
+        "rule r_adv on adv_t",
+    ),
+    "key with a rule": (
+        RULE,
+        f'convert_primary_key_to_ulid("{TABLE}", from_time="created_at")',
+        "rule r_adv on adv_t",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(OFFLINE))
+def test_the_offline_script_refuses_before_any_change(
+    pg: Engine, tmp_path: Path, case: str
+) -> None:
+    ddl, call, named = OFFLINE[case]
+    _table(pg, *ddl)
+    script = alembic_sql(pg, tmp_path, call)
+    before = rows(pg, f"SELECT * FROM {TABLE} ORDER BY id")
+    done = _clients.psql(pg, script)
+    assert done.returncode != 0
+    assert named in done.stderr, done.stderr[-2000:]
+    assert rows(pg, f"SELECT * FROM {TABLE} ORDER BY id") == before
+    assert rows(
+        pg,
+        "SELECT attname FROM pg_attribute WHERE attrelid = :t ::regclass AND attnum > 0 "
+        "AND NOT attisdropped ORDER BY attnum",
+        t=TABLE,
+    ) == [("id",), ("created_at",), ("ref",)]
+
+
+def test_online_add_refuses_a_constraint_name_another_relation_has(pg: Engine) -> None:
+    # Index names are the schema's: the build failed after the whole fill.
+    _table(pg, "CREATE TABLE adv_log (x INT)", "CREATE INDEX uq_adv_t_public_id ON adv_log (x)")
+    with refused_before_ddl(pg, "uq_adv_t_public_id of the unique constraint is taken"):
+        run_op(pg, lambda op: op.add_ulid_column(TABLE, "public_id", "created_at", online=True))
+    run_op(
+        pg,
+        lambda op: op.add_ulid_column(
+            TABLE, "public_id", "created_at", online=True, constraint_name="uq_adv_public"
+        ),
+    )
+    assert scalar(pg, f"SELECT count(DISTINCT public_id) FROM {TABLE}") == 20
+
+
+def test_online_swap_refuses_an_index_name_another_relation_has(pg: Engine) -> None:
+    # ix_ref is built again as ix_ref__ulid: the build was skipped, and the swap
+    # refused after the whole copy ("run the op again"), on every rerun.
+    _table(
+        pg,
+        f"CREATE INDEX ix_ref ON {TABLE} (ref)",
+        "CREATE TABLE adv_log (x INT)",
+        "CREATE INDEX ix_ref__ulid ON adv_log (x)",
+    )
+    with refused_before_ddl(pg, "ix_ref is built again as ix_ref__ulid"):
+        run_op(pg, _to_native(online=True))
+    execute(pg, "ALTER INDEX ix_ref__ulid RENAME TO adv_log_x")
+    run_op(pg, _to_native(online=True))
+    assert rows(
+        pg,
+        "SELECT indexrelid::regclass::text FROM pg_index WHERE indrelid = :t ::regclass "
+        "AND NOT indisprimary",
+        t=TABLE,
+    ) == [("ix_ref",)]

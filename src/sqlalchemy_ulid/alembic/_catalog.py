@@ -45,6 +45,12 @@ class Catalog:
         """The column's DEFAULT and COMMENT as the server has them (None: as reflected)."""
         return None
 
+    def column_users(
+        self, connection: Connection, table: str, column: str, schema: str | None
+    ) -> list[str]:
+        """Triggers and views whose SQL names the column, which its drop breaks (default: none)."""
+        return []
+
     def reflected_name(self, name: str) -> str:
         """A name as SQLAlchemy's reflection reports it, as the server has it (the default: so)."""
         return name

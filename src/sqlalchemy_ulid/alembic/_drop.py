@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from alembic.operations import MigrateOperation, Operations
 
 from .._dialects import dialect_row
+from ._catalog import catalog_for
 from ._inspect import column_state, plain_session, unique_name, unique_on
 from ._locks import DEFAULT_LOCK_TIMEOUT, check_lock_timeout, lock_safe
 
@@ -105,6 +106,13 @@ def _drop_ulid_column(operations: Operations, op: DropULIDColumnOp) -> None:
     connection = operations.get_bind()
     if column_state(connection, op.table_name, op.column_name, op.schema) is None:
         return  # already dropped (a rerun)
+    users = catalog_for(dialect).column_users(connection, op.table_name, op.column_name, op.schema)
+    if users:
+        raise ValueError(
+            f"drop_ulid_column: {op.table_name}.{op.column_name} is named by {', '.join(users)}, "
+            "which would fail (or be dropped) once the column is gone; nothing was changed. "
+            "Drop or change them first"
+        )
     inspector = sa.inspect(connection)
     constraints = {
         str(u["name"])

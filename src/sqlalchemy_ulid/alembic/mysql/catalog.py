@@ -228,6 +228,28 @@ class MariaDBCatalog(Catalog):
             mode,
         )
 
+    def column_users(
+        self, connection: Connection, table: str, column: str, schema: str | None
+    ) -> list[str]:
+        """Triggers and views whose SQL names the column.
+
+        The server drops it all the same, and every write (a trigger) or
+        read (a view) fails after.
+        """
+        query = (
+            "SELECT CONCAT('the trigger ', TRIGGER_NAME) FROM information_schema.TRIGGERS "
+            "WHERE EVENT_OBJECT_SCHEMA = COALESCE(:schema, DATABASE()) "
+            "AND EVENT_OBJECT_TABLE = :table AND LOCATE(:column, ACTION_STATEMENT) > 0 "
+            "UNION SELECT CONCAT('the view ', TABLE_NAME) FROM information_schema.VIEWS "
+            "WHERE TABLE_SCHEMA = COALESCE(:schema, DATABASE()) AND VIEW_DEFINITION LIKE "
+            "CONCAT('%`', REPLACE(:table, '`', '``'), '`.`', REPLACE(:column, '`', '``'), '`%') "
+            "ORDER BY 1"
+        )
+        found = connection.execute(
+            sa.text(query), {"schema": schema, "table": table, "column": column}
+        )
+        return [str(name) for name in found.scalars()]
+
     def reflected_name(self, name: str) -> str:
         """SQLAlchemy reads a name quoted in ``SHOW CREATE TABLE``: a backtick comes doubled."""
         return name.replace("``", "`")
@@ -239,22 +261,22 @@ class MariaDBCatalog(Catalog):
         ``SHOW CREATE TABLE`` quote with ``"``, which SQLAlchemy's
         reflection then does not parse: no columns, no primary key (a drop
         did nothing, the ops named columns missing). ``NO_BACKSLASH_ESCAPES``
-        makes the server read the backslashes the driver escapes a value
-        with as bytes of the value. Both are put back after the block.
+        makes the server keep the backslashes SQLAlchemy doubles in a
+        literal (a carried comment). Both are put back after the block. A
+        connection outside a transaction is left outside one.
         """
+        outside = not connection.in_transaction()
         mode = str(connection.exec_driver_sql("SELECT @@SESSION.sql_mode").scalar() or "")
         drop = {"NO_BACKSLASH_ESCAPES"}
         if not getattr(connection.dialect, "_server_ansiquotes", False):
             drop.add("ANSI_QUOTES")
-        kept = [part for part in mode.split(",") if part and part not in drop]
-        if len(kept) == len([part for part in mode.split(",") if part]):
+        parts = [part for part in mode.split(",") if part]
+        kept = [part for part in parts if part not in drop]
+        if outside:
+            connection.commit()
+        if kept == parts:
             return contextlib.nullcontext()
-        return _session_setting(
-            connection,
-            f"SET SESSION sql_mode = '{','.join(kept)}'",
-            sa.text("SET SESSION sql_mode = :value"),
-            mode,
-        )
+        return _sql_mode(connection, ",".join(kept), mode)
 
     def utc_session(self, connection: Connection) -> contextlib.AbstractContextManager[None]:
         """Set the session's ``time_zone`` to UTC (``DATETIME`` is not converted either way)."""
@@ -267,6 +289,26 @@ class MariaDBCatalog(Catalog):
             sa.text("SET SESSION time_zone = :value"),
             zone,
         )
+
+
+@contextlib.contextmanager
+def _sql_mode(connection: Connection, mode: str, saved: str) -> Iterator[None]:
+    """Set the session's ``sql_mode`` for the block, in or out of a transaction as it was."""
+
+    def set_mode(value: str) -> None:
+        outside = not connection.in_transaction()
+        connection.execute(sa.text("SET SESSION sql_mode = :value"), {"value": value})
+        if outside:
+            connection.commit()
+
+    set_mode(mode)
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(sa.exc.SQLAlchemyError):
+            set_mode(saved)
+        raise
+    set_mode(saved)
 
 
 @contextlib.contextmanager

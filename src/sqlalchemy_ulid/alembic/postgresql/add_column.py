@@ -115,6 +115,24 @@ def _checks(n: AddNames) -> list[Step]:
         ),
     ]
     if n.unique:
+        # Index names are the schema's: another table's index, a table or a
+        # sequence of that name made the build fail after the whole fill.
+        name = literal(n.constraint)
+        checks.append(
+            Step(
+                "unique name free",
+                "check",
+                guard=f"EXISTS (SELECT 1 FROM pg_class c WHERE c.relname = {name} AND "
+                "c.relnamespace = (SELECT relnamespace FROM pg_class WHERE oid = "
+                f"to_regclass({t})) AND NOT EXISTS (SELECT 1 FROM pg_index x "
+                f"WHERE x.indexrelid = c.oid AND x.indrelid = to_regclass({t})))",
+                message=literal(
+                    f"{n.op_name}: the name {n.constraint} of the unique constraint is taken by "
+                    "another relation of the schema; nothing was changed. Pass "
+                    "constraint_name= another name"
+                ),
+            )
+        )
         checks.append(
             Step(
                 "unique on a partitioned table",

@@ -11,6 +11,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
 from ..._dialects._migration import PG_LOCKS
 from .._catalog import Catalog
 from .._plan.state import StateSQL, literal
@@ -261,3 +264,26 @@ class PostgreSQLCatalog(Catalog):
     """PostgreSQL's: reflection reads its columns whole, and its sessions are always strict."""
 
     __dialect__ = ("postgresql",)
+
+    def column_users(
+        self, connection: Connection, table: str, column: str, schema: str | None
+    ) -> list[str]:
+        """Triggers whose function's source names the column, views and rules reading it.
+
+        PL/pgSQL is not in ``pg_depend``: after the drop every write fails.
+        """
+        preparer = connection.dialect.identifier_preparer
+        table_sql = ".".join(preparer.quote(part) for part in (schema, table) if part)
+        query = (
+            "SELECT 'the trigger ' || t.tgname FROM pg_trigger t JOIN pg_proc p "
+            "ON p.oid = t.tgfoid WHERE t.tgrelid = to_regclass(:table) AND NOT t.tgisinternal "
+            "AND strpos(lower(p.prosrc), lower(:column)) > 0 "
+            "UNION SELECT CASE WHEN r.rulename = '_RETURN' THEN 'the view ' || v.relname "
+            "ELSE 'the rule ' || r.rulename END FROM pg_depend d "
+            "JOIN pg_rewrite r ON r.oid = d.objid JOIN pg_class v ON v.oid = r.ev_class "
+            "JOIN pg_attribute a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid "
+            "WHERE d.classid = 'pg_rewrite'::regclass AND d.refobjid = to_regclass(:table) "
+            "AND a.attname = :column ORDER BY 1"
+        )
+        found = connection.execute(sa.text(query), {"table": table_sql, "column": column})
+        return [str(name) for name in found.scalars()]

@@ -14,6 +14,7 @@ import re
 from typing import TYPE_CHECKING
 
 from ..._errors import InvalidULID
+from .._names import shadow_name_pg
 from .._plan.step import Step
 from .catalog import column_where, literal
 
@@ -93,6 +94,16 @@ def storage_checks(t: Target) -> list[Step]:
         "FROM pg_constraint c JOIN pg_attribute a ON a.attname = "
         f"{t.column_lit} AND a.attrelid = {rel} WHERE c.contype = 'f' AND ((c.conrelid = {rel} "
         f"AND a.attnum = ANY (c.conkey)) OR (c.confrelid = {rel} AND a.attnum = ANY (c.confkey)))"
+    )
+    # Index names are the schema's: a relation of the name an index is built
+    # again under made the swap refuse after the whole copy, on every rerun.
+    rebuilt = shadow_name_pg("i.relname", "__ulid")
+    taken = (
+        "FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class s "
+        f"ON s.relnamespace = i.relnamespace AND s.relname = {rebuilt} "
+        f"WHERE x.indrelid = {rel} AND EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = "
+        f"x.indrelid AND a.attnum = ANY (x.indkey) AND a.attname = {t.column_lit}) AND NOT EXISTS "
+        "(SELECT 1 FROM pg_index y WHERE y.indexrelid = s.oid AND y.indrelid = x.indrelid)"
     )
     keys = f"(SELECT count(*) FROM pg_index i, unnest(i.indkey) k WHERE i.indrelid = {rel} AND i.indisprimary)"  # noqa: E501
     column_row = (
@@ -220,6 +231,17 @@ def storage_checks(t: Target) -> list[Step]:
             f"THEN {literal(_REBUILT)} ELSE ' with ' || o.rest END || "
             f"{literal(', which this op does not build again' + _NOTHING)} FROM ({options}) AS o "
             "ORDER BY o.relname LIMIT 1)",
+        ),
+        _check(
+            "index names free",
+            f"{todo} AND EXISTS (SELECT 1 {taken})",
+            op,
+            literal("the index "),
+            f"(SELECT min(i.relname || ' is built again as ' || s.relname) {taken})",
+            literal(
+                ", a name another relation of the schema has: rename that relation first; "
+                "nothing was changed"
+            ),
         ),
         _check(
             "constraints built again the same",

@@ -19,6 +19,9 @@ change:
   in Python online, in SQL in the script), compared by what it fills;
 * the swap's lock: the tables locked, and that the catch-up runs under it.
 
+The same for a referencing column whose shadow's name is over MariaDB's 64
+bytes (hashed, online as in the script).
+
 What still differs is pinned below in ``DRIFT``, each item named with its
 reason; the test fails on any other difference, and on a pinned one that is
 gone (then remove it from ``DRIFT``).
@@ -135,29 +138,27 @@ def _plain(text: str) -> str:
     return text.replace("\\'", "''")
 
 
-_TABLES = "|".join(TABLES)
-
-
-def _changes(statements: list[str]) -> list[Change]:
-    """What the statements change, one item per clause, in order."""
+def _changes(statements: list[str], tables: tuple[str, ...] = TABLES) -> list[Change]:
+    """What the statements change on ``tables``, one item per clause, in order."""
+    names = "|".join(tables)
     out: list[Change] = []
     for raw in statements:
         s = _plain(raw)
         if m := re.match(r"ALTER TABLE (\S+) (.*)$", s):
-            if m[1] in TABLES:
+            if m[1] in tables:
                 out.extend((m[1], c.strip()) for c in _clauses(m[2]))
         elif m := re.match(r"CREATE (UNIQUE )?INDEX (\S+) ON (\S+) (\(.*\))$", s):
             out.append((m[3], f"ADD {m[1] or ''}INDEX {m[2]} {m[4]}"))
         elif m := re.match(r"DROP INDEX (\S+) ON (\S+)$", s):
             out.append((m[2], f"DROP INDEX {m[1]}"))
         elif s.startswith("LOCK TABLES"):
-            locked = sorted({m[1] for m in re.finditer(r"(\w+) WRITE", s)} & set(TABLES))
+            locked = sorted({m[1] for m in re.finditer(r"(\w+) WRITE", s)} & set(tables))
             out.append(("lock", *locked))
-        elif m := re.match(rf"UPDATE ({_TABLES})\b.* SET (?:\w+\.)?(\w+) ?= ?(\S+)", s):
+        elif m := re.match(rf"UPDATE ({names})\b.* SET (?:\w+\.)?(\w+) ?= ?(\S+)", s):
             source = re.sub(r"^\w+\.", "", m[3].rstrip(","))
             if source.startswith(("%(", "NULL")):
                 source = "NULL"  # the catch-up clearing a cleared reference
-            elif m[1] == "pk_customers" and source in ("ulid", "s.ulid"):
+            elif m[1] == tables[-1] and source in ("ulid", "s.ulid"):
                 source = "new ids"  # the key's fill: Python online, SQL in the script
             out.append(("fill", f"{m[1]}.{m[2]}", source))
     # A batch repeats its step's change: one change, however many batches.
@@ -167,6 +168,16 @@ def _changes(statements: list[str]) -> list[Change]:
 def _diff(online: list[Change], script: list[Change]) -> tuple[list[Change], list[Change]]:
     a, b = Counter(online), Counter(script)
     return sorted((a - b).elements()), sorted((b - a).elements())
+
+
+def _pinned(action: str, table: str) -> tuple[list[Change], list[Change]]:
+    """DRIFT of ``action``, for the key table ``table``: (online only, script only)."""
+
+    def on(changes: list[Change]) -> list[Change]:
+        return sorted(tuple(p.replace("pk_customers", table) for p in c) for c in changes)
+
+    drift = DRIFT[action].values()
+    return on([c for d in drift for c in d[0]]), on([c for d in drift for c in d[1]])
 
 
 @pytest.fixture(params=["from_time='created_at'", "batch_size=7"], ids=["from_time", "now"])
@@ -189,10 +200,7 @@ def test_online_sends_the_scripts_statements(maria: Engine, config: Any, action:
     _start(maria, config, action)
     online = _changes(_capture(maria, config, action, revision))
 
-    only_online, only_script = _diff(online, script)
-    pinned_online = sorted(c for d in DRIFT[action].values() for c in d[0])
-    pinned_script = sorted(c for d in DRIFT[action].values() for c in d[1])
-    assert (only_online, only_script) == (pinned_online, pinned_script)
+    assert _diff(online, script) == _pinned(action, "pk_customers")
 
     # The phases in the same order: the shadows added, filled, the tables
     # locked, the catch-up and the swap under the lock.
@@ -245,3 +253,56 @@ def test_a_swap_begun_with_a_plain_rename_still_ends_not_null_with_its_comment(
     ]
     assert _snapshot(maria) == before
     _check_ulids(maria)
+
+
+#: A key table and a table that references it by a column whose shadow's
+#: name is longer than MariaDB's 64 (hashed the same online and in the script).
+LONG = "r" * 60 + "_id"
+LONG_TABLES = ("pk_long_child", "pk_long_parent")
+LONG_SCHEMA = f"""
+CREATE TABLE pk_long_parent (id INT AUTO_INCREMENT PRIMARY KEY, name VARCHAR(20) NOT NULL);
+CREATE TABLE pk_long_child (id INT AUTO_INCREMENT PRIMARY KEY, {LONG} INT NOT NULL,
+  CONSTRAINT fk_pk_long FOREIGN KEY ({LONG}) REFERENCES pk_long_parent (id));
+INSERT INTO pk_long_parent (name) VALUES ('a'), ('b'), ('c');
+INSERT INTO pk_long_child ({LONG}) VALUES (1), (2), (3), (3);
+"""
+
+
+def _long_tables(engine: Engine) -> None:
+    with engine.begin() as conn:
+        for name in LONG_TABLES:
+            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name}")
+        for statement in LONG_SCHEMA.split(";"):
+            if statement.strip():
+                conn.exec_driver_sql(statement)
+
+
+@pytest.fixture
+def long_names(maria: Engine) -> Any:
+    yield
+    with maria.begin() as conn:
+        for name in LONG_TABLES:
+            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name}")
+
+
+@pytest.mark.usefixtures("long_names")
+def test_long_names_online_as_the_script(maria: Engine, tmp_path: Path) -> None:
+    config = _project(tmp_path, maria, table="pk_long_parent")
+    for action, revision in (("upgrade", "pk0001"), ("downgrade", "pk0000")):
+
+        def start(action: str) -> None:
+            _fresh(maria, config)
+            _long_tables(maria)
+            if action == "downgrade":
+                _online(config, maria, "upgrade", "pk0001")
+
+        start(action)
+        script = _changes(_stored(maria, _script(config, action)), LONG_TABLES)
+        start(action)
+        online = _changes(_capture(maria, config, action, revision), LONG_TABLES)
+        assert len(online) > 8
+        added = next(c[1] for c in online if c[0] == "pk_long_child" and "ADD COLUMN" in c[1])
+        shadow = added.split()[2]
+        assert len(shadow) <= 64, shadow
+        assert not shadow.startswith(LONG + "__"), shadow  # hashed
+        assert _diff(online, script) == _pinned(action, "pk_long_parent")

@@ -160,3 +160,42 @@ def test_a_run_while_another_session_holds_the_ops_lock_is_refused_before_any_ch
         other.rollback()
     _run(server, table)
     assert _filled(server, table) == (ROWS, ROWS, True)
+
+
+def test_the_run_lock_session_keeps_no_snapshot_under_repeatable_read(
+    backends: dict[str, Backend],
+) -> None:
+    """PostgreSQL, an engine at REPEATABLE READ: while the op fills, the session
+    holding its lock (idle in its open transaction) has no ``backend_xmin``, so
+    it holds back no VACUUM for the length of the run, and the concurrent
+    index build, which waits for every older snapshot, does not wait for it
+    (with a snapshot kept, the op failed on its lock timeout)."""
+    table = TABLES[0]
+    with private_engine(backends["postgresql"], _drop) as plain:
+        _seed(plain, table)
+        engine = plain.execution_options(isolation_level="REPEATABLE READ")
+        seen: list[tuple[Any, ...]] = []
+
+        def watch(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+            if statement.lstrip().upper().startswith("UPDATE") and not seen:
+                with plain.connect() as other:
+                    seen.extend(
+                        tuple(r)
+                        for r in other.exec_driver_sql(
+                            "SELECT state, backend_xmin::text FROM pg_stat_activity "
+                            "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                            "AND state = 'idle in transaction'"
+                        )
+                    )
+                    seen.append(("watched", None))
+
+        sa.event.listen(plain, "before_cursor_execute", watch)
+        try:
+            _run(engine, table)
+        finally:
+            sa.event.remove(plain, "before_cursor_execute", watch)
+        assert ("watched", None) in seen
+        holders = [row for row in seen if row[0] == "idle in transaction"]
+        assert holders, "no session held the run's lock while the op filled"
+        assert all(xmin is None for _, xmin in holders), seen
+        assert _filled(plain, table) == (ROWS, ROWS, True)

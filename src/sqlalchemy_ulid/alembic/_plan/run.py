@@ -325,7 +325,9 @@ def _claim(connection: Connection, plan: Plan, database: Database) -> tuple[Conn
     take, release = database.state.run_lock(plan.op, plan.target)
     if not database.state.claim:
         return None
-    holder = connection.engine.connect()
+    # READ COMMITTED whatever the engine's level: the open transaction then
+    # keeps no snapshot, which would hold back VACUUM for the whole run.
+    holder = connection.engine.connect().execution_options(isolation_level="READ COMMITTED")
     try:
         taken = int(holder.exec_driver_sql(take).scalar_one())
     except BaseException:

@@ -381,3 +381,18 @@ def test_every_op_in_another_database(maria: Engine, other: str, online: bool) -
     run_op(maria, lambda op: op.restore_legacy_primary_key(TABLE, schema=other))
     assert scalar(maria, f"SELECT sum(id) FROM {table}") == 55
     assert _columns(maria) == []  # nothing made in the worker's own database
+
+
+@pytest.mark.parametrize("online", [False, True], ids=["one-transaction", "online"])
+def test_storage_conversion_refuses_a_check_on_the_column_before_any_ddl(
+    maria: Engine, online: bool
+) -> None:
+    # One transaction: the column was left VARBINARY(26) when the CHECK failed
+    # half-way (MariaDB's DDL commits); online: the copy failed, "rerun" forever.
+    _table(maria, f"ALTER TABLE {TABLE} ADD CONSTRAINT ck_ref CHECK (length(ref) = 26)")
+    with refused_before_ddl(maria, "CHECK constraint.s. ck_ref"):
+        run_op(maria, lambda op: op.alter_ulid_storage(TABLE, "ref", online=online, **STORAGE))
+    assert rows(maria, f"SELECT ref FROM {TABLE} ORDER BY id") == [(v,) for v in TEXT]
+    execute(maria, f"ALTER TABLE {TABLE} DROP CONSTRAINT ck_ref")
+    run_op(maria, lambda op: op.alter_ulid_storage(TABLE, "ref", online=online, **STORAGE))
+    assert _binary(maria) == [ULID(v) for v in TEXT]

@@ -51,6 +51,16 @@ class Catalog:
         """Triggers and views whose SQL names the column, which its drop breaks (default: none)."""
         return []
 
+    def column_checks(
+        self, connection: Connection, table: str, column: str, schema: str | None
+    ) -> list[str]:
+        """CHECK constraints naming the column that a conversion would leave half-done.
+
+        The default: none (where DDL is transactional, a failed conversion
+        is rolled back whole).
+        """
+        return []
+
     def reflected_name(self, name: str) -> str:
         """A name as SQLAlchemy's reflection reports it, as the server has it (the default: so)."""
         return name

@@ -33,6 +33,7 @@ __all__ = [
     "name_limit",
     "plain_session",
     "quote",
+    "refuse_column_checks",
     "run",
     "safe_name",
     "strict_mode",
@@ -116,6 +117,33 @@ def column_state(
                 comment=comment or None,
             )
     return None
+
+
+def refuse_column_checks(
+    connection: Connection,
+    what: str,
+    table: str,
+    column: str,
+    schema: str | None,
+    to_convert: Callable[[Any], bool],
+) -> None:
+    """Refuse CHECK constraints on a column still to convert (``Catalog.column_checks``).
+
+    Written for the present storage, the server checks them against the
+    converted values: on MariaDB/MySQL, whose DDL commits statement by
+    statement, the conversion failed half-way, the column's type changed.
+    """
+    outside = not connection.in_transaction()
+    names = catalog_for(connection.dialect).column_checks(connection, table, column, schema)
+    state = column_state(connection, table, column, schema) if names else None
+    if outside and connection.in_transaction():
+        connection.commit()  # left as found: the online ops refuse a transaction of another
+    if state is not None and to_convert(state.type):
+        raise ValueError(
+            f"{what}: {table}.{column} is used by the CHECK constraint(s) "
+            f"{', '.join(names)}, written for its present storage; nothing was changed. "
+            "Drop them before the conversion and create them again after it"
+        )
 
 
 def foreign_keys_on(

@@ -25,7 +25,7 @@ from ..._dialects import DialectRow, dialect_row, dialects_with
 from ..._kinds import ULID_KEYS
 from ..._types import Storage, ULIDType, _check_storage
 from .._backfill import BackfillProgress, check_batch_options
-from .._inspect import execute, plain_session, quote, strict_mode
+from .._inspect import execute, plain_session, quote, refuse_column_checks, strict_mode
 from .._locks import DEFAULT_LOCK_TIMEOUT, check_lock_timeout, lock_safe
 from .._plan.database import database_for
 from ._target import target_of
@@ -274,6 +274,15 @@ def _alter_ulid_storage(operations: Operations, op: AlterULIDStorageOp) -> None:
         raise ValueError(
             f"{op.from_storage!r} and {op.to_storage!r} are both {from_kind} storage "
             f"on {dialect.name}: nothing to convert"
+        )
+    if not context.as_sql:
+        refuse_column_checks(
+            operations.get_bind(),
+            op.op_name,
+            op.table_name,
+            op.column_name,
+            op.schema,
+            lambda type_: op.found_kind(type_, None) == from_kind,
         )
     if op.online:
         # By the dialect row: no lock waits to bound (SQLite), or no

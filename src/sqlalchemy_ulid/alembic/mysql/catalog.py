@@ -250,6 +250,23 @@ class MariaDBCatalog(Catalog):
         )
         return [str(name) for name in found.scalars()]
 
+    def column_checks(
+        self, connection: Connection, table: str, column: str, schema: str | None
+    ) -> list[str]:
+        """CHECK constraints whose clause names the column (as the server quotes it)."""
+        query = (
+            "SELECT c.CONSTRAINT_NAME FROM information_schema.CHECK_CONSTRAINTS c "
+            "JOIN information_schema.TABLE_CONSTRAINTS t ON t.CONSTRAINT_SCHEMA = "
+            "c.CONSTRAINT_SCHEMA AND t.CONSTRAINT_NAME = c.CONSTRAINT_NAME "
+            "AND t.CONSTRAINT_TYPE = 'CHECK' "
+            "WHERE c.CONSTRAINT_SCHEMA = COALESCE(:schema, DATABASE()) AND t.TABLE_NAME = :table "
+            "AND c.CHECK_CLAUSE LIKE CONCAT('%`', REPLACE(:column, '`', '``'), '`%') ORDER BY 1"
+        )
+        found = connection.execute(
+            sa.text(query), {"schema": schema, "table": table, "column": column}
+        )
+        return [str(name) for name in found.scalars()]
+
     def reflected_name(self, name: str) -> str:
         """SQLAlchemy reads a name quoted in ``SHOW CREATE TABLE``: a backtick comes doubled."""
         return name.replace("``", "`")

@@ -368,10 +368,7 @@ def _writer_in_the_next_batch(
     return progress, threads
 
 
-# The storage copy only: the same retry serves the online add's fill, but
-# its test's writer (taken from its progress callback) stalled the op after
-# main's later changes; it needs another way to meet a batch.
-@pytest.mark.parametrize("op", ["storage"])
+@pytest.mark.parametrize("op", ["add", "storage"])
 def test_a_repeatable_read_database_default_and_a_writer_in_the_batch(pg: Engine, op: str) -> None:
     # Under REPEATABLE READ a batch that waited for a writer's row lock fails
     # ("could not serialize access"), on every rerun while writers write.

@@ -199,3 +199,24 @@ def test_the_run_lock_session_keeps_no_snapshot_under_repeatable_read(
         assert holders, "no session held the run's lock while the op filled"
         assert all(xmin is None for _, xmin in holders), seen
         assert _filled(plain, table) == (ROWS, ROWS, True)
+
+
+def test_a_run_in_another_database_does_not_hold_back_a_run_here(
+    backends: dict[str, Backend],
+) -> None:
+    """MariaDB's named locks are the server's: the lock a run holds for a table
+    in one database does not refuse the same op on a table of the same name in
+    another (as when several applications, or test workers, share a server)."""
+    table = TABLES[0]
+    with private_engine(backends["mysql"], _drop) as engine:
+        _seed(engine, table)
+        take, give_back = database_for(engine.dialect).state.run_lock(
+            "add_ulid_column", f"{table}.public_id"
+        )
+        with engine.connect() as other:
+            other.exec_driver_sql("USE information_schema")
+            assert int(other.exec_driver_sql(take).scalar_one()) == 1
+            _run(engine, table)  # not refused
+            other.exec_driver_sql(give_back)
+            other.rollback()
+        assert _filled(engine, table) == (ROWS, ROWS, True)

@@ -69,8 +69,12 @@ STATE = StateSQL(
     lock=("DO GET_LOCK('sqlalchemy_ulid_migrations', 600)",),
     unlock=("DO RELEASE_LOCK('sqlalchemy_ulid_migrations')",),
     abort=("DO RELEASE_LOCK('sqlalchemy_ulid_migrations')",),
-    claim="SELECT COALESCE(GET_LOCK({name}, 0), 0)",
-    release="DO RELEASE_LOCK({name})",
+    # Named for the database too: a named lock is the server's, and the same
+    # op on a table of the same name in another database is another run.
+    claim="SELECT COALESCE(GET_LOCK(CONCAT('sqlalchemy_ulid:', "
+    "SHA1(CONCAT(COALESCE(DATABASE(), ''), ':', {name}))), 0), 0)",
+    release="DO RELEASE_LOCK(CONCAT('sqlalchemy_ulid:', "
+    "SHA1(CONCAT(COALESCE(DATABASE(), ''), ':', {name}))))",
     backslashes=True,
 )
 

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy.engine import Engine
@@ -307,9 +308,12 @@ def test_a_database_statement_timeout_does_not_cancel_the_concurrent_build(pg: E
     ) == [("uq_adv_t_public_id", True)]
 
 
-def test_key_conversion_keeps_the_not_null_names_there_and_back(pg: Engine) -> None:
+@pytest.mark.parametrize("how", ["online", "offline"])
+def test_key_conversion_keeps_the_not_null_names_there_and_back(
+    pg: Engine, tmp_path: Path, how: str
+) -> None:
     # A referencing column is dropped and its shadow renamed into place: its
-    # NOT NULL came back as adv_child_parent_id_not_null.
+    # NOT NULL came back as adv_child_parent_id_not_null (online, then offline).
     if _server_version(pg) < 18:
         pytest.skip("NOT NULL is a named constraint from PostgreSQL 18")
     execute(
@@ -326,10 +330,26 @@ def test_key_conversion_keeps_the_not_null_names_there_and_back(pg: Engine) -> N
         "c.conrelid AND a.attnum = c.conkey[1] WHERE c.contype = 'n' AND c.conrelid = "
         "to_regclass(:t) AND c.conname LIKE '%must' ORDER BY 1"
     )
-    run_op(pg, lambda op: op.convert_primary_key_to_ulid(TABLE, from_time="created_at"))
+
+    def run(call: str, online: Callable[[Any], object]) -> None:
+        if how == "online":
+            run_op(pg, online)
+            return
+        execute(pg, f"DROP TABLE IF EXISTS {VERSION_TABLE}")
+        where = tmp_path / call.split("(")[0]
+        done = _clients.psql(pg, alembic_sql(pg, where, call))
+        assert done.returncode == 0, done.stderr[-2000:]
+
+    run(
+        f'convert_primary_key_to_ulid("{TABLE}", from_time="created_at")',
+        lambda op: op.convert_primary_key_to_ulid(TABLE, from_time="created_at"),
+    )
     assert rows(pg, names, t="adv_child") == [("parent_id", "pid_must")]
     assert rows(pg, names, t=TABLE) == [("legacy_id", "id_must")]
-    run_op(pg, lambda op: op.restore_legacy_primary_key(TABLE))
+    run(
+        f'restore_legacy_primary_key("{TABLE}")',
+        lambda op: op.restore_legacy_primary_key(TABLE),
+    )
     assert rows(pg, names, t="adv_child") == [("parent_id", "pid_must")]
     assert rows(pg, names, t=TABLE) == [("id", "id_must")]
 

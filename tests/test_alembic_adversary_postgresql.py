@@ -449,6 +449,33 @@ def test_drop_refuses_a_column_a_trigger_or_view_names(pg: Engine, user: str) ->
     execute(pg, f"INSERT INTO {TABLE} (id, ref) VALUES (99, '01ARZ3NDEKTSV4RRFFQ69G5FAV')")
 
 
+@pytest.mark.parametrize("user", sorted(USERS))
+def test_the_drop_script_refuses_a_column_a_trigger_or_view_names(
+    pg: Engine, tmp_path: Path, user: str
+) -> None:
+    # The --sql script dropped it all the same (the view: the server refused
+    # the DROP COLUMN, after the unique constraint's drop).
+    _table(pg, f"ALTER TABLE {TABLE} ADD n INT")
+    run_op(pg, lambda op: op.add_ulid_column(TABLE, "public_id", "created_at"))
+    execute(pg, *USERS[user])
+    script = alembic_sql(pg, tmp_path, f'drop_ulid_column("{TABLE}", "public_id")')
+    before = rows(pg, f"SELECT * FROM {TABLE} ORDER BY id")
+    done = _clients.psql(pg, script)
+    assert done.returncode != 0
+    assert f"adv_t.public_id is named by the {user} adv_" in done.stderr, done.stderr[-2000:]
+    assert rows(pg, f"SELECT * FROM {TABLE} ORDER BY id") == before
+    assert scalar(pg, "SELECT count(*) FROM pg_constraint WHERE conname = 'uq_adv_t_public_id'")
+    execute(pg, "DROP VIEW IF EXISTS adv_v", f"DROP TRIGGER IF EXISTS adv_tr ON {TABLE}")
+    done = _clients.psql(pg, script)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert rows(
+        pg,
+        "SELECT attname FROM pg_attribute WHERE attrelid = :t ::regclass AND attnum > 0 "
+        "AND NOT attisdropped ORDER BY attnum",
+        t=TABLE,
+    ) == [("id",), ("created_at",), ("ref",), ("n",)]
+
+
 # -- the offline scripts refuse the same -------------------------------------------------
 
 OFFLINE = {

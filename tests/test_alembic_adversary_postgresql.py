@@ -546,3 +546,69 @@ def test_online_swap_refuses_an_index_name_another_relation_has(pg: Engine) -> N
         "AND NOT indisprimary",
         t=TABLE,
     ) == [("ix_ref",)]
+
+
+# -- the one-transaction storage op ------------------------------------------------------
+
+READERS = {
+    # PostgreSQL refused the ALTER ... TYPE (its own error, after the op read the column)
+    "view": (f"CREATE VIEW adv_v AS SELECT id, ref FROM {TABLE}",),
+    "rule": RULE,
+}
+
+
+@pytest.mark.parametrize("reader", sorted(READERS))
+def test_one_transaction_storage_refuses_a_column_a_view_or_rule_reads(
+    pg: Engine, tmp_path: Path, reader: str
+) -> None:
+    _table(pg, *READERS[reader])
+    named = f"adv_t.ref is read by the {reader} "
+    with refused_before_ddl(pg, named):
+        run_op(pg, _to_native())
+    script = alembic_sql(
+        pg,
+        tmp_path,
+        f'alter_ulid_storage("{TABLE}", "ref", from_storage="text", to_storage="native", '
+        "nullable=False)",
+    )
+    before = rows(pg, f"SELECT * FROM {TABLE} ORDER BY id")
+    done = _clients.psql(pg, script)
+    assert done.returncode != 0
+    assert named in done.stderr, done.stderr[-2000:]
+    assert rows(pg, f"SELECT * FROM {TABLE} ORDER BY id") == before
+    assert (
+        scalar(
+            pg,
+            f"SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+            f"WHERE attrelid = '{TABLE}'::regclass AND attname = 'ref'",
+        )
+        == "character(26)"
+    )
+    execute(pg, "DROP VIEW IF EXISTS adv_v", f"DROP RULE IF EXISTS r_adv ON {TABLE}")
+    run_op(pg, _to_native())
+    assert scalar(pg, f"SELECT pg_typeof(ref)::text FROM {TABLE} LIMIT 1") == "uuid"
+    done = _clients.psql(pg, script)  # converted already: a notice, nothing else
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_one_transaction_uuid7_storage_refuses_a_column_a_view_reads(
+    pg: Engine, tmp_path: Path
+) -> None:
+    execute(
+        pg,
+        f"CREATE TABLE {TABLE} (id INT PRIMARY KEY, ref TEXT NOT NULL)",
+        f"INSERT INTO {TABLE} SELECT g, gen_random_uuid()::text FROM generate_series(1, 5) g",
+        f"CREATE VIEW adv_v AS SELECT id, ref FROM {TABLE}",
+    )
+    call = f'alter_uuid7_storage("{TABLE}", "ref", from_storage="text", to_storage="native"'
+    with refused_before_ddl(pg, "alter_uuid7_storage: adv_t.ref is read by the view adv_v"):
+        run_op(
+            pg,
+            lambda op: op.alter_uuid7_storage(
+                TABLE, "ref", from_storage="text", to_storage="native"
+            ),
+        )
+    done = _clients.psql(pg, alembic_sql(pg, tmp_path, call + ", nullable=False)"))
+    assert done.returncode != 0
+    assert "adv_t.ref is read by the view adv_v" in done.stderr, done.stderr[-2000:]
+    assert scalar(pg, f"SELECT pg_typeof(ref)::text FROM {TABLE} LIMIT 1") == "text"

@@ -270,8 +270,18 @@ def _column_users(table: str, column: str) -> str:
         "SELECT 'the trigger ' || t.tgname AS name FROM pg_trigger t JOIN pg_proc p "
         f"ON p.oid = t.tgfoid WHERE t.tgrelid = to_regclass({table}) AND NOT t.tgisinternal "
         f"AND strpos(lower(p.prosrc), lower({column})) > 0 "
-        "UNION SELECT CASE WHEN r.rulename = '_RETURN' THEN 'the view ' || v.relname "
-        "ELSE 'the rule ' || r.rulename END FROM pg_depend d "
+        f"UNION {rewrite_users(table, column)}"
+    )
+
+
+def rewrite_users(table: str, column: str) -> str:
+    """SQL of the names (``name``) of the views and rules reading the column (SQL arguments).
+
+    PostgreSQL changes neither the type of such a column nor drops it.
+    """
+    return (
+        "SELECT CASE WHEN r.rulename = '_RETURN' THEN 'the view ' || v.relname "
+        "ELSE 'the rule ' || r.rulename END AS name FROM pg_depend d "
         "JOIN pg_rewrite r ON r.oid = d.objid JOIN pg_class v ON v.oid = r.ev_class "
         "JOIN pg_attribute a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid "
         f"WHERE d.classid = 'pg_rewrite'::regclass AND d.refobjid = to_regclass({table}) "

@@ -10,6 +10,7 @@ not fixed yet is a strict xfail naming the defect.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +18,9 @@ import sqlalchemy as sa
 from alembic.operations import Operations
 from sqlalchemy.engine import Engine
 
+import _clients
 from _adversary import execute, refused_before_ddl, rows, run_op, scalar
+from _offline_scripts import VERSION_TABLE, alembic_sql
 from conftest import Backend, private_engine
 from sqlalchemy_ulid import ULID
 
@@ -31,7 +34,7 @@ def _drop(engine: Engine) -> None:
         for (name,) in conn.exec_driver_sql(
             "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() "
             "AND (TABLE_NAME LIKE 'adv%%' OR TABLE_NAME LIKE '\\_adv%%' OR TABLE_NAME IN "
-            f"{STATE_TABLES!r})"
+            f"{(*STATE_TABLES, VERSION_TABLE)!r})"
         ):
             conn.exec_driver_sql(f"DROP TABLE `{name}`")
 
@@ -396,3 +399,32 @@ def test_storage_conversion_refuses_a_check_on_the_column_before_any_ddl(
     execute(maria, f"ALTER TABLE {TABLE} DROP CONSTRAINT ck_ref")
     run_op(maria, lambda op: op.alter_ulid_storage(TABLE, "ref", online=online, **STORAGE))
     assert _binary(maria) == [ULID(v) for v in TEXT]
+
+
+@pytest.mark.parametrize("user", sorted(USERS))
+def test_the_drop_script_refuses_a_column_a_trigger_or_view_names(
+    maria: Engine, tmp_path: Path, user: str
+) -> None:
+    # The --sql script dropped it all the same: every INSERT (the trigger) or
+    # read of the view failed after.
+    _table(maria)
+    run_op(maria, lambda op: op.add_ulid_column(TABLE, "public_id", "created_at"))
+    execute(maria, USERS[user])
+    script = alembic_sql(maria, tmp_path, f'drop_ulid_column("{TABLE}", "public_id")')
+    try:
+        before = rows(maria, f"SELECT * FROM {TABLE} ORDER BY id")
+        done = _clients.mariadb(maria, script)
+        assert done.returncode != 0
+        assert f"adv_t.public_id is named by the {user} adv_" in done.stderr, done.stderr
+        assert rows(maria, f"SELECT * FROM {TABLE} ORDER BY id") == before
+        assert scalar(
+            maria,
+            "SELECT count(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() "
+            f"AND TABLE_NAME = '{TABLE}' AND INDEX_NAME = 'uq_adv_t_public_id'",
+        )
+    finally:
+        execute(maria, "DROP VIEW IF EXISTS adv_v", "DROP TRIGGER IF EXISTS adv_tr")
+    execute(maria, f"DROP TABLE IF EXISTS {VERSION_TABLE}")
+    done = _clients.mariadb(maria, script)
+    assert done.returncode == 0, done.stderr
+    assert _columns(maria) == ["id", "created_at", "ref"]

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy.engine import Engine
@@ -307,9 +308,12 @@ def test_a_database_statement_timeout_does_not_cancel_the_concurrent_build(pg: E
     ) == [("uq_adv_t_public_id", True)]
 
 
-def test_key_conversion_keeps_the_not_null_names_there_and_back(pg: Engine) -> None:
+@pytest.mark.parametrize("how", ["online", "offline"])
+def test_key_conversion_keeps_the_not_null_names_there_and_back(
+    pg: Engine, tmp_path: Path, how: str
+) -> None:
     # A referencing column is dropped and its shadow renamed into place: its
-    # NOT NULL came back as adv_child_parent_id_not_null.
+    # NOT NULL came back as adv_child_parent_id_not_null (online, then offline).
     if _server_version(pg) < 18:
         pytest.skip("NOT NULL is a named constraint from PostgreSQL 18")
     execute(
@@ -326,10 +330,26 @@ def test_key_conversion_keeps_the_not_null_names_there_and_back(pg: Engine) -> N
         "c.conrelid AND a.attnum = c.conkey[1] WHERE c.contype = 'n' AND c.conrelid = "
         "to_regclass(:t) AND c.conname LIKE '%must' ORDER BY 1"
     )
-    run_op(pg, lambda op: op.convert_primary_key_to_ulid(TABLE, from_time="created_at"))
+
+    def run(call: str, online: Callable[[Any], object]) -> None:
+        if how == "online":
+            run_op(pg, online)
+            return
+        execute(pg, f"DROP TABLE IF EXISTS {VERSION_TABLE}")
+        where = tmp_path / call.split("(")[0]
+        done = _clients.psql(pg, alembic_sql(pg, where, call))
+        assert done.returncode == 0, done.stderr[-2000:]
+
+    run(
+        f'convert_primary_key_to_ulid("{TABLE}", from_time="created_at")',
+        lambda op: op.convert_primary_key_to_ulid(TABLE, from_time="created_at"),
+    )
     assert rows(pg, names, t="adv_child") == [("parent_id", "pid_must")]
     assert rows(pg, names, t=TABLE) == [("legacy_id", "id_must")]
-    run_op(pg, lambda op: op.restore_legacy_primary_key(TABLE))
+    run(
+        f'restore_legacy_primary_key("{TABLE}")',
+        lambda op: op.restore_legacy_primary_key(TABLE),
+    )
     assert rows(pg, names, t="adv_child") == [("parent_id", "pid_must")]
     assert rows(pg, names, t=TABLE) == [("id", "id_must")]
 
@@ -429,6 +449,33 @@ def test_drop_refuses_a_column_a_trigger_or_view_names(pg: Engine, user: str) ->
     execute(pg, f"INSERT INTO {TABLE} (id, ref) VALUES (99, '01ARZ3NDEKTSV4RRFFQ69G5FAV')")
 
 
+@pytest.mark.parametrize("user", sorted(USERS))
+def test_the_drop_script_refuses_a_column_a_trigger_or_view_names(
+    pg: Engine, tmp_path: Path, user: str
+) -> None:
+    # The --sql script dropped it all the same (the view: the server refused
+    # the DROP COLUMN, after the unique constraint's drop).
+    _table(pg, f"ALTER TABLE {TABLE} ADD n INT")
+    run_op(pg, lambda op: op.add_ulid_column(TABLE, "public_id", "created_at"))
+    execute(pg, *USERS[user])
+    script = alembic_sql(pg, tmp_path, f'drop_ulid_column("{TABLE}", "public_id")')
+    before = rows(pg, f"SELECT * FROM {TABLE} ORDER BY id")
+    done = _clients.psql(pg, script)
+    assert done.returncode != 0
+    assert f"adv_t.public_id is named by the {user} adv_" in done.stderr, done.stderr[-2000:]
+    assert rows(pg, f"SELECT * FROM {TABLE} ORDER BY id") == before
+    assert scalar(pg, "SELECT count(*) FROM pg_constraint WHERE conname = 'uq_adv_t_public_id'")
+    execute(pg, "DROP VIEW IF EXISTS adv_v", f"DROP TRIGGER IF EXISTS adv_tr ON {TABLE}")
+    done = _clients.psql(pg, script)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert rows(
+        pg,
+        "SELECT attname FROM pg_attribute WHERE attrelid = :t ::regclass AND attnum > 0 "
+        "AND NOT attisdropped ORDER BY attnum",
+        t=TABLE,
+    ) == [("id",), ("created_at",), ("ref",), ("n",)]
+
+
 # -- the offline scripts refuse the same -------------------------------------------------
 
 OFFLINE = {
@@ -499,3 +546,69 @@ def test_online_swap_refuses_an_index_name_another_relation_has(pg: Engine) -> N
         "AND NOT indisprimary",
         t=TABLE,
     ) == [("ix_ref",)]
+
+
+# -- the one-transaction storage op ------------------------------------------------------
+
+READERS = {
+    # PostgreSQL refused the ALTER ... TYPE (its own error, after the op read the column)
+    "view": (f"CREATE VIEW adv_v AS SELECT id, ref FROM {TABLE}",),
+    "rule": RULE,
+}
+
+
+@pytest.mark.parametrize("reader", sorted(READERS))
+def test_one_transaction_storage_refuses_a_column_a_view_or_rule_reads(
+    pg: Engine, tmp_path: Path, reader: str
+) -> None:
+    _table(pg, *READERS[reader])
+    named = f"adv_t.ref is read by the {reader} "
+    with refused_before_ddl(pg, named):
+        run_op(pg, _to_native())
+    script = alembic_sql(
+        pg,
+        tmp_path,
+        f'alter_ulid_storage("{TABLE}", "ref", from_storage="text", to_storage="native", '
+        "nullable=False)",
+    )
+    before = rows(pg, f"SELECT * FROM {TABLE} ORDER BY id")
+    done = _clients.psql(pg, script)
+    assert done.returncode != 0
+    assert named in done.stderr, done.stderr[-2000:]
+    assert rows(pg, f"SELECT * FROM {TABLE} ORDER BY id") == before
+    assert (
+        scalar(
+            pg,
+            f"SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+            f"WHERE attrelid = '{TABLE}'::regclass AND attname = 'ref'",
+        )
+        == "character(26)"
+    )
+    execute(pg, "DROP VIEW IF EXISTS adv_v", f"DROP RULE IF EXISTS r_adv ON {TABLE}")
+    run_op(pg, _to_native())
+    assert scalar(pg, f"SELECT pg_typeof(ref)::text FROM {TABLE} LIMIT 1") == "uuid"
+    done = _clients.psql(pg, script)  # converted already: a notice, nothing else
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_one_transaction_uuid7_storage_refuses_a_column_a_view_reads(
+    pg: Engine, tmp_path: Path
+) -> None:
+    execute(
+        pg,
+        f"CREATE TABLE {TABLE} (id INT PRIMARY KEY, ref TEXT NOT NULL)",
+        f"INSERT INTO {TABLE} SELECT g, gen_random_uuid()::text FROM generate_series(1, 5) g",
+        f"CREATE VIEW adv_v AS SELECT id, ref FROM {TABLE}",
+    )
+    call = f'alter_uuid7_storage("{TABLE}", "ref", from_storage="text", to_storage="native"'
+    with refused_before_ddl(pg, "alter_uuid7_storage: adv_t.ref is read by the view adv_v"):
+        run_op(
+            pg,
+            lambda op: op.alter_uuid7_storage(
+                TABLE, "ref", from_storage="text", to_storage="native"
+            ),
+        )
+    done = _clients.psql(pg, alembic_sql(pg, tmp_path, call + ", nullable=False)"))
+    assert done.returncode != 0
+    assert "adv_t.ref is read by the view adv_v" in done.stderr, done.stderr[-2000:]
+    assert scalar(pg, f"SELECT pg_typeof(ref)::text FROM {TABLE} LIMIT 1") == "text"

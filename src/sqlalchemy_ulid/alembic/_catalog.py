@@ -51,6 +51,20 @@ class Catalog:
         """Triggers and views whose SQL names the column, which its drop breaks (default: none)."""
         return []
 
+    def column_users_check(
+        self,
+        dialect: Dialect,
+        table: str,
+        column: str,
+        schema: str | None,
+        refusal: tuple[str, str],
+    ) -> str | None:
+        """The script block refusing what :meth:`column_users` finds (None: no check).
+
+        ``refusal`` is the message's text before and after the names.
+        """
+        return None
+
     def column_checks(
         self, connection: Connection, table: str, column: str, schema: str | None
     ) -> list[str]:

@@ -96,7 +96,18 @@ def _drop_ulid_column(operations: Operations, op: DropULIDColumnOp) -> None:
     dialect = context.dialect
     by_index = dialect_row(dialect).unique_by_index
     name = op.constraint_name or unique_name(op.table_name, op.column_name, dialect)
+    refusal = (
+        f"drop_ulid_column: {op.table_name}.{op.column_name} is named by ",
+        ", which would fail (or be dropped) once the column is gone; nothing was changed. "
+        "Drop or change them first",
+    )
+    catalog = catalog_for(dialect)
     if context.as_sql:
+        check = catalog.column_users_check(
+            dialect, op.table_name, op.column_name, op.schema, refusal
+        )
+        if check is not None:  # refused in the script too, before any change
+            context.impl.static_output(check)
         if op.unique and by_index:
             operations.drop_index(name, op.table_name, schema=op.schema)
         elif op.unique:
@@ -106,13 +117,9 @@ def _drop_ulid_column(operations: Operations, op: DropULIDColumnOp) -> None:
     connection = operations.get_bind()
     if column_state(connection, op.table_name, op.column_name, op.schema) is None:
         return  # already dropped (a rerun)
-    users = catalog_for(dialect).column_users(connection, op.table_name, op.column_name, op.schema)
+    users = catalog.column_users(connection, op.table_name, op.column_name, op.schema)
     if users:
-        raise ValueError(
-            f"drop_ulid_column: {op.table_name}.{op.column_name} is named by {', '.join(users)}, "
-            "which would fail (or be dropped) once the column is gone; nothing was changed. "
-            "Drop or change them first"
-        )
+        raise ValueError(refusal[0] + ", ".join(users) + refusal[1])
     inspector = sa.inspect(connection)
     constraints = {
         str(u["name"])

@@ -21,7 +21,7 @@ from .._locks import Blocker, _read_blockers, _watching
 from .state import STATE_TABLE, StateSQL
 
 if TYPE_CHECKING:
-    from .step import Plan
+    from .step import Plan, Step
 
 __all__ = ["DDLFrame", "Database", "UnsupportedDatabase", "database_for"]
 
@@ -87,6 +87,10 @@ class Database:
     def storage_script(self, target: Any) -> str | None:
         """The ``--sql`` script of the one-transaction storage op (None: Alembic's own)."""
         return None
+
+    def storage_checks(self, target: Any) -> list[Step]:
+        """The refusals the one-transaction storage op asks online first (its script too)."""
+        return []
 
     def render(self, plan: Plan) -> str:
         """The plan as a script for the database's client."""

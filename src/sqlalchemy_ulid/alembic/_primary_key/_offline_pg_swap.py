@@ -297,6 +297,7 @@ DECLARE
   n bigint;
   missing text;
   note text;
+  not_null name;
 BEGIN
   SELECT * INTO k FROM pg_temp.ulid_pk_plan WHERE pos = 0;
   IF NOT FOUND THEN
@@ -383,12 +384,18 @@ BEGIN
   END LOOP;
   FOR r IN SELECT * FROM pg_temp.ulid_pk_plan WHERE pos > 0 ORDER BY pos LOOP
     note := col_description(r.relid, r.attnum);
+    -- PostgreSQL 18 names a NOT NULL: the new column takes the old one's name.
+    not_null := (SELECT c.conname FROM pg_constraint c WHERE c.conrelid = r.relid
+      AND c.contype = 'n' AND c.conkey = ARRAY[r.attnum]::int2[]);
     IF r.pk_name IS NOT NULL THEN
       EXECUTE format('ALTER TABLE %I.%I DROP CONSTRAINT %I', sch, r.tbl, r.pk_name);
     END IF;
     EXECUTE format('ALTER TABLE %I.%I DROP COLUMN %I', sch, r.tbl, r.col);
     EXECUTE format('ALTER TABLE %I.%I RENAME COLUMN %I TO %I', sch, r.tbl, r.shadow, r.col);
-    IF NOT r.nullable THEN
+    IF not_null IS NOT NULL THEN
+      EXECUTE format('ALTER TABLE %I.%I ADD CONSTRAINT %I NOT NULL %I', sch, r.tbl, not_null,
+        r.col);
+    ELSIF NOT r.nullable THEN
       EXECUTE format('ALTER TABLE %I.%I ALTER COLUMN %I SET NOT NULL', sch, r.tbl, r.col);
     END IF;
     EXECUTE format('COMMENT ON COLUMN %I.%I.%I IS %L', sch, r.tbl, r.col, note);

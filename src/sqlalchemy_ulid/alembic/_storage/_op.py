@@ -28,6 +28,7 @@ from .._backfill import BackfillProgress, check_batch_options
 from .._inspect import execute, plain_session, quote, refuse_column_checks, strict_mode
 from .._locks import DEFAULT_LOCK_TIMEOUT, check_lock_timeout, lock_safe
 from .._plan.database import database_for
+from .._plan.run import run_checks
 from ._target import target_of
 from ._values import (
     ColumnPlan,
@@ -327,6 +328,8 @@ def _alter_ulid_storage(operations: Operations, op: AlterULIDStorageOp) -> None:
         _convert(operations, op, plan, sql, table, column, converted)
         return
     connection = operations.get_bind()
+    if sql.alter_using:  # PostgreSQL: a view or rule reading the column, as the script asks
+        run_checks(connection, database_for(dialect).storage_checks(target_of(op, dialect)))
     if sql.holding is not None:
         # MariaDB: the refusals of the --sql script, asked from the same SQL.
         from ._one_mariadb import refuse_in_place

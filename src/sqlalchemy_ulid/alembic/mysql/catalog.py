@@ -13,10 +13,11 @@ from dataclasses import replace
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Dialect
 
 from ..._dialects._migration import MYSQL_LOCKS
 from .._catalog import Catalog
+from .._plan.render_mariadb import compound, signal
 from .._plan.state import StateSQL, literal
 
 __all__ = [
@@ -196,6 +197,18 @@ class KeyCatalog:
         return _exists("STATISTICS", table, schema, f"INDEX_NAME = {lit(name)}")
 
 
+def _column_users(schema: str, table: str, column: str) -> str:
+    """SQL of the names (``name``) of the triggers and views naming the column (SQL arguments)."""
+    return (
+        "SELECT CONCAT('the trigger ', TRIGGER_NAME) AS name FROM information_schema.TRIGGERS "
+        f"WHERE EVENT_OBJECT_SCHEMA = {schema} "
+        f"AND EVENT_OBJECT_TABLE = {table} AND LOCATE({column}, ACTION_STATEMENT) > 0 "
+        "UNION SELECT CONCAT('the view ', TABLE_NAME) FROM information_schema.VIEWS "
+        f"WHERE TABLE_SCHEMA = {schema} AND VIEW_DEFINITION LIKE "
+        f"CONCAT('%`', REPLACE({table}, '`', '``'), '`.`', REPLACE({column}, '`', '``'), '`%')"
+    )
+
+
 class MariaDBCatalog(Catalog):
     """MariaDB's and MySQL's: the server's own column text, strict mode, UTC reads."""
 
@@ -240,19 +253,34 @@ class MariaDBCatalog(Catalog):
         The server drops it all the same, and every write (a trigger) or
         read (a view) fails after.
         """
-        query = (
-            "SELECT CONCAT('the trigger ', TRIGGER_NAME) FROM information_schema.TRIGGERS "
-            "WHERE EVENT_OBJECT_SCHEMA = COALESCE(:schema, DATABASE()) "
-            "AND EVENT_OBJECT_TABLE = :table AND LOCATE(:column, ACTION_STATEMENT) > 0 "
-            "UNION SELECT CONCAT('the view ', TABLE_NAME) FROM information_schema.VIEWS "
-            "WHERE TABLE_SCHEMA = COALESCE(:schema, DATABASE()) AND VIEW_DEFINITION LIKE "
-            "CONCAT('%`', REPLACE(:table, '`', '``'), '`.`', REPLACE(:column, '`', '``'), '`%') "
-            "ORDER BY 1"
-        )
+        query = _column_users("COALESCE(:schema, DATABASE())", ":table", ":column")
         found = connection.execute(
-            sa.text(query), {"schema": schema, "table": table, "column": column}
+            sa.text(query + " ORDER BY 1"), {"schema": schema, "table": table, "column": column}
         )
         return [str(name) for name in found.scalars()]
+
+    def column_users_check(
+        self,
+        dialect: Dialect,
+        table: str,
+        column: str,
+        schema: str | None,
+        refusal: tuple[str, str],
+    ) -> str:
+        """A compound block signalling, before any change, when a trigger or view names it."""
+        in_schema = "DATABASE()" if schema is None else lit(schema)
+        users = _column_users(in_schema, lit(table), lit(column))
+        message = f"CONCAT({lit(refusal[0])}, users, {lit(refusal[1])})"
+        return compound(
+            "  DECLARE message VARCHAR(512) CHARACTER SET utf8mb4;\n"
+            "  DECLARE users TEXT;\n"
+            f"  IF {column_exists(table_where(table, schema), column)} THEN\n"
+            "    SELECT GROUP_CONCAT(u.name ORDER BY u.name SEPARATOR ', ') INTO users\n"
+            f"      FROM ({users}) AS u;\n"
+            "    IF users IS NOT NULL THEN\n"
+            f"      {signal(message)}\n"
+            "    END IF;\n  END IF;\n"
+        )
 
     def column_checks(
         self, connection: Connection, table: str, column: str, schema: str | None

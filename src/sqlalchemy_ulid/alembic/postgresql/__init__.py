@@ -14,12 +14,13 @@ from sqlalchemy.engine import Connection
 from .._inspect import run
 from .._plan.database import Database, DDLFrame
 from .._plan.render_pg import render_pg
-from .._plan.step import Plan
+from .._plan.step import Plan, Step
 from .._proxy import behind_a_proxy
 from .add_column import plan_add_column
 from .catalog import LOCKS, STATE, KeyCatalog
 from .primary_key import postgresql_script
 from .storage import plan_storage
+from .storage_checks import in_place_checks
 from .storage_using import using_script
 
 __all__ = ["PostgreSQL"]
@@ -63,6 +64,10 @@ class PostgreSQL(Database):
     def storage_script(self, target: Any) -> str | None:
         """See :meth:`Database.storage_script`."""
         return using_script(target)
+
+    def storage_checks(self, target: Any) -> list[Step]:
+        """See :meth:`Database.storage_checks`."""
+        return in_place_checks(target)
 
     def render(self, plan: Plan) -> str:
         """See :meth:`Database.render`."""

@@ -12,10 +12,11 @@ from dataclasses import replace
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Dialect
 
 from ..._dialects._migration import PG_LOCKS
 from .._catalog import Catalog
+from .._plan.render_pg import dollar_quoted
 from .._plan.state import StateSQL, literal
 
 __all__ = [
@@ -260,6 +261,34 @@ class KeyCatalog:
         return index_named(literal(table_sql), literal(name))
 
 
+def _column_users(table: str, column: str) -> str:
+    """SQL of the names (``name``) of the triggers, views and rules using the column.
+
+    ``table`` (the quoted, qualified name) and ``column`` are SQL expressions.
+    """
+    return (
+        "SELECT 'the trigger ' || t.tgname AS name FROM pg_trigger t JOIN pg_proc p "
+        f"ON p.oid = t.tgfoid WHERE t.tgrelid = to_regclass({table}) AND NOT t.tgisinternal "
+        f"AND strpos(lower(p.prosrc), lower({column})) > 0 "
+        f"UNION {rewrite_users(table, column)}"
+    )
+
+
+def rewrite_users(table: str, column: str) -> str:
+    """SQL of the names (``name``) of the views and rules reading the column (SQL arguments).
+
+    PostgreSQL changes neither the type of such a column nor drops it.
+    """
+    return (
+        "SELECT CASE WHEN r.rulename = '_RETURN' THEN 'the view ' || v.relname "
+        "ELSE 'the rule ' || r.rulename END AS name FROM pg_depend d "
+        "JOIN pg_rewrite r ON r.oid = d.objid JOIN pg_class v ON v.oid = r.ev_class "
+        "JOIN pg_attribute a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid "
+        f"WHERE d.classid = 'pg_rewrite'::regclass AND d.refobjid = to_regclass({table}) "
+        f"AND a.attname = {column}"
+    )
+
+
 class PostgreSQLCatalog(Catalog):
     """PostgreSQL's: reflection reads its columns whole, and its sessions are always strict."""
 
@@ -274,16 +303,28 @@ class PostgreSQLCatalog(Catalog):
         """
         preparer = connection.dialect.identifier_preparer
         table_sql = ".".join(preparer.quote(part) for part in (schema, table) if part)
-        query = (
-            "SELECT 'the trigger ' || t.tgname FROM pg_trigger t JOIN pg_proc p "
-            "ON p.oid = t.tgfoid WHERE t.tgrelid = to_regclass(:table) AND NOT t.tgisinternal "
-            "AND strpos(lower(p.prosrc), lower(:column)) > 0 "
-            "UNION SELECT CASE WHEN r.rulename = '_RETURN' THEN 'the view ' || v.relname "
-            "ELSE 'the rule ' || r.rulename END FROM pg_depend d "
-            "JOIN pg_rewrite r ON r.oid = d.objid JOIN pg_class v ON v.oid = r.ev_class "
-            "JOIN pg_attribute a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid "
-            "WHERE d.classid = 'pg_rewrite'::regclass AND d.refobjid = to_regclass(:table) "
-            "AND a.attname = :column ORDER BY 1"
-        )
+        query = _column_users(":table", ":column") + " ORDER BY 1"
         found = connection.execute(sa.text(query), {"table": table_sql, "column": column})
         return [str(name) for name in found.scalars()]
+
+    def column_users_check(
+        self,
+        dialect: Dialect,
+        table: str,
+        column: str,
+        schema: str | None,
+        refusal: tuple[str, str],
+    ) -> str:
+        """A DO block raising, before any change, when a trigger, view or rule uses the column."""
+        preparer = dialect.identifier_preparer
+        table_sql = literal(".".join(preparer.quote(part) for part in (schema, table) if part))
+        users = _column_users(table_sql, literal(column))
+        body = (
+            "\nDECLARE\n  users text;\nBEGIN\n"
+            f"  IF {_attribute(table_sql, literal(column))} THEN\n"
+            f"    SELECT string_agg(u.name, ', ' ORDER BY u.name) INTO users FROM ({users}) AS u;\n"
+            "    IF users IS NOT NULL THEN\n"
+            f"      RAISE EXCEPTION '%', {literal(refusal[0])} || users || {literal(refusal[1])};\n"
+            "    END IF;\n  END IF;\nEND\n"
+        )
+        return f"DO {dollar_quoted('check', body)};"

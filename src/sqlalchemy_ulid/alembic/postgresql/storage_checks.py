@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING
 from ..._errors import InvalidULID
 from .._names import shadow_name_pg
 from .._plan.step import Step
-from .catalog import column_where, literal
+from .catalog import column_where, literal, rewrite_users
 
 if TYPE_CHECKING:
     from .._storage._target import Target
 
-__all__ = ["INHERITED", "storage_checks"]
+__all__ = ["INHERITED", "in_place_checks", "storage_checks"]
 
 #: Why a partitioned table, a partition or a table with inheritance is
 #: refused: the shadow column, the trigger, the copy, the concurrent index
@@ -309,3 +309,24 @@ def _inline(query: str | None, **params: str) -> str:
         return params.get(match.group(1), match.group(0))
 
     return _PARAM.sub(value, query)
+
+
+def in_place_checks(t: Target) -> list[Step]:
+    """What the one-transaction op refuses besides (asked online, and first in its script).
+
+    A view or rule reading the column: PostgreSQL refuses its ``ALTER ...
+    TYPE``, after the op has read the column.
+    """
+    users = rewrite_users(t.table_lit, t.column_lit)
+    return [
+        _check(
+            "views and rules",
+            f"({t.col_kind} IS NOT DISTINCT FROM {literal(t.from_kind)}) AND EXISTS ({users})",
+            literal(f"{t.op}: {t.table_name}.{t.column_name} is read by "),
+            f"(SELECT string_agg(DISTINCT u.name, ', ') FROM ({users}) AS u)",
+            literal(
+                ", and PostgreSQL changes the type of no column a view or rule uses; nothing "
+                "was changed. Drop them before the conversion and create them again after it"
+            ),
+        )
+    ]

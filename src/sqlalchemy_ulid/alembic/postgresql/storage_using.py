@@ -9,8 +9,8 @@ and can be run again, whole, after it finished or was stopped anywhere
 
 1. the refusals the online op makes before any change (no table, no
    column, a type of neither storage; while still to convert: foreign keys
-   on the column, a DEFAULT that is not a literal id), raised before any
-   DDL, with the same meaning;
+   on the column, a DEFAULT that is not a literal id, a view or rule
+   reading the column), raised before any DDL, with the same meaning;
 2. a column already in the new storage: a notice, nothing else;
 3. a literal DEFAULT converted by the op's own conversion SQL (one that
    does not convert is refused), dropped, the ``ALTER ... USING``, then the
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from .._plan.render_pg import dollar_quoted
 from .catalog import literal
-from .storage_checks import storage_checks
+from .storage_checks import in_place_checks, storage_checks
 
 if TYPE_CHECKING:
     from .._storage._target import Target
@@ -42,8 +42,7 @@ def using_script(t: Target) -> str:
     """The script's one ``DO`` block (and a comment before it)."""
     checks = "".join(
         f"  IF ({step.guard}) THEN\n    RAISE EXCEPTION '%', {step.message};\n  END IF;\n"
-        for step in storage_checks(t)
-        if step.label in _CHECKS
+        for step in [*(s for s in storage_checks(t) if s.label in _CHECKS), *in_place_checks(t)]
     )
     where = f"{t.table_name}.{t.column_name}"
     done = literal(f"{t.op}: {where} is {t.to_kind} storage already: nothing to do")

@@ -13,7 +13,36 @@ from typing import Any
 
 from sqlalchemy.engine import Dialect
 
-__all__ = ["MYSQL_LOCKS", "PG_LOCKS", "KeyConversionSQL", "LockSQL", "key_conversion_sql"]
+__all__ = [
+    "GENERATED_COLUMN",
+    "MYSQL_LOCKS",
+    "PG_LOCKS",
+    "KeyConversionSQL",
+    "LockSQL",
+    "key_conversion_sql",
+    "mysql_generated_columns",
+]
+
+
+#: How a generated column that uses a column is named in a refusal.
+GENERATED_COLUMN = "CONCAT('the generated column ', g.COLUMN_NAME)"
+
+
+def mysql_generated_columns(column: str, table: str, what: str = GENERATED_COLUMN) -> str:
+    """MariaDB/MySQL: a query of the generated columns computed from a column.
+
+    ``column`` is an SQL expression of the column's name, ``table`` a
+    condition on ``g`` (``information_schema.COLUMNS``) naming its table,
+    ``what`` what to select (one description per row, or an aggregate of
+    them). The catalog writes a generation expression with its names in
+    backticks. The online key conversion and its offline (``--sql``)
+    script refuse what this finds: the swap's ``DROP COLUMN`` fails on it.
+    """
+    return (
+        f"SELECT {what} FROM information_schema.COLUMNS g WHERE g.IS_GENERATED = 'ALWAYS' "
+        f"AND g.GENERATION_EXPRESSION LIKE CONCAT('%`', REPLACE({column}, '`', '``'), '`%') "
+        f"AND ({table})"
+    )
 
 
 @dataclass(frozen=True)
@@ -340,20 +369,17 @@ _KEY_CONVERSION: dict[str, KeyConversionSQL] = {
             "GROUP BY INDEX_NAME, INDEX_TYPE"
         ),
         # A generated column naming the column: DROP COLUMN fails (error
-        # 1054) in the middle of the swap. The expression quotes names with
-        # backticks; :table is the name as the op quotes it (only if needed).
-        dependants=(
-            "SELECT CONCAT('the generated column ', c.COLUMN_NAME) "
-            "FROM information_schema.COLUMNS c WHERE c.IS_GENERATED = 'ALWAYS' "
-            "AND c.GENERATION_EXPRESSION LIKE "
-            "CONCAT('%`', REPLACE(:column, '`', '``'), '`%') "
-            "AND ((c.TABLE_SCHEMA = DATABASE() AND :table IN (c.TABLE_NAME, "
-            "CONCAT('`', REPLACE(c.TABLE_NAME, '`', '``'), '`'))) "
-            "OR :table IN (CONCAT(c.TABLE_SCHEMA, '.', c.TABLE_NAME), "
-            "CONCAT('`', REPLACE(c.TABLE_SCHEMA, '`', '``'), '`.', c.TABLE_NAME), "
-            "CONCAT(c.TABLE_SCHEMA, '.`', REPLACE(c.TABLE_NAME, '`', '``'), '`'), "
-            "CONCAT('`', REPLACE(c.TABLE_SCHEMA, '`', '``'), '`.`', "
-            "REPLACE(c.TABLE_NAME, '`', '``'), '`')))"
+        # 1054) in the middle of the swap. :table is the name as the op
+        # quotes it (only if needed).
+        dependants=mysql_generated_columns(
+            ":column",
+            "(g.TABLE_SCHEMA = DATABASE() AND :table IN (g.TABLE_NAME, "
+            "CONCAT('`', REPLACE(g.TABLE_NAME, '`', '``'), '`'))) "
+            "OR :table IN (CONCAT(g.TABLE_SCHEMA, '.', g.TABLE_NAME), "
+            "CONCAT('`', REPLACE(g.TABLE_SCHEMA, '`', '``'), '`.', g.TABLE_NAME), "
+            "CONCAT(g.TABLE_SCHEMA, '.`', REPLACE(g.TABLE_NAME, '`', '``'), '`'), "
+            "CONCAT('`', REPLACE(g.TABLE_SCHEMA, '`', '``'), '`.`', "
+            "REPLACE(g.TABLE_NAME, '`', '``'), '`'))",
         ),
     ),
 }

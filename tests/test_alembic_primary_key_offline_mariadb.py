@@ -409,11 +409,18 @@ TAKEN = [
     ("ALTER TABLE pk_orders ADD COLUMN k2 VARCHAR(40) AS (CONCAT('k', customer_id)) PERSISTENT, "
      "ADD COLUMN K1 VARCHAR(40) AS (customer_id + 1) VIRTUAL, ADD KEY ix_pk_orders_k1 (K1)",
      "the generated column K1, the generated column k2"),
+    # CHECK constraints naming a referencing column (dropped with it without a word, or
+    # DROP COLUMN failed halfway, 1054), one of them written on the column.
+    ("ALTER TABLE pk_orders ADD COLUMN lo INT NULL, ADD CONSTRAINT ck_pk_orders_lo "
+     "CHECK (lo < customer_id), MODIFY customer_id INT NOT NULL CHECK (customer_id > 0)",
+     "the CHECK constraint ck_pk_orders_lo, the CHECK constraint customer_id"),
 ]  # fmt: skip
 
 
 @pytest.mark.parametrize("mode", ["offline", "online"])
-@pytest.mark.parametrize(("setup", "message"), TAKEN, ids=["default", "other fk", "generated"])
+@pytest.mark.parametrize(
+    ("setup", "message"), TAKEN, ids=["default", "other fk", "generated", "check"]
+)
 def test_refuses_what_drop_column_would_take(
     maria: Engine, tmp_path: Path, mode: str, setup: str, message: str
 ) -> None:

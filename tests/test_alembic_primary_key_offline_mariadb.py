@@ -618,6 +618,44 @@ def test_refuses_a_foreign_key_from_another_database(maria: Engine, tmp_path: Pa
             conn.exec_driver_sql(f"DROP DATABASE IF EXISTS `{other}`")
 
 
+@pytest.mark.parametrize("mode", ["offline", "online"])
+def test_refuses_a_foreign_key_to_another_database(
+    maria: Engine, tmp_path: Path, mode: str
+) -> None:
+    """A referencing column's foreign key to a same-named table elsewhere: the swap drops it."""
+    other = f"{maria.url.database}_elsewhere"
+    config = _project(tmp_path, maria, extra="from_time='created_at'")
+    _fresh(maria, config)
+    with maria.begin() as conn:
+        conn.exec_driver_sql(f"DROP DATABASE IF EXISTS `{other}`")
+        conn.exec_driver_sql(f"CREATE DATABASE `{other}`")
+        conn.exec_driver_sql(f"CREATE TABLE `{other}`.pk_customers (id INT PRIMARY KEY)")
+        conn.exec_driver_sql(f"INSERT INTO `{other}`.pk_customers SELECT id FROM pk_customers")
+        conn.exec_driver_sql(
+            "ALTER TABLE pk_orders ADD CONSTRAINT fk_pk_orders_elsewhere FOREIGN KEY "
+            f"(customer_id) REFERENCES `{other}`.pk_customers (id)"
+        )
+    whole = (
+        "pk_orders.customer_id is used by the foreign key fk_pk_orders_elsewhere on pk_orders "
+        "references pk_customers, which this op does not convert: the swap drops the old column"
+    )
+    try:
+        if mode == "offline":
+            _refused(maria, config, whole)
+            return
+        schema, snapshot = _schema(maria), _snapshot(maria)
+        with pytest.raises(ConversionRefused) as refused:
+            _online(config, maria, "upgrade", "pk0001")
+        assert whole in str(refused.value)
+        assert _schema(maria) == schema
+        assert _snapshot(maria) == snapshot
+        assert _version(maria) == ["pk0000"]
+    finally:
+        with maria.begin() as conn:
+            conn.exec_driver_sql("ALTER TABLE pk_orders DROP FOREIGN KEY fk_pk_orders_elsewhere")
+            conn.exec_driver_sql(f"DROP DATABASE IF EXISTS `{other}`")
+
+
 @pytest.mark.parametrize(
     ("extra", "error", "message"),
     [

@@ -405,11 +405,22 @@ TAKEN = [
      "REFERENCES pk_regions (id)",
      "the foreign key fk_pk_orders_region on pk_orders references pk_regions, which this op "
      "does not convert"),
+    # Generated columns computed from a referencing column (DROP COLUMN failed halfway, 1054).
+    ("ALTER TABLE pk_orders ADD COLUMN k2 VARCHAR(40) AS (CONCAT('k', customer_id)) PERSISTENT, "
+     "ADD COLUMN K1 VARCHAR(40) AS (customer_id + 1) VIRTUAL, ADD KEY ix_pk_orders_k1 (K1)",
+     "the generated column K1, the generated column k2"),
+    # CHECK constraints naming a referencing column (dropped with it without a word, or
+    # DROP COLUMN failed halfway, 1054), one of them written on the column.
+    ("ALTER TABLE pk_orders ADD COLUMN lo INT NULL, ADD CONSTRAINT ck_pk_orders_lo "
+     "CHECK (lo < customer_id), MODIFY customer_id INT NOT NULL CHECK (customer_id > 0)",
+     "the CHECK constraint ck_pk_orders_lo, the CHECK constraint customer_id"),
 ]  # fmt: skip
 
 
 @pytest.mark.parametrize("mode", ["offline", "online"])
-@pytest.mark.parametrize(("setup", "message"), TAKEN, ids=["default", "other fk"])
+@pytest.mark.parametrize(
+    ("setup", "message"), TAKEN, ids=["default", "other fk", "generated", "check"]
+)
 def test_refuses_what_drop_column_would_take(
     maria: Engine, tmp_path: Path, mode: str, setup: str, message: str
 ) -> None:
@@ -604,6 +615,44 @@ def test_refuses_a_foreign_key_from_another_database(maria: Engine, tmp_path: Pa
         _refused(maria, config, f"fk_invoices_customer on {other}.invoices")
     finally:
         with maria.begin() as conn:
+            conn.exec_driver_sql(f"DROP DATABASE IF EXISTS `{other}`")
+
+
+@pytest.mark.parametrize("mode", ["offline", "online"])
+def test_refuses_a_foreign_key_to_another_database(
+    maria: Engine, tmp_path: Path, mode: str
+) -> None:
+    """A referencing column's foreign key to a same-named table elsewhere: the swap drops it."""
+    other = f"{maria.url.database}_elsewhere"
+    config = _project(tmp_path, maria, extra="from_time='created_at'")
+    _fresh(maria, config)
+    with maria.begin() as conn:
+        conn.exec_driver_sql(f"DROP DATABASE IF EXISTS `{other}`")
+        conn.exec_driver_sql(f"CREATE DATABASE `{other}`")
+        conn.exec_driver_sql(f"CREATE TABLE `{other}`.pk_customers (id INT PRIMARY KEY)")
+        conn.exec_driver_sql(f"INSERT INTO `{other}`.pk_customers SELECT id FROM pk_customers")
+        conn.exec_driver_sql(
+            "ALTER TABLE pk_orders ADD CONSTRAINT fk_pk_orders_elsewhere FOREIGN KEY "
+            f"(customer_id) REFERENCES `{other}`.pk_customers (id)"
+        )
+    whole = (
+        "pk_orders.customer_id is used by the foreign key fk_pk_orders_elsewhere on pk_orders "
+        "references pk_customers, which this op does not convert: the swap drops the old column"
+    )
+    try:
+        if mode == "offline":
+            _refused(maria, config, whole)
+            return
+        schema, snapshot = _schema(maria), _snapshot(maria)
+        with pytest.raises(ConversionRefused) as refused:
+            _online(config, maria, "upgrade", "pk0001")
+        assert whole in str(refused.value)
+        assert _schema(maria) == schema
+        assert _snapshot(maria) == snapshot
+        assert _version(maria) == ["pk0000"]
+    finally:
+        with maria.begin() as conn:
+            conn.exec_driver_sql("ALTER TABLE pk_orders DROP FOREIGN KEY fk_pk_orders_elsewhere")
             conn.exec_driver_sql(f"DROP DATABASE IF EXISTS `{other}`")
 
 

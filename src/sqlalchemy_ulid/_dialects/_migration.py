@@ -13,7 +13,70 @@ from typing import Any
 
 from sqlalchemy.engine import Dialect
 
-__all__ = ["MYSQL_LOCKS", "PG_LOCKS", "KeyConversionSQL", "LockSQL", "key_conversion_sql"]
+__all__ = [
+    "CHECK_CONSTRAINT",
+    "GENERATED_COLUMN",
+    "MYSQL_LOCKS",
+    "PG_LOCKS",
+    "KeyConversionSQL",
+    "LockSQL",
+    "key_conversion_sql",
+    "mysql_check_constraints",
+    "mysql_generated_columns",
+]
+
+
+#: How a generated column and a CHECK constraint that use a column are named in a refusal.
+GENERATED_COLUMN = "CONCAT('the generated column ', g.COLUMN_NAME)"
+CHECK_CONSTRAINT = "CONCAT('the CHECK constraint ', g.CONSTRAINT_NAME)"
+
+
+def mysql_generated_columns(column: str, table: str, what: str = GENERATED_COLUMN) -> str:
+    """MariaDB/MySQL: a query of the generated columns computed from a column.
+
+    ``column`` is an SQL expression of the column's name, ``table`` a
+    condition on ``g`` (``g.TABLE_SCHEMA``, ``g.TABLE_NAME``) naming its
+    table, ``what`` what to select (one description per row, or an
+    aggregate of them). The catalog writes a generation expression with its
+    names in backticks. The online key conversion and its offline
+    (``--sql``) script refuse what this finds: the swap's ``DROP COLUMN``
+    fails on it.
+    """
+    return (
+        f"SELECT {what} FROM information_schema.COLUMNS g WHERE g.IS_GENERATED = 'ALWAYS' "
+        f"AND g.GENERATION_EXPRESSION LIKE CONCAT('%`', REPLACE({column}, '`', '``'), '`%') "
+        f"AND ({table})"
+    )
+
+
+def mysql_check_constraints(column: str, table: str, what: str = CHECK_CONSTRAINT) -> str:
+    """MariaDB/MySQL: a query of the CHECK constraints whose clause names a column.
+
+    As :func:`mysql_generated_columns` (``g`` is the constraint's row of
+    ``TABLE_CONSTRAINTS``). The swap's ``DROP COLUMN`` drops such a
+    constraint without a word (MariaDB, one naming only the column) or
+    fails on it (one naming other columns too; MySQL).
+    """
+    return (
+        f"SELECT {what} FROM information_schema.TABLE_CONSTRAINTS g "
+        "JOIN information_schema.CHECK_CONSTRAINTS k ON k.CONSTRAINT_SCHEMA = "
+        "g.CONSTRAINT_SCHEMA AND k.CONSTRAINT_NAME = g.CONSTRAINT_NAME "
+        "WHERE g.CONSTRAINT_TYPE = 'CHECK' "
+        f"AND k.CHECK_CLAUSE LIKE CONCAT('%`', REPLACE({column}, '`', '``'), '`%') "
+        f"AND ({table})"
+    )
+
+
+#: The online op's ``:table`` (the name as it quotes it, only if needed) is ``g``'s table.
+_QUOTED_TABLE_IS_G = (
+    "(g.TABLE_SCHEMA = DATABASE() AND :table IN (g.TABLE_NAME, "
+    "CONCAT('`', REPLACE(g.TABLE_NAME, '`', '``'), '`'))) "
+    "OR :table IN (CONCAT(g.TABLE_SCHEMA, '.', g.TABLE_NAME), "
+    "CONCAT('`', REPLACE(g.TABLE_SCHEMA, '`', '``'), '`.', g.TABLE_NAME), "
+    "CONCAT(g.TABLE_SCHEMA, '.`', REPLACE(g.TABLE_NAME, '`', '``'), '`'), "
+    "CONCAT('`', REPLACE(g.TABLE_SCHEMA, '`', '``'), '`.`', "
+    "REPLACE(g.TABLE_NAME, '`', '``'), '`'))"
+)
 
 
 @dataclass(frozen=True)
@@ -340,20 +403,12 @@ _KEY_CONVERSION: dict[str, KeyConversionSQL] = {
             "GROUP BY INDEX_NAME, INDEX_TYPE"
         ),
         # A generated column naming the column: DROP COLUMN fails (error
-        # 1054) in the middle of the swap. The expression quotes names with
-        # backticks; :table is the name as the op quotes it (only if needed).
+        # 1054) in the middle of the swap; a CHECK constraint naming it is
+        # dropped with it, or DROP COLUMN fails.
         dependants=(
-            "SELECT CONCAT('the generated column ', c.COLUMN_NAME) "
-            "FROM information_schema.COLUMNS c WHERE c.IS_GENERATED = 'ALWAYS' "
-            "AND c.GENERATION_EXPRESSION LIKE "
-            "CONCAT('%`', REPLACE(:column, '`', '``'), '`%') "
-            "AND ((c.TABLE_SCHEMA = DATABASE() AND :table IN (c.TABLE_NAME, "
-            "CONCAT('`', REPLACE(c.TABLE_NAME, '`', '``'), '`'))) "
-            "OR :table IN (CONCAT(c.TABLE_SCHEMA, '.', c.TABLE_NAME), "
-            "CONCAT('`', REPLACE(c.TABLE_SCHEMA, '`', '``'), '`.', c.TABLE_NAME), "
-            "CONCAT(c.TABLE_SCHEMA, '.`', REPLACE(c.TABLE_NAME, '`', '``'), '`'), "
-            "CONCAT('`', REPLACE(c.TABLE_SCHEMA, '`', '``'), '`.`', "
-            "REPLACE(c.TABLE_NAME, '`', '``'), '`')))"
+            mysql_generated_columns(":column", _QUOTED_TABLE_IS_G)
+            + " UNION ALL "
+            + mysql_check_constraints(":column", _QUOTED_TABLE_IS_G)
         ),
     ),
 }

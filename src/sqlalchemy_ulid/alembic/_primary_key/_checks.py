@@ -188,8 +188,11 @@ def _refuse_what_drop_column_takes(connection: Connection, inspector: Any, plan:
             found.append(TAKEN_DEFAULT)
         for fk in inspector.get_foreign_keys(column.table, schema=plan.schema):
             referred = set(zip(fk["referred_columns"], fk["constrained_columns"], strict=True))
-            if column.column in fk["constrained_columns"] and not all(
-                (fk["referred_table"], name) in changing for name, _ in referred
+            # One to a table of another schema never changes (as the script has it).
+            elsewhere = fk.get("referred_schema") not in (None, plan.schema)
+            if column.column in fk["constrained_columns"] and (
+                elsewhere
+                or not all((fk["referred_table"], name) in changing for name, _ in referred)
             ):
                 found.append(
                     TAKEN_FOREIGN_KEY.format(

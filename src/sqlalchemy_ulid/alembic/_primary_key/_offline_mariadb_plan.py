@@ -12,6 +12,12 @@ table is continued; an online conversion in progress is refused.
 
 from __future__ import annotations
 
+from ..._dialects._migration import (
+    CHECK_CONSTRAINT,
+    GENERATED_COLUMN,
+    mysql_check_constraints,
+    mysql_generated_columns,
+)
 from .._offline_mariadb import _INTEGERS, _MAX_MS, _literal
 from .._plan.render_mariadb import compound, signal
 from ._checks import TAKEN_DEFAULT, TAKEN_END, TAKEN_FOREIGN_KEY
@@ -318,12 +324,31 @@ def _plan_checks(n: Names) -> str:
 def _taken_by_drop_column() -> tuple[str, str]:
     """The online op's check of what the swap's DROP COLUMN would take, in SQL.
 
-    On the first referencing column (in plan order) that has them: its
+    On the first referencing column (in plan order) that has them: the
+    CHECK constraints and generated columns that use it (the online op's
+    own queries), its
     DEFAULT (MariaDB writes a nullable column's missing one as ``NULL``),
     and the foreign keys from it to a column that does not change (another
     table's key, or one in another schema), which the swap would drop or
     fail on. The words are the online op's (``_checks``).
     """
+    here = "g.TABLE_SCHEMA = v_schema AND g.TABLE_NAME = x.tbl"
+    checks = "({})".format(
+        mysql_check_constraints(
+            "x.col",
+            here,
+            f"GROUP_CONCAT(DISTINCT {CHECK_CONSTRAINT} ORDER BY BINARY g.CONSTRAINT_NAME "
+            "SEPARATOR ', ')",
+        )
+    )
+    generated = "({})".format(
+        mysql_generated_columns(
+            "x.col",
+            here,
+            f"GROUP_CONCAT(DISTINCT {GENERATED_COLUMN} ORDER BY BINARY g.COLUMN_NAME "
+            "SEPARATOR ', ')",
+        )
+    )
     foreign_key = concat(
         TAKEN_FOREIGN_KEY,
         {"name": "k.CONSTRAINT_NAME", "table": "x.tbl", "referred": "k.REFERENCED_TABLE_NAME"},
@@ -342,7 +367,8 @@ def _taken_by_drop_column() -> tuple[str, str]:
     )
     query = (
         "SELECT MAX(CONCAT(t.tbl, '.', t.col, ' is used by ', t.what)) INTO v_found FROM "
-        f"(SELECT x.id, x.tbl, x.col, CONCAT_WS(', ', {default}, {others}) AS what "
+        "(SELECT x.id, x.tbl, x.col, "
+        f"CONCAT_WS(', ', {checks}, {generated}, {default}, {others}) AS what "
         "FROM sqlalchemy_ulid_pk_cols x JOIN information_schema.COLUMNS c "
         "ON c.TABLE_SCHEMA = v_schema AND c.TABLE_NAME = x.tbl AND c.COLUMN_NAME = x.col "
         "WHERE x.id > 1 HAVING what <> '' ORDER BY x.id LIMIT 1) AS t"

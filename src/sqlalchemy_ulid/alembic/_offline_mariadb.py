@@ -2,21 +2,14 @@
 
 ``_SAVED``, ``_MAX_MS`` and ``_INTEGERS``, shared by the storage
 conversion's and the key conversion's scripts (their blocks, SIGNALs,
-literals and comments come from the engine's ``_plan/render_mariadb.py``;
-``_literal`` and ``_comment`` are its ``lit`` and ``comment``).
+literals and comments come from the engine's ``_plan/render_mariadb.py``).
 ``add_ulid_column(online=True)`` writes its script through the engine
 (``_plan/render_mariadb.py``, ``mysql/add_column.py``).
 """
 
 from __future__ import annotations
 
-from ._plan.render_mariadb import comment, lit
-
 __all__: list[str] = []
-
-# The engine's, under the names the scripts not yet on it import.
-_literal = lit
-_comment = comment
 
 #: The largest Unix millisecond a ULID holds (48 bits).
 _MAX_MS = 2**48 - 1

@@ -18,8 +18,8 @@ from ..._dialects._migration import (
     mysql_check_constraints,
     mysql_generated_columns,
 )
-from .._offline_mariadb import _INTEGERS, _MAX_MS, _literal
-from .._plan.render_mariadb import compound, signal
+from .._offline_mariadb import _INTEGERS, _MAX_MS
+from .._plan.render_mariadb import compound, lit, signal
 from ._checks import TAKEN_DEFAULT, TAKEN_END, TAKEN_FOREIGN_KEY
 from ._offline_mariadb_sql import (
     ONLINE_TABLE,
@@ -62,54 +62,54 @@ _TEMPORARY = """\
 
 
 def _refuse(n: Names, message: str) -> str:
-    return signal(f"CONCAT({_literal(n.op_name + ': ')}, {message})")
+    return signal(f"CONCAT({lit(n.op_name + ': ')}, {message})")
 
 
 def _state_checks(n: Names) -> str:
     """A stored offline plan is continued; an online one refused; a done op skipped."""
     table = n.name_sql
     other = "legacy" if n.direction == "ulid" else "ulid"
-    t = _literal(n.table)
+    t = lit(n.table)
     if n.direction == "ulid":
         done = (
             f"SELECT COUNT(*) INTO v_n FROM information_schema.STATISTICS WHERE {n.where(t)} "
-            f"AND INDEX_NAME = {_literal(n.legacy_unique)} "
-            f"AND COLUMN_NAME = {_literal(n.legacy_id)};\n"
+            f"AND INDEX_NAME = {lit(n.legacy_unique)} "
+            f"AND COLUMN_NAME = {lit(n.legacy_id)};\n"
             "  IF v_n > 0 THEN"
         )
     else:
         done = (
             f"SELECT COUNT(*) INTO v_n FROM information_schema.COLUMNS WHERE {n.where(t)} "
-            f"AND COLUMN_NAME = {_literal(n.legacy_id)};\n"
+            f"AND COLUMN_NAME = {lit(n.legacy_id)};\n"
             "  IF v_n = 0 THEN"
         )
     return f"""\
   SELECT COUNT(*) INTO v_n FROM information_schema.TABLES WHERE {n.where(t)};
   IF v_n = 0 THEN
-    {_refuse(n, _literal("there is no table " + n.table))}
+    {_refuse(n, lit("there is no table " + n.table))}
   END IF;
   SELECT COUNT(*) INTO v_n FROM information_schema.TABLES
-    WHERE {n.where(_literal(STEPS_TABLE))};
+    WHERE {n.where(lit(STEPS_TABLE))};
   IF v_n > 0 THEN
     SELECT MAX(body) INTO v_text FROM {n.steps_table} WHERE name = {table} AND seq = 0;
-    IF v_text = {_literal(other)} THEN
-      {_refuse(n, _literal(f"an unfinished {other} conversion of {n.table} is in {STEPS_TABLE}: run its script again first"))}
+    IF v_text = {lit(other)} THEN
+      {_refuse(n, lit(f"an unfinished {other} conversion of {n.table} is in {STEPS_TABLE}: run its script again first"))}
     END IF;
     IF v_text IS NOT NULL THEN
-      SELECT {_literal(f"{n.op_name}: continuing the plan stored in {STEPS_TABLE}")} AS progress;
+      SELECT {lit(f"{n.op_name}: continuing the plan stored in {STEPS_TABLE}")} AS progress;
       LEAVE main;
     END IF;
   END IF;
   SELECT COUNT(*) INTO v_n FROM information_schema.TABLES
-    WHERE {n.where(_literal(ONLINE_TABLE))};
+    WHERE {n.where(lit(ONLINE_TABLE))};
   IF v_n > 0 THEN
     SELECT COUNT(*) INTO v_n FROM {n.prefix}`{ONLINE_TABLE}` WHERE name = {table};
     IF v_n > 0 THEN
-      {_refuse(n, _literal(f"an unfinished online conversion of {n.table} is recorded in {ONLINE_TABLE}: rerun that migration online"))}
+      {_refuse(n, lit(f"an unfinished online conversion of {n.table} is recorded in {ONLINE_TABLE}: rerun that migration online"))}
     END IF;
   END IF;
   {done}
-    SELECT {_literal(f"{n.op_name}: {n.table} is already done")} AS progress;
+    SELECT {lit(f"{n.op_name}: {n.table} is already done")} AS progress;
     LEAVE main;
   END IF;
 """  # noqa: E501  (SQL lines, kept whole for the reader of the script)
@@ -117,39 +117,39 @@ def _state_checks(n: Names) -> str:
 
 def _key_checks(n: Names) -> str:
     """The key: one column, of the right type; legacy_id and from_time as the op needs."""
-    t = _literal(n.table)
+    t = lit(n.table)
     sql = f"""\
   SELECT COUNT(*), MAX(COLUMN_NAME), GROUP_CONCAT(COLUMN_NAME ORDER BY SEQ_IN_INDEX SEPARATOR ', ')
     INTO v_n, v_key, v_found FROM information_schema.STATISTICS
     WHERE {n.where(t)} AND INDEX_NAME = 'PRIMARY';
   IF v_n = 0 THEN
-    {_refuse(n, _literal(n.table + " has no primary key"))}
+    {_refuse(n, lit(n.table + " has no primary key"))}
   END IF;
   IF v_n > 1 THEN
-    {_refuse(n, f"CONCAT({_literal(n.table + ' has a composite primary key (')}, v_found, '): only single-column keys are converted')")}
+    {_refuse(n, f"CONCAT({lit(n.table + ' has a composite primary key (')}, v_found, '): only single-column keys are converted')")}
   END IF;
   SELECT MAX(DATA_TYPE), MAX(COLUMN_TYPE) INTO v_key_type, v_key_column_type
     FROM information_schema.COLUMNS WHERE {n.where(t)} AND COLUMN_NAME = v_key;
   SELECT COUNT(*), MAX(COLUMN_TYPE) INTO v_n, v_text FROM information_schema.COLUMNS
-    WHERE {n.where(t)} AND COLUMN_NAME = {_literal(n.legacy_id)};
+    WHERE {n.where(t)} AND COLUMN_NAME = {lit(n.legacy_id)};
   SET v_kq = {quoted("v_key")}, v_schema = {n.schema_sql};
 """  # noqa: E501
     if n.direction == "legacy":
         return sql + "  SET v_new_type = v_text;\n"
     sql += f"""\
   IF v_key_type NOT IN ({_INTEGERS}, 'uuid') THEN
-    {_refuse(n, f"CONCAT({_literal(n.table + '.')}, v_key, ' is ', v_key_column_type, ': only integer and UUID primary keys are converted')")}
+    {_refuse(n, f"CONCAT({lit(n.table + '.')}, v_key, ' is ', v_key_column_type, ': only integer and UUID primary keys are converted')")}
   END IF;
   IF v_n > 0 THEN
-    {_refuse(n, _literal(f"{n.table} already has a column {n.legacy_id!r} (legacy_id=)"))}
+    {_refuse(n, lit(f"{n.table} already has a column {n.legacy_id!r} (legacy_id=)"))}
   END IF;
-  SET v_new_type = {_literal(n.ulid_type)};
+  SET v_new_type = {lit(n.ulid_type)};
 """  # noqa: E501
     if n.from_time is None:
         return sql
     when = f"ulid_r1.`{n.from_time.replace('`', '``')}`"
     time_name = f"{n.table}.{n.from_time}"
-    exact = _literal(f"FLOOR(TIMESTAMPDIFF(MICROSECOND, '1970-01-01', {when}) / 1000)")
+    exact = lit(f"FLOOR(TIMESTAMPDIFF(MICROSECOND, '1970-01-01', {when}) / 1000)")
     out_of_range = concat(
         f"SELECT ulid_r1.{{kq}}, {when} INTO @sqlalchemy_ulid_key, @sqlalchemy_ulid_time "
         f"FROM {table_sql(n)} AS ulid_r1 WHERE ({{millis}}) NOT BETWEEN 0 AND {_MAX_MS} "
@@ -166,28 +166,28 @@ def _key_checks(n: Names) -> str:
         sql
         + f"""\
   SELECT MAX(DATA_TYPE), MAX(COLUMN_TYPE) INTO v_time_type, v_time_column_type
-    FROM information_schema.COLUMNS WHERE {n.where(t)} AND COLUMN_NAME = {_literal(n.from_time)};
+    FROM information_schema.COLUMNS WHERE {n.where(t)} AND COLUMN_NAME = {lit(n.from_time)};
   IF v_time_type IS NULL THEN
-    {_refuse(n, _literal(f"{n.table} has no column {n.from_time!r} (from_time=)"))}
+    {_refuse(n, lit(f"{n.table} has no column {n.from_time!r} (from_time=)"))}
   END IF;
   SET v_millis = CASE WHEN v_time_type IN ('datetime', 'timestamp') THEN {exact}
-    WHEN v_time_type IN ({_INTEGERS}) THEN {_literal(when)} END;
+    WHEN v_time_type IN ({_INTEGERS}) THEN {lit(when)} END;
   IF v_millis IS NULL THEN
-    {_refuse(n, f"CONCAT({_literal(time_name + ' is ')}, v_time_column_type, ', not a DATETIME, TIMESTAMP or integer of Unix ms')")}
+    {_refuse(n, f"CONCAT({lit(time_name + ' is ')}, v_time_column_type, ', not a DATETIME, TIMESTAMP or integer of Unix ms')")}
   END IF;
   SELECT COUNT(*) INTO v_n FROM {table_sql(n)} WHERE `{n.from_time.replace("`", "``")}` IS NULL;
   IF v_n > 0 THEN
-    {_refuse(n, f"CONCAT({_literal(time_name + ' is NULL in ')}, v_n, ' rows: fill them before deriving ULIDs from it')")}
+    {_refuse(n, f"CONCAT({lit(time_name + ' is NULL in ')}, v_n, ' rows: fill them before deriving ULIDs from it')")}
   END IF;
   SET @sqlalchemy_ulid_key = NULL, @sqlalchemy_ulid_time = NULL;
   EXECUTE IMMEDIATE {out_of_range};
   IF @sqlalchemy_ulid_key IS NOT NULL THEN
-    {_refuse(n, f"CONCAT({_literal(time_name + ' of ')}, v_key, ' = ', @sqlalchemy_ulid_key, ' is ', @sqlalchemy_ulid_time, ': outside the ULID range (1970 to 10889)')")}
+    {_refuse(n, f"CONCAT({lit(time_name + ' of ')}, v_key, ' = ', @sqlalchemy_ulid_key, ' is ', @sqlalchemy_ulid_time, ': outside the ULID range (1970 to 10889)')")}
   END IF;
   SET @sqlalchemy_ulid_key = NULL, @sqlalchemy_ulid_time = NULL;
   EXECUTE IMMEDIATE {crowded};
   IF @sqlalchemy_ulid_key IS NOT NULL THEN
-    {_refuse(n, f"CONCAT(@sqlalchemy_ulid_time, ' rows of ', {_literal(time_name)}, ' are the millisecond ', @sqlalchemy_ulid_key, ': the script numbers at most 65535 (run this migration online)')")}
+    {_refuse(n, f"CONCAT(@sqlalchemy_ulid_time, ' rows of ', {lit(time_name)}, ' are the millisecond ', @sqlalchemy_ulid_key, ': the script numbers at most 65535 (run this migration online)')")}
   END IF;
 """  # noqa: E501
     )
@@ -309,8 +309,8 @@ def _plan_checks(n: Names) -> str:
         checks.append(
             (
                 f"SELECT MAX(shadow) INTO v_found FROM sqlalchemy_ulid_pk_cols "
-                f"WHERE id = 1 AND shadow = {_literal(n.legacy_id)}",
-                f"CONCAT('legacy_id=', {_literal(repr(n.legacy_id))}, ' is the name this op "
+                f"WHERE id = 1 AND shadow = {lit(n.legacy_id)}",
+                f"CONCAT('legacy_id=', {lit(repr(n.legacy_id))}, ' is the name this op "
                 "gives the new key values before the swap: choose another name')",
             )
         )
@@ -363,7 +363,7 @@ def _taken_by_drop_column() -> tuple[str, str]:
     )
     default = (
         "IF(c.COLUMN_DEFAULT IS NOT NULL AND c.COLUMN_DEFAULT <> 'NULL', "
-        f"{_literal(TAKEN_DEFAULT)}, NULL)"
+        f"{lit(TAKEN_DEFAULT)}, NULL)"
     )
     query = (
         "SELECT MAX(CONCAT(t.tbl, '.', t.col, ' is used by ', t.what)) INTO v_found FROM "
@@ -373,7 +373,7 @@ def _taken_by_drop_column() -> tuple[str, str]:
         "ON c.TABLE_SCHEMA = v_schema AND c.TABLE_NAME = x.tbl AND c.COLUMN_NAME = x.col "
         "WHERE x.id > 1 HAVING what <> '' ORDER BY x.id LIMIT 1) AS t"
     )
-    return query, f"CONCAT(v_found, {_literal(TAKEN_END)})"
+    return query, f"CONCAT(v_found, {lit(TAKEN_END)})"
 
 
 def _persist(n: Names) -> str:
@@ -387,12 +387,12 @@ def _persist(n: Names) -> str:
     ENGINE=InnoDB CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   START TRANSACTION;
   INSERT INTO {n.steps_table} (name, seq, label, body, done)
-    VALUES ({n.name_sql}, 0, 'plan', {_literal(n.direction)}, 1);
+    VALUES ({n.name_sql}, 0, 'plan', {lit(n.direction)}, 1);
   INSERT INTO {n.steps_table} (name, seq, {columns})
     SELECT {n.name_sql}, ROW_NUMBER() OVER (ORDER BY seq) * 10, {columns}
     FROM sqlalchemy_ulid_pk_steps ORDER BY seq;
   COMMIT;
-  SELECT CONCAT({_literal(n.op_name + ": ")}, ROW_NUMBER() OVER (ORDER BY seq), '. ', label)
+  SELECT CONCAT({lit(n.op_name + ": ")}, ROW_NUMBER() OVER (ORDER BY seq), '. ', label)
     AS plan FROM sqlalchemy_ulid_pk_steps ORDER BY seq;
   DROP TEMPORARY TABLE sqlalchemy_ulid_pk_cols, sqlalchemy_ulid_pk_fks, sqlalchemy_ulid_pk_steps;
 """

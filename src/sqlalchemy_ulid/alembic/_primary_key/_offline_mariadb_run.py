@@ -13,8 +13,7 @@ the lock timeout is tried again, five times in all, then the script stops
 
 from __future__ import annotations
 
-from .._offline_mariadb import _literal
-from .._plan.render_mariadb import compound, signal
+from .._plan.render_mariadb import compound, lit, signal
 from ._offline_mariadb_sql import STEPS_TABLE, Names
 
 __all__ = ["run_block"]
@@ -26,14 +25,14 @@ _TRIES = 5
 def run_block(n: Names) -> str:
     """The compound statement that runs the plan's steps."""
     steps, name = n.steps_table, n.name_sql
-    op = _literal(n.op_name + ": ")
+    op = lit(n.op_name + ": ")
     body = f"""\
   DECLARE message VARCHAR(512) CHARACTER SET utf8mb4;
   DECLARE v_n, v_seq, v_next, v_tries, v_failed, v_filled, v_total, v_cut BIGINT DEFAULT 0;
   DECLARE v_always, v_batched TINYINT;
   DECLARE v_label TEXT CHARACTER SET utf8mb4;
   DECLARE v_guard, v_setup, v_each, v_body, v_rest LONGTEXT CHARACTER SET utf8mb4;
-  SELECT COUNT(*) INTO v_n FROM information_schema.TABLES WHERE {n.where(_literal(STEPS_TABLE))};
+  SELECT COUNT(*) INTO v_n FROM information_schema.TABLES WHERE {n.where(lit(STEPS_TABLE))};
   IF v_n > 0 THEN
     SELECT COUNT(*) INTO v_n FROM {steps} WHERE name = {name} AND seq = 0;
     IF v_n > 0 THEN
@@ -100,7 +99,7 @@ def run_block(n: Names) -> str:
       END LOOP steps;
       EXECUTE IMMEDIATE 'UNLOCK TABLES';
       DELETE FROM {steps} WHERE name = {name};
-      SELECT {_literal(n.op_name + ": " + n.table + " done")} AS progress;
+      SELECT {lit(n.op_name + ": " + n.table + " done")} AS progress;
     END IF;
     SELECT COUNT(*) INTO v_n FROM {steps};
     IF v_n = 0 THEN

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Literal
 from ..._types import ULIDType
 from .._inspect import quote, safe_name
 from .._names import shadow_name_mariadb
-from .._offline_mariadb import _literal
+from .._plan.render_mariadb import lit
 from ._checks import OFFLINE_STEPS_TABLE
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ def shadow_sql(table: str, column: str, suffix: str) -> str:
     (:func:`safe_name_sql`) goes on under it, as online.
     """
     new = shadow_name_mariadb(column, suffix)
-    legacy = safe_name_sql(f"CONCAT({column}, {_literal(suffix)})")
+    legacy = safe_name_sql(f"CONCAT({column}, {lit(suffix)})")
 
     def named(name: str) -> str:
         return (
@@ -99,12 +99,12 @@ def concat(template: str, values: dict[str, str]) -> str:
             continue
         text += template[position:start]
         if text:
-            parts.append(_literal(text))
+            parts.append(lit(text))
         text = ""
         parts.append(values[name])
         position = end + 1
     if text:
-        parts.append(_literal(text))
+        parts.append(lit(text))
     return f"CONCAT({', '.join(parts)})" if parts else "''"
 
 
@@ -145,14 +145,14 @@ class Names:
             suffix="__ulid" if direction == "ulid" else "__legacy",
             legacy_unique=safe_name(f"uq_{op.table_name}_{op.legacy_id}", dialect),
             prefix="" if op.schema is None else quote(dialect, op.schema) + ".",
-            schema_sql="DATABASE()" if op.schema is None else _literal(op.schema),
+            schema_sql="DATABASE()" if op.schema is None else lit(op.schema),
         )
 
     def qualified(self, expr: str) -> str:
         """SQL of the schema-qualified, quoted name of the table named by ``expr``."""
         if not self.prefix:
             return quoted(expr)
-        return f"CONCAT({_literal(self.prefix)}, {quoted(expr)})"
+        return f"CONCAT({lit(self.prefix)}, {quoted(expr)})"
 
     def where(self, table_sql: str) -> str:
         """``information_schema`` condition: the schema, and the table ``table_sql``."""
@@ -164,7 +164,7 @@ class Names:
 
     @property
     def name_sql(self) -> str:
-        return _literal(self.table)
+        return lit(self.table)
 
 
 def table_sql(n: Names) -> str:

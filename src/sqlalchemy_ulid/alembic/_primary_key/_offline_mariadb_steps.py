@@ -22,7 +22,8 @@ and the checks) run on every run of the script, the others once.
 from __future__ import annotations
 
 from ..._dialects import mysql_ulid_sql
-from .._offline_mariadb import _MAX_MS, _literal
+from .._offline_mariadb import _MAX_MS
+from .._plan.render_mariadb import lit
 from ._offline_mariadb_sql import Names, concat, has_columns, quoted
 
 __all__ = ["plan_steps"]
@@ -63,7 +64,7 @@ def _key_fill(n: Names, table: str) -> tuple[str, str, str]:
         f"SELECT ulid_r1.{{kq}} AS k, {when} AS v, {{millis}} AS ms FROM {table} AS ulid_r1 "
         f"WHERE ulid_r1.{{sq}} IS NULL ORDER BY ulid_r1.{{kq}} LIMIT {limit}"
     )
-    message = _literal(f"{n.table}.{n.from_time} of the row with ")
+    message = lit(f"{n.table}.{n.from_time} of the row with ")
     in_range = f"c.ms BETWEEN 0 AND {_MAX_MS}"
     check = (
         f"SELECT CONCAT({message}, {{key}}, ' = ', r.k, ' is ', "
@@ -86,7 +87,7 @@ def _key_fill(n: Names, table: str) -> tuple[str, str, str]:
         f"WHERE {in_range} GROUP BY c.ms ON DUPLICATE KEY UPDATE next = tie + VALUES(next)"
     )
     overflow = (
-        f"SELECT CONCAT({_literal(f'more than 65535 rows of {n.table} have the time ')}, ms, "
+        f"SELECT CONCAT({lit(f'more than 65535 rows of {n.table} have the time ')}, ms, "
         "' (Unix ms): no room for their ties') "
         f"INTO @sqlalchemy_ulid_bad FROM {_TIES} WHERE next > 65535 LIMIT 1"
     )
@@ -115,11 +116,11 @@ def _part(column: str, start: int, length: int) -> str:
 
 def _fill_key(n: Names, table: str, always: int) -> str:
     setup, each, batch = _key_fill(n, table)
-    label = _literal(f"fill {n.table}.") + ", v_shadow_name"
+    label = lit(f"fill {n.table}.") + ", v_shadow_name"
     guard = has_columns("v_schema", [(n.name_sql, "v_shadow_name")]) if always else "NULL"
     verb = "catch up: " if always else ""
     return (
-        f"  {_STEP}\n    VALUES (CONCAT({_literal(verb)}, {label}, ' with new ULIDs'), "
+        f"  {_STEP}\n    VALUES (CONCAT({lit(verb)}, {label}, ' with new ULIDs'), "
         f"{always}, 1, {guard}, {setup}, {each}, {batch});\n"
     )
 
@@ -137,7 +138,7 @@ def _referencing(n: Names, *, catch_up: bool) -> str:
     """One step per referencing column: its shadow filled by a join on its parent."""
     source = "p.shadow"
     if n.direction == "legacy":
-        source = f"IF(p.id = 1, {_literal(n.legacy_id)}, p.shadow)"
+        source = f"IF(p.id = 1, {lit(n.legacy_id)}, p.shadow)"
     tx, tp = _number("x"), _number("p")
     t, r = ("'ulid_t'", tx), ("'ulid_p'", tp)
     child_shadow = (*t, "'.'", quoted("x.shadow"))
@@ -175,7 +176,7 @@ def _checks(n: Names) -> str:
     """Under the lock: no row may lack its new value (a nullable reference would be lost)."""
     has_shadow = "x.id > 1" if n.direction == "legacy" else "TRUE"
     guard = has_columns("v_schema", [("x.tbl", "x.shadow")])
-    prefix = _literal(f"{n.op_name}: ")
+    prefix = lit(f"{n.op_name}: ")
     alias = ("'ulid_r'", _number("x"))
     each = _concat(
         "'SELECT CONCAT('", f"QUOTE(CONCAT({prefix}, x.tbl, '.', x.col, ' has '))",
@@ -203,7 +204,7 @@ def _lock(n: Names) -> str:
     return (
         f"  {_STEP}\n    SELECT 'lock the tables (LOCK TABLES ... WRITE) for the swap', 1, 0, "
         f"NULL, NULL, NULL, CONCAT('LOCK TABLES ', GROUP_CONCAT({each} SEPARATOR ', '), "
-        f"{_literal(', ' + n.steps_table + ' WRITE')})\n"
+        f"{lit(', ' + n.steps_table + ' WRITE')})\n"
         "    FROM (SELECT tbl, MIN(id) AS id FROM sqlalchemy_ulid_pk_cols GROUP BY tbl) AS t;\n"
     )
 
@@ -253,23 +254,22 @@ def _root_clauses(n: Names) -> tuple[str, str, str]:
     unique = f"`{n.legacy_unique.replace('`', '``')}`"
     if n.direction == "ulid":
         return (
-            _literal("DROP PRIMARY KEY"),
-            f"CONCAT('RENAME COLUMN ', v_kq, {_literal(' TO ' + legacy)}, ', CHANGE COLUMN ', "
+            lit("DROP PRIMARY KEY"),
+            f"CONCAT('RENAME COLUMN ', v_kq, {lit(' TO ' + legacy)}, ', CHANGE COLUMN ', "
             "v_sq, ' ', v_kq, ' ', v_new_type, ' NOT NULL')",
-            f"CONCAT('ADD PRIMARY KEY (', v_kq, "
-            f"{_literal(f'), ADD UNIQUE KEY {unique} ({legacy})')})",
+            f"CONCAT('ADD PRIMARY KEY (', v_kq, {lit(f'), ADD UNIQUE KEY {unique} ({legacy})')})",
         )
     return (
-        _literal("DROP PRIMARY KEY"),
-        f"CONCAT('DROP COLUMN ', v_kq, {_literal(', RENAME COLUMN ' + legacy + ' TO ')}, v_kq)",
-        f"CONCAT('ADD PRIMARY KEY (', v_kq, {_literal(f'), DROP INDEX {unique}')})",
+        lit("DROP PRIMARY KEY"),
+        f"CONCAT('DROP COLUMN ', v_kq, {lit(', RENAME COLUMN ' + legacy + ' TO ')}, v_kq)",
+        f"CONCAT('ADD PRIMARY KEY (', v_kq, {lit(f'), DROP INDEX {unique}')})",
     )
 
 
 def _swaps(n: Names) -> str:
     """One atomic ALTER TABLE per table, in plan order."""
     before, columns, after = _root_clauses(n)
-    marker = "v_shadow_name" if n.direction == "ulid" else _literal(n.legacy_id)
+    marker = "v_shadow_name" if n.direction == "ulid" else lit(n.legacy_id)
     change = (
         f"CONCAT('CHANGE COLUMN ', {quoted('shadow')}, ' ', {quoted('col')}, ' ', v_new_type, "
         "IF(nullable, ' NULL', ' NOT NULL'), "

@@ -36,8 +36,8 @@ from alembic.operations import Operations
 from ..._convert_sql import ConvertSQL
 from ..._dialects import dialect_row
 from .._locks import DEFAULT_LOCK_TIMEOUT
-from .._offline_mariadb import _SAVED, _comment, _literal
-from .._plan.render_mariadb import checks_block, compound, signal
+from .._offline_mariadb import _SAVED
+from .._plan.render_mariadb import checks_block, comment, compound, lit, signal
 from .._primary_key._offline_mariadb_sql import quoted
 from ..mysql.storage_checks import shadow_checks
 from ._offline_mariadb_sql import (
@@ -88,7 +88,7 @@ def alter_shadow_offline(
     # Whole seconds, at least one: offline no retry follows a lock wait of 0.
     for statement in locks.set(max(1.0, timeout), False):
         out(f"{statement};")
-    label = _comment(f"{op.op_name}({op.table_name}, online=True)")
+    label = comment(f"{op.op_name}({op.table_name}, online=True)")
     out(f"-- {label}: the table checked before any change")
     out(checks_block(shadow_checks(n)))
     out(_shadow_block(n))
@@ -116,7 +116,7 @@ def _header(n: Names) -> str:
 
 def _in_progress(n: Names) -> str:
     """SQL true while the table's column is in the old storage."""
-    return f"v_kind <=> {_literal(n.from_kind)}"
+    return f"v_kind <=> {lit(n.from_kind)}"
 
 
 def _block(comment: str, n: Names, body: str, extra: str = "") -> str:
@@ -129,7 +129,7 @@ def _shadow_block(n: Names) -> str:
         "IS_NULLABLE = 'YES'" if op.nullable is None else ("TRUE" if op.nullable else "FALSE")
     )
     modify = (
-        f"CONCAT({_literal(f'ALTER TABLE {n.shadow} MODIFY {n.column} {n.type_sql}')}, "
+        f"CONCAT({lit(f'ALTER TABLE {n.shadow} MODIFY {n.column} {n.type_sql}')}, "
         "IF(v_nullable, ' NULL', ' NOT NULL'), "
         "IF(v_default IS NULL, '', CONCAT(' DEFAULT ', v_default)), "
         "IF(v_note = '', '', CONCAT(' COMMENT ', QUOTE(v_note))))"
@@ -143,7 +143,7 @@ def _shadow_block(n: Names) -> str:
       CREATE TABLE {n.shadow} LIKE {n.table};
       SET v_new_kind = v_kind;
     END IF;
-    IF v_new_kind <=> {_literal(n.from_kind)} THEN
+    IF v_new_kind <=> {lit(n.from_kind)} THEN
 {new_default(n)}      SELECT (SELECT {nullable} {column}), (SELECT COLUMN_COMMENT {column})
         INTO v_nullable, v_note;
       EXECUTE IMMEDIATE {modify};
@@ -154,7 +154,7 @@ def _shadow_block(n: Names) -> str:
         "  DECLARE v_nullable BOOLEAN;\n  DECLARE v_note TEXT CHARACTER SET utf8mb4;\n"
     )
     return _block(
-        f"-- Phase 1: the new table {_comment(n.shadow_name)}, empty, its column in the new\n"
+        f"-- Phase 1: the new table {comment(n.shadow_name)}, empty, its column in the new\n"
         "-- storage (instant: no row to convert)",
         n,
         body,
@@ -164,15 +164,15 @@ def _shadow_block(n: Names) -> str:
 
 def _row_lists(n: Names, row: str) -> str:
     """SQL of the written columns' values of ``row`` as the new table stores them."""
-    value = f"IF(COLUMN_NAME = {n.column_lit}, {_literal(n.converted(row))}, "
-    value += f"CONCAT({_literal(row + '.')}, {quoted('COLUMN_NAME')}))"
+    value = f"IF(COLUMN_NAME = {n.column_lit}, {lit(n.converted(row))}, "
+    value += f"CONCAT({lit(row + '.')}, {quoted('COLUMN_NAME')}))"
     return f"GROUP_CONCAT({value} ORDER BY ORDINAL_POSITION SEPARATOR ', ')"
 
 
 def _key_sql(n: Names, row: str) -> str:
     """SQL of the key of ``row`` as the new table stores it."""
-    plain = f"CONCAT({_literal(row + '.')}, v_qkey)"
-    converted = _literal(n.converted(row))
+    plain = f"CONCAT({lit(row + '.')}, v_qkey)"
+    converted = lit(n.converted(row))
     # Compared with the new table's key, the text takes that column's collation
     # (its literals have the session's, which an ascii_bin column refuses).
     collated = (
@@ -204,9 +204,9 @@ def _lists(n: Names) -> str:
 
 
 def _trigger_block(n: Names) -> str:
-    shadow = _literal(n.shadow)
+    shadow = lit(n.shadow)
     head = {
-        event: _literal(f"CREATE TRIGGER {sql} AFTER {event.upper()} ON {n.table} FOR EACH ROW ")
+        event: lit(f"CREATE TRIGGER {sql} AFTER {event.upper()} ON {n.table} FOR EACH ROW ")
         for event, sql in n.trigger_sql.items()
     }
     mirror = f"'REPLACE INTO ', {shadow}, ' (', v_names, ') VALUES (', v_new_values, ')'"
@@ -222,14 +222,14 @@ def _trigger_block(n: Names) -> str:
     creates = "".join(
         f"""\
     IF NOT EXISTS (SELECT 1 FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = {n.schema}
-        AND TRIGGER_NAME = {_literal(n.triggers[event])}) THEN
+        AND TRIGGER_NAME = {lit(n.triggers[event])}) THEN
       EXECUTE IMMEDIATE {sqls[event]};
     END IF;
 """
         for event in ("delete", "update", "insert")
     )
     body = f"""\
-  IF {_in_progress(n)} AND v_new_kind <=> {_literal(n.to_kind)} THEN
+  IF {_in_progress(n)} AND v_new_kind <=> {lit(n.to_kind)} THEN
 {_lists(n)}{creates}  END IF;
 """
     return _block(
@@ -249,12 +249,12 @@ def _triggers_exist(n: Names) -> str:
 
 
 def _copy_block(n: Names) -> str:
-    op, table, shadow = n.op, _literal(n.table), _literal(n.shadow)
+    op, table, shadow = n.op, lit(n.table), lit(n.shadow)
     column = n.column
     bad = n.sql.bad_text(column, n.from_kind)
     shown = column if n.from_kind in ("text", "hex") else f"HEX({column})"
-    not_ids = _literal(f"{op.op_name}: {op.table_name}.{op.column_name} holds ")
-    not_ids_end = _literal(f", which is not one of the {op.values_name}; nothing was copied")
+    not_ids = lit(f"{op.op_name}: {op.table_name}.{op.column_name} holds ")
+    not_ids_end = lit(f", which is not one of the {op.values_name}; nothing was copied")
     check = ""
     if op.checked_before(n.from_kind):
         check = f"""\
@@ -276,11 +276,11 @@ def _copy_block(n: Names) -> str:
     missing = f"""CONCAT('SELECT MIN(t.', v_qkey, ') INTO @sqlalchemy_ulid_low FROM ', {table},
         ' AS t LEFT JOIN ', {shadow}, ' AS s ON s.', v_qkey, ' = ', {_key_sql(n, "t")},
         ' WHERE s.', v_qkey, ' IS NULL')"""
-    stopped = _literal(f"{op.op_name}: a copy batch of {op.table_name} failed {_TRIES} times ")
-    label = _literal(f" rows of {op.table_name} copied")
+    stopped = lit(f"{op.op_name}: a copy batch of {op.table_name} failed {_TRIES} times ")
+    label = lit(f" rows of {op.table_name} copied")
     pause = f"\n      DO SLEEP({op.pause:g});" if op.pause else ""
     body = f"""\
-  IF {_in_progress(n)} AND v_new_kind <=> {_literal(n.to_kind)} AND {_triggers_exist(n)} THEN
+  IF {_in_progress(n)} AND v_new_kind <=> {lit(n.to_kind)} AND {_triggers_exist(n)} THEN
 {check}{_lists(n)}    -- The highest key now: a row above it was written through the triggers.
     EXECUTE IMMEDIATE CONCAT('SELECT MAX(', v_qkey, ') INTO @sqlalchemy_ulid_top FROM ', {table});
     SET @sqlalchemy_ulid_low = NULL;
@@ -310,7 +310,7 @@ def _copy_block(n: Names) -> str:
           {signal(f"CONCAT({stopped}, '(deadlock or lock wait timeout): run the script again')")}
         END IF;
         SET v_total = v_total + v_copied;
-        SELECT CONCAT({_literal(op.op_name + ": ")}, v_total, {label}) AS progress;
+        SELECT CONCAT({lit(op.op_name + ": ")}, v_total, {label}) AS progress;
         SET @sqlalchemy_ulid_low = @sqlalchemy_ulid_high, v_first = FALSE;{pause}
       END IF;
     END WHILE;
@@ -335,10 +335,10 @@ def _copy_block(n: Names) -> str:
 
 def _swap_block(n: Names) -> str:
     op = n.op
-    differ = _literal(f"{op.op_name}: {op.table_name} has ")
-    rerun = _literal(": nothing was swapped; run the script again (the copy goes on)")
+    differ = lit(f"{op.op_name}: {op.table_name} has ")
+    rerun = lit(": nothing was swapped; run the script again (the copy goes on)")
     body = f"""\
-  IF {_in_progress(n)} AND v_new_kind <=> {_literal(n.to_kind)} AND {_triggers_exist(n)} THEN
+  IF {_in_progress(n)} AND v_new_kind <=> {lit(n.to_kind)} AND {_triggers_exist(n)} THEN
     -- One statement: both counts from one read view (the triggers write both
     -- tables in the writer's transaction).
     SELECT (SELECT COUNT(*) FROM {n.table}), (SELECT COUNT(*) FROM {n.shadow})
@@ -351,10 +351,10 @@ def _swap_block(n: Names) -> str:
     SELECT (SELECT AUTO_INCREMENT FROM information_schema.TABLES WHERE {n.where(n.name)})
       INTO v_counter;
     IF v_counter IS NOT NULL THEN
-      EXECUTE IMMEDIATE CONCAT({_literal(f"ALTER TABLE {n.shadow} AUTO_INCREMENT = ")}, v_counter);
+      EXECUTE IMMEDIATE CONCAT({lit(f"ALTER TABLE {n.shadow} AUTO_INCREMENT = ")}, v_counter);
     END IF;
     RENAME TABLE {n.table} TO {n.old}, {n.shadow} TO {n.table};
-    SELECT {_literal(f"{op.op_name}: {op.table_name}.{op.column_name} converted")} AS progress;
+    SELECT {lit(f"{op.op_name}: {op.table_name}.{op.column_name} converted")} AS progress;
   END IF;
 """
     extra = "  DECLARE v_rows, v_new_rows, v_counter BIGINT UNSIGNED;\n"
@@ -371,15 +371,15 @@ def _clean_up_block(n: Names) -> str:
     drops = "".join(
         f"""\
     IF EXISTS (SELECT 1 FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = {n.schema}
-        AND TRIGGER_NAME = {_literal(name)}) THEN
+        AND TRIGGER_NAME = {lit(name)}) THEN
       DROP TRIGGER {n.trigger_sql[event]};
     END IF;
 """
         for event, name in n.triggers.items()
     )
-    old = _literal(n.from_kind)
+    old = lit(n.from_kind)
     body = f"""\
-  IF v_kind <=> {_literal(n.to_kind)} THEN
+  IF v_kind <=> {lit(n.to_kind)} THEN
 {drops}    -- Only a table of our own shape, its column still in the old storage.
     IF v_old_cols <=> v_cols AND v_old_kind <=> {old} THEN
       DROP TABLE {n.old};

@@ -17,8 +17,7 @@ import sqlalchemy as sa
 
 from ..._convert_sql import ConvertSQL
 from .._inspect import quote, safe_name
-from .._offline_mariadb import _comment, _literal
-from .._plan.render_mariadb import signal
+from .._plan.render_mariadb import comment, lit, signal
 from .._primary_key._offline_mariadb_sql import concat, quoted
 
 if TYPE_CHECKING:
@@ -52,20 +51,20 @@ class Names:
         self.shadow = quote(dialect, self.shadow_name, op.schema)
         self.old = quote(dialect, self.old_name, op.schema)
         self.column = quote(dialect, op.column_name)
-        self.column_lit = _literal(op.column_name)
-        self.schema = "DATABASE()" if op.schema is None else _literal(op.schema)
+        self.column_lit = lit(op.column_name)
+        self.schema = "DATABASE()" if op.schema is None else lit(op.schema)
         self.triggers = {
             event: safe_name(f"_{op.table_name}__ulid_{event[:3]}", dialect)
             for event in ("delete", "update", "insert")
         }
         self.trigger_sql = {e: quote(dialect, n, op.schema) for e, n in self.triggers.items()}
-        self.trigger_list = ", ".join(_literal(n) for n in self.triggers.values())
+        self.trigger_list = ", ".join(lit(n) for n in self.triggers.values())
         self.type_sql = op.column_type(op.to_storage, dialect).compile(dialect=dialect)
         self.holding = getattr(sql.holding(), "length", None) if sql.holding else None
-        self.label = _comment(f"{op.op_name}({op.table_name}.{op.column_name})")
+        self.label = comment(f"{op.op_name}({op.table_name}.{op.column_name})")
 
     def where(self, table: str) -> str:
-        return f"TABLE_SCHEMA = {self.schema} AND TABLE_NAME = {_literal(table)}"
+        return f"TABLE_SCHEMA = {self.schema} AND TABLE_NAME = {lit(table)}"
 
     def converted(self, row: str) -> str:
         """The column of ``row`` (NEW, OLD, t) converted, failing on a value that is not an id."""
@@ -73,7 +72,7 @@ class Names:
 
     def _kind(self, type_: sa.types.TypeEngine[Any]) -> str:
         found = self.op.found_kind(type_, self.holding)
-        return "NULL" if found is None else _literal(found)
+        return "NULL" if found is None else lit(found)
 
     def kind_case(self) -> str:
         """SQL of the storage kind of a column of information_schema.COLUMNS."""
@@ -152,7 +151,7 @@ def _default_patterns(kind: str) -> list[tuple[str, str]]:
 def _matches(n: Names) -> str:
     """CASE branches: the hex digits or text a literal DEFAULT ``d`` holds."""
     return " ".join(
-        f"WHEN d REGEXP {_literal(pattern)} THEN {extract}"
+        f"WHEN d REGEXP {lit(pattern)} THEN {extract}"
         for pattern, extract in _default_patterns(n.from_kind)
     )
 
@@ -181,8 +180,8 @@ def new_default(n: Names) -> str:
         form = "text" if n.to_kind == "uuid" else n.to_kind
         literal = f"CONCAT('''', {sql.from_hex[form]('v_hex')}, '''')"
     matches = _matches(n)
-    cannot = _literal(f"{op.op_name}: {op.table_name}.{op.column_name} has DEFAULT ")
-    after = _literal(", which cannot be carried to the new storage; nothing was changed")
+    cannot = lit(f"{op.op_name}: {op.table_name}.{op.column_name} has DEFAULT ")
+    after = lit(", which cannot be carried to the new storage; nothing was changed")
     return f"""\
   SELECT (SELECT COLUMN_DEFAULT FROM information_schema.COLUMNS WHERE {n.where(n.name)}
     AND COLUMN_NAME = {n.column_lit}) INTO v_old_default;

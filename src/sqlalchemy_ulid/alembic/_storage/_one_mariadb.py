@@ -28,8 +28,7 @@ from alembic.operations import Operations
 from sqlalchemy.engine import Connection
 
 from ..._convert_sql import ConvertSQL
-from .._offline_mariadb import _comment, _literal
-from .._plan.render_mariadb import checks_block, compound
+from .._plan.render_mariadb import checks_block, comment, compound, lit
 from .._plan.run import run_checks
 from ..mysql.storage_checks import column_kind, one_transaction_checks
 from ._offline_mariadb_sql import DEFAULT_DECLARATIONS, Names, new_default
@@ -74,9 +73,9 @@ def alter_in_place_script(
         "  DECLARE v_comment TEXT CHARACTER SET utf8mb4;\n"
         "  DECLARE message VARCHAR(512) CHARACTER SET utf8mb4;\n" + DEFAULT_DECLARATIONS
     )
-    comment = "IF(v_comment = '', '', CONCAT(' COMMENT ', QUOTE(v_comment)))"
-    modify = _literal(f"ALTER TABLE {n.table} MODIFY {n.column} ")
-    label = _comment(f"{op.op_name}({op.table_name}.{op.column_name})")
+    comment_clause = "IF(v_comment = '', '', CONCAT(' COMMENT ', QUOTE(v_comment)))"
+    modify = lit(f"ALTER TABLE {n.table} MODIFY {n.column} ")
+    label = comment(f"{op.op_name}({op.table_name}.{op.column_name})")
     out = context.impl.static_output
     saved = ", ".join(f"{user} = @@SESSION.{name}" for name, user in _SAVED)
     out(
@@ -99,9 +98,9 @@ def alter_in_place_script(
         compound(
             declare
             + found
-            + f"  IF v_kind <=> {_literal(from_kind)} THEN\n"
-            + f"    EXECUTE IMMEDIATE CONCAT({modify}, {_literal(f'{holding} {null}')}, "
-            + f"{kept}, {comment});\n"
+            + f"  IF v_kind <=> {lit(from_kind)} THEN\n"
+            + f"    EXECUTE IMMEDIATE CONCAT({modify}, {lit(f'{holding} {null}')}, "
+            + f"{kept}, {comment_clause});\n"
             + "  END IF;\n"
         )
     )
@@ -125,8 +124,8 @@ def alter_in_place_script(
             + found
             + "  IF v_kind <=> 'holding' THEN\n"
             + _indent(new_default(n))
-            + f"    EXECUTE IMMEDIATE CONCAT({modify}, {_literal(f'{n.type_sql} {null}')}, "
-            + f"IF(v_default IS NULL, '', CONCAT(' DEFAULT ', v_default)), {comment});\n"
+            + f"    EXECUTE IMMEDIATE CONCAT({modify}, {lit(f'{n.type_sql} {null}')}, "
+            + f"IF(v_default IS NULL, '', CONCAT(' DEFAULT ', v_default)), {comment_clause});\n"
             + "  END IF;\n"
         )
     )

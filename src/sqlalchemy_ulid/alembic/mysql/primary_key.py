@@ -28,7 +28,8 @@ from alembic.util import CommandError
 
 from ..._dialects import dialect_row
 from .._inspect import check_identifier
-from .._offline_mariadb import _SAVED, _comment
+from .._offline_mariadb import _SAVED
+from .._plan.render_mariadb import comment
 from .._primary_key._offline import refuse_local_zone
 from .._primary_key._offline_mariadb_plan import plan_block
 from .._primary_key._offline_mariadb_run import run_block
@@ -78,7 +79,7 @@ def mariadb_script(
     locks = dialect_row(dialect).locks
     assert locks is not None
     out = context.impl.static_output
-    label = _comment(op.table_name)
+    label = comment(op.table_name)
     with context.autocommit_block():
         out(
             f"-- {name}({label}), for MariaDB 10.10+. Run this script with the mariadb client\n"

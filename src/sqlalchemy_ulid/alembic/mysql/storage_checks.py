@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..._codec import InvalidULID
-from .._offline_mariadb import _literal
+from .._plan.render_mariadb import lit
 from .._plan.step import Step
 
 if TYPE_CHECKING:
@@ -38,13 +38,13 @@ def one_transaction_checks(n: Names) -> list[Step]:
     """The refusals of ``alter_ulid_storage`` (one transaction), in the online op's order."""
     op, sql = n.op, n.sql
     kind = _found(n, n.kind_case())
-    to_do = f"NOT {kind} <=> {_literal(n.to_kind)}"
+    to_do = f"NOT {kind} <=> {lit(n.to_kind)}"
     column = f"{op.table_name}.{op.column_name}"
-    nothing = _literal("; nothing was changed")
+    nothing = lit("; nothing was changed")
     done = sql.check(n.column, n.to_kind) or "TRUE"
     converted = f"(SELECT COUNT(*) FROM {n.table} WHERE {n.column} IS NOT NULL AND ({done}))"
     present = f"(SELECT COUNT({n.column}) FROM {n.table})"
-    name = _literal(op.table_name)
+    name = lit(op.table_name)
     references = (
         "(SELECT GROUP_CONCAT(CONCAT(TABLE_NAME, '(', COLUMN_NAME, ') references ', "
         "REFERENCED_TABLE_NAME, '.', REFERENCED_COLUMN_NAME) SEPARATOR '; ') "
@@ -58,33 +58,33 @@ def one_transaction_checks(n: Names) -> list[Step]:
             "the column exists",
             "check",
             guard=f"NOT EXISTS {_found(n, '1')}",
-            message=_literal(f"{op.table_name} has no column {op.column_name!r}"),
+            message=lit(f"{op.table_name} has no column {op.column_name!r}"),
         ),
         Step(
             "the column is in either storage",
             "check",
-            guard=f"{to_do} AND NOT ({kind} <=> {_literal(n.from_kind)} OR {kind} <=> 'holding')",
-            message=f"CONCAT({_literal(column + ' is ')}, {_found(n, 'COLUMN_TYPE')}, "
-            f"{_literal(f', which is neither {n.from_kind} nor {n.to_kind} storage')}, {nothing})",
+            guard=f"{to_do} AND NOT ({kind} <=> {lit(n.from_kind)} OR {kind} <=> 'holding')",
+            message=f"CONCAT({lit(column + ' is ')}, {_found(n, 'COLUMN_TYPE')}, "
+            f"{lit(f', which is neither {n.from_kind} nor {n.to_kind} storage')}, {nothing})",
         ),
         Step(
             "no foreign key uses the column",
             "check",
             guard=f"{to_do} AND {references} IS NOT NULL",
-            message=f"CONCAT({_literal(column + ' is used by foreign keys (')}, {references}, "
-            f"{_literal('); nothing was changed. Drop those foreign keys, convert the key and every column referencing it with alter_ulid_storage, then create the foreign keys again')})",  # noqa: E501
+            message=f"CONCAT({lit(column + ' is used by foreign keys (')}, {references}, "
+            f"{lit('); nothing was changed. Drop those foreign keys, convert the key and every column referencing it with alter_ulid_storage, then create the foreign keys again')})",  # noqa: E501
         ),
         Step(
             "the values are all old or all new",
             "check",
             guard=f"{kind} <=> 'holding' AND {converted} > 0 AND {converted} <> {present}",
-            message=f"CONCAT({_literal(column + ' holds ')}, {converted}, ' converted and ', "
-            f"{present} - {converted}, {_literal(' unconverted values (rows written during an interrupted conversion?); nothing was changed. Convert or delete the odd rows by hand, then rerun')})",  # noqa: E501
+            message=f"CONCAT({lit(column + ' holds ')}, {converted}, ' converted and ', "
+            f"{present} - {converted}, {lit(' unconverted values (rows written during an interrupted conversion?); nothing was changed. Convert or delete the odd rows by hand, then rerun')})",  # noqa: E501
         ),
     ]
     checks.append(_default_check(n, kind, to_do))
     if op.checked_before(n.from_kind):
-        when = f"({kind} <=> {_literal(n.from_kind)} OR ({kind} <=> 'holding' AND {converted} = 0))"
+        when = f"({kind} <=> {lit(n.from_kind)} OR ({kind} <=> 'holding' AND {converted} = 0))"
         checks.append(_values_check(n, when))
     return checks
 
@@ -100,8 +100,8 @@ def _values_check(n: Names, when: str) -> Step:
         "every value is an id",
         "check",
         guard=f"{when} AND {example} IS NOT NULL",
-        message=f"CONCAT({_literal(f'{column} holds values that are not {op.values_name} (e.g. ')}, "  # noqa: E501
-        f"{example}, {_literal('); nothing was changed')})",
+        message=f"CONCAT({lit(f'{column} holds values that are not {op.values_name} (e.g. ')}, "
+        f"{example}, {lit('); nothing was changed')})",
         error=InvalidULID,
     )
 
@@ -119,8 +119,8 @@ def _default_check(n: Names, kind: str, to_do: str) -> Step:
         "check",
         guard=f"{to_do} AND {default} IS NOT NULL AND {default} <> 'NULL' "
         f"AND ({value} IS NULL OR NOT COALESCE({valid}, FALSE))",
-        message=f"CONCAT({_literal(column + ' has DEFAULT ')}, {default}, "
-        f"{_literal(', which cannot be carried to the new storage; nothing was changed')})",
+        message=f"CONCAT({lit(column + ' has DEFAULT ')}, {default}, "
+        f"{lit(', which cannot be carried to the new storage; nothing was changed')})",
     )
 
 
@@ -146,9 +146,9 @@ def shadow_checks(n: Names) -> list[Step]:
     """
     op = n.op
     where = f"{op.op_name}({op.table_name!r}, online=True)"
-    kind, to = _kind_of(n, n.name), _literal(n.to_kind)
+    kind, to = _kind_of(n, n.name), lit(n.to_kind)
     to_do = f"NOT {kind} <=> {to}"
-    name, column = _literal(op.table_name), f"{op.table_name}.{op.column_name}"
+    name, column = lit(op.table_name), f"{op.table_name}.{op.column_name}"
     cols, new_cols = _columns(n, n.name), _columns(n, n.shadow_name)
     engine = f"(SELECT ENGINE FROM information_schema.TABLES WHERE {n.where(n.name)})"
     keys = (
@@ -178,19 +178,19 @@ def shadow_checks(n: Names) -> list[Step]:
             "the table exists",
             "check",
             guard=f"{cols} IS NULL",
-            message=_literal(f"{op.table_name} does not exist: nothing was changed"),
+            message=lit(f"{op.table_name} does not exist: nothing was changed"),
         ),
         Step(
             "the column exists",
             "check",
             guard=f"NOT EXISTS {_found(n, '1')}",
-            message=_literal(f"{op.table_name} has no column {op.column_name!r}"),
+            message=lit(f"{op.table_name} has no column {op.column_name!r}"),
         ),
         Step(
             "no one-transaction run was interrupted",
             "check",
             guard=f"{kind} <=> 'holding'",
-            message=_literal(
+            message=lit(
                 f"{column} is VARBINARY: a conversion without online=True was interrupted. "
                 "Finish it by rerunning without online=True"
             ),
@@ -198,8 +198,8 @@ def shadow_checks(n: Names) -> list[Step]:
         Step(
             "the column is in the old storage",
             "check",
-            guard=f"{to_do} AND NOT {kind} <=> {_literal(n.from_kind)}",
-            message=_literal(
+            guard=f"{to_do} AND NOT {kind} <=> {lit(n.from_kind)}",
+            message=lit(
                 f"{column} is neither {n.from_kind} nor {n.to_kind} storage: nothing was changed"
             ),
         ),
@@ -207,14 +207,14 @@ def shadow_checks(n: Names) -> list[Step]:
             "an InnoDB table",
             "check",
             guard=f"{to_do} AND NOT {engine} <=> 'InnoDB'",
-            message=f"CONCAT({_literal(f'{where} needs an InnoDB table; {op.table_name} is ')}, "
+            message=f"CONCAT({lit(f'{where} needs an InnoDB table; {op.table_name} is ')}, "
             f"COALESCE({engine}, '?'))",
         ),
         Step(
             "a single-column primary key",
             "check",
             guard=f"{to_do} AND {keys} <> 1",
-            message=_literal(
+            message=lit(
                 f"{where} needs a single-column primary key on {op.table_name}: the copy "
                 f"walks it in batches and the triggers find rows by it. {nothing}"
             ),
@@ -223,21 +223,21 @@ def shadow_checks(n: Names) -> list[Step]:
             "no foreign key uses the table",
             "check",
             guard=f"{to_do} AND {foreign} IS NOT NULL",
-            message=f"CONCAT({_literal(f'{where}: foreign keys use the table: ')}, {foreign}, "
-            f"{_literal(f'; the swap renames the table, which would leave them on the old copy. {nothing}: drop them first and create them again afterwards')})",  # noqa: E501
+            message=f"CONCAT({lit(f'{where}: foreign keys use the table: ')}, {foreign}, "
+            f"{lit(f'; the swap renames the table, which would leave them on the old copy. {nothing}: drop them first and create them again afterwards')})",  # noqa: E501
         ),
         Step(
             "no trigger of the application's",
             "check",
             guard=f"{to_do} AND {triggers} IS NOT NULL",
-            message=f"CONCAT({_literal(f'{where}: {op.table_name} has triggers (')}, {triggers}, "
-            f"{_literal(f'); they would not follow the swap to the new table. {nothing}: drop them, convert, then create them again')})",  # noqa: E501
+            message=f"CONCAT({lit(f'{where}: {op.table_name} has triggers (')}, {triggers}, "
+            f"{lit(f'); they would not follow the swap to the new table. {nothing}: drop them, convert, then create them again')})",  # noqa: E501
         ),
         Step(
             "the old table's name is free",
             "check",
             guard=f"{to_do} AND {_columns(n, n.old_name)} IS NOT NULL",
-            message=_literal(
+            message=lit(
                 f"{where} needs the name {n.old_name} for the old table during the swap, and "
                 f"a table has it (left by an earlier conversion?). {nothing}: drop or rename it"
             ),
@@ -247,8 +247,8 @@ def shadow_checks(n: Names) -> list[Step]:
             "check",
             guard=f"{to_do} AND {new_cols} IS NOT NULL AND NOT ("
             f"({new_cols} <=> {cols} AND {new_kind} <=> {to}) OR ({new_cols} <=> {cols} "
-            f"AND {new_kind} <=> {_literal(n.from_kind)} AND {ours_idle}))",
-            message=_literal(
+            f"AND {new_kind} <=> {lit(n.from_kind)} AND {ours_idle}))",
+            message=lit(
                 f"{where} builds the new table as {n.shadow_name}, and a table of another "
                 f"shape is named {n.shadow_name}. {nothing}: drop or rename it"
             ),
@@ -256,5 +256,5 @@ def shadow_checks(n: Names) -> list[Step]:
         _default_check(n, kind, to_do),
     ]
     if op.checked_before(n.from_kind):
-        checks.append(_values_check(n, f"{kind} <=> {_literal(n.from_kind)}"))
+        checks.append(_values_check(n, f"{kind} <=> {lit(n.from_kind)}"))
     return checks

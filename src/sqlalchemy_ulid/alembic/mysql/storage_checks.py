@@ -54,12 +54,7 @@ def one_transaction_checks(n: Names) -> list[Step]:
         f"AND REFERENCED_COLUMN_NAME = {n.column_lit})))"
     )
     checks = [
-        Step(
-            "the column exists",
-            "check",
-            guard=f"NOT EXISTS {_found(n, '1')}",
-            message=lit(f"{op.table_name} has no column {op.column_name!r}"),
-        ),
+        _column_check(n),
         Step(
             "the column is in either storage",
             "check",
@@ -87,6 +82,16 @@ def one_transaction_checks(n: Names) -> list[Step]:
         when = f"({kind} <=> {lit(n.from_kind)} OR ({kind} <=> 'holding' AND {converted} = 0))"
         checks.append(_values_check(n, when))
     return checks
+
+
+def _column_check(n: Names) -> Step:
+    """The column is in the table (both ops ask it first, or after the table)."""
+    return Step(
+        "the column exists",
+        "check",
+        guard=f"NOT EXISTS {_found(n, '1')}",
+        message=lit(f"{n.op.table_name} has no column {n.op.column_name!r}"),
+    )
 
 
 def _values_check(n: Names, when: str) -> Step:
@@ -180,12 +185,7 @@ def shadow_checks(n: Names) -> list[Step]:
             guard=f"{cols} IS NULL",
             message=lit(f"{op.table_name} does not exist: nothing was changed"),
         ),
-        Step(
-            "the column exists",
-            "check",
-            guard=f"NOT EXISTS {_found(n, '1')}",
-            message=lit(f"{op.table_name} has no column {op.column_name!r}"),
-        ),
+        _column_check(n),
         Step(
             "no one-transaction run was interrupted",
             "check",

@@ -87,6 +87,7 @@ SERVER_TIER = frozenset(
         "test_alembic_online",
         "test_alembic_online_offline",
         "test_alembic_primary_key_golden_mariadb",
+        "test_alembic_primary_key_golden_postgresql",
         "test_alembic_primary_key_offline_adversarial",
         "test_alembic_primary_key_offline_mariadb",
         "test_alembic_primary_key_offline_postgresql",

@@ -273,12 +273,15 @@ def swap_steps(connection: Connection, plan: Plan) -> list[Step]:
             f"{guards.has_primary_key(*on(name))} AND {pending(name, column.column)}",
         )
 
-    def add_pk(name: str, column: KeyColumn) -> Step:
-        return step(
+    def add_pk(name: str, column: KeyColumn) -> list[Step]:
+        """Add the primary key again, with its comment (lost with the dropped one)."""
+        add = step(
             f"primary key {name}",
             pk_sql(name, column.column, column.primary_key, add=True),
             f"NOT {guards.has_primary_key(*on(name))}",
         )
+        label = column.primary_key or ""
+        return [add, *comment_back(label, name, False, column.pk_comment, "primary key")]
 
     def not_null(label: str, column: KeyColumn) -> Step:
         statement = sql.set_not_null.format(
@@ -310,6 +313,28 @@ def swap_steps(connection: Connection, plan: Plan) -> list[Step]:
             c.column for c in plan.columns[1:] if c.table == ix.table and c.column in ix.columns
         )
 
+    def comment_back(
+        label: str, name: str, index: bool, text: str | None, kind: str = "foreign key"
+    ) -> list[Step]:
+        """Give a recreated index or constraint its comment back, where the database can."""
+        schema_sql = quoted(connection, plan.schema) if plan.schema else None
+        statement = None
+        if text is not None:
+            statement = guards.comment_sql(
+                on(name)[0], schema_sql, index, quoted(connection, label), text
+            )
+        if statement is None:
+            return []
+        read = guards.index_comment if index else guards.constraint_comment
+        now = read(*on(name), label)
+        return [
+            step(
+                f"comment {'index' if index else kind} {label}",
+                statement,
+                f"COALESCE({now}, '') <> {guards.literal(text)}",
+            )
+        ]
+
     steps = [
         step(
             f"drop foreign key {fk.name}",
@@ -339,7 +364,7 @@ def swap_steps(connection: Connection, plan: Plan) -> list[Step]:
         if column.comment is not None:
             steps.append(comment(f"comment {label}", column, column.comment))
         if column.primary_key is not None:
-            steps.append(add_pk(column.table, column))
+            steps += add_pk(column.table, column)
 
     key = plan.columns[0]
     # Added on the key before it is renamed to legacy_id; dropped after
@@ -356,35 +381,15 @@ def swap_steps(connection: Connection, plan: Plan) -> list[Step]:
             rename(
                 "rename shadow to key", plan.table, key.shadow, plan.key, replace(key, comment=None)
             ),
-            add_pk(plan.table, key),
+            *add_pk(plan.table, key),
         ]
     else:
         steps += [
             drop_pk(plan.table, key),
             drop_column("drop key", plan.table, plan.key, plan.legacy_id),
             rename("rename legacy to key", plan.table, plan.legacy_id, plan.key),
-            add_pk(plan.table, key),
+            *add_pk(plan.table, key),
             step("drop unique legacy", compiled(sa.schema.DropConstraint(unique)), has_unique),
-        ]
-
-    def comment_back(label: str, name: str, index: bool, text: str | None) -> list[Step]:
-        """Give a recreated index or foreign key its comment back, where the database can."""
-        schema_sql = quoted(connection, plan.schema) if plan.schema else None
-        statement = None
-        if text is not None:
-            statement = guards.comment_sql(
-                on(name)[0], schema_sql, index, quoted(connection, label), text
-            )
-        if statement is None:
-            return []
-        read = guards.index_comment if index else guards.constraint_comment
-        now = read(*on(name), label)
-        return [
-            step(
-                f"comment {'index' if index else 'foreign key'} {label}",
-                statement,
-                f"COALESCE({now}, '') <> {guards.literal(text)}",
-            )
         ]
 
     for ix in plan.indexes:

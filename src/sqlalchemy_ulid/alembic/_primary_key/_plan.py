@@ -65,6 +65,8 @@ class KeyColumn:
     comment: str | None = None
     #: its NOT NULL constraint's name (PostgreSQL 18+), given again likewise
     not_null: str | None = None
+    #: the comment on its primary key constraint (PostgreSQL), given again likewise
+    pk_comment: str | None = None
 
 
 @dataclass(frozen=True)
@@ -276,19 +278,9 @@ def _follow_references(connection: Connection, inspector: Any, plan: Plan, suffi
                     )
                 column = fk["constrained_columns"][0]
                 options = fk.get("options") or {}
+                kept = ("ondelete", "onupdate", "deferrable", "initially", "match")
                 plan.foreign_keys.append(
-                    ForeignKeyDef(
-                        fk["name"],
-                        table,
-                        column,
-                        parent[0],
-                        parent[1],
-                        options.get("ondelete"),
-                        options.get("onupdate"),
-                        options.get("deferrable"),
-                        options.get("initially"),
-                        options.get("match"),
-                    )
+                    ForeignKeyDef(fk["name"], table, column, *parent, *map(options.get, kept))
                 )
                 if (table, column) in seen:
                     continue
@@ -331,9 +323,15 @@ def _read_catalog(connection: Connection, plan: Plan) -> None:
         )
         for fk in plan.foreign_keys
     ]
-    plan.columns[1:] = [
-        replace(c, not_null=read(catalog.not_null_name, c.table, c.column))
-        for c in plan.columns[1:]
+    plan.columns = [
+        replace(
+            c,
+            not_null=read(catalog.not_null_name, c.table, c.column) if c.parent else None,
+            pk_comment=read(catalog.constraint_comment, c.table, c.primary_key)
+            if c.primary_key
+            else None,
+        )
+        for c in plan.columns
     ]
     indexes = []
     for ix in plan.indexes:

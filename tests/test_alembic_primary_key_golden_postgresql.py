@@ -342,10 +342,14 @@ def _pinned(online: list[Change], op: str) -> tuple[list[Change], list[Change]]:
 
 @pytest.fixture(params=["public", SCHEMA_NAME])
 def config(pg: Engine, tmp_path: Path, request: pytest.FixtureRequest) -> Config:
-    """The op on the tables in the search path, or in a schema of their own (schema=)."""
-    schema = "" if request.param == "public" else f"schema={request.param!r}"
-    up = ", ".join(filter(None, ["from_time='created_at'", schema]))
-    config = _project(tmp_path, pg, table=KEY, up=up, down=schema)
+    """The tables in the search path, ids from a time column; or in a schema of
+    their own (``schema=``), ids dated now in batches of 4, stored as bytes."""
+    if request.param == "public":
+        up, down = "from_time='created_at'", ""
+    else:
+        down = f"schema={request.param!r}, batch_size=4"
+        up = f"{down}, storage='binary'"
+    config = _project(tmp_path, pg, table=KEY, up=up, down=down)
     config.attributes["schema"] = request.param
     return config
 

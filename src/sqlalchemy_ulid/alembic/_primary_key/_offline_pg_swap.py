@@ -27,6 +27,7 @@ from __future__ import annotations
 import textwrap
 
 from .._offline import _dollar_quoted, _literal
+from ..postgresql.catalog import INDEX_ROWS, index_ddl
 from ._offline_pg_plan import MAX_MS, Names, declarations, marker
 
 __all__ = ["fill_key_block", "fill_referencing_block", "prepare_block", "swap_block"]
@@ -284,6 +285,7 @@ def swap_block(names: Names) -> str:
   IF EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = k.relid AND conname = {unique}) THEN
     EXECUTE format('ALTER TABLE %I.%I DROP CONSTRAINT %I', sch, k.tbl, {unique});
   END IF;"""
+    index_sql = index_ddl("format('%I.%I', sch, t.relname)")
     body = f"""
 DECLARE
 {declarations(names)}{_key_declarations(names)}  r record;
@@ -354,31 +356,22 @@ BEGIN
     AND EXISTS (SELECT 1 FROM pg_temp.ulid_pk_plan q
       WHERE q.relid = con.confrelid AND q.attnum = ANY (con.confkey))
     UNION ALL
-    SELECT 2, cl.relname, con.conname, pg_get_constraintdef(con.oid),
-      obj_description(con.oid, 'pg_constraint')
-    FROM pg_constraint con JOIN pg_class cl ON cl.oid = con.conrelid
-    WHERE con.contype = 'u' AND con.conparentid = 0 AND EXISTS (SELECT 1
-      FROM pg_temp.ulid_pk_plan c WHERE c.pos > 0 AND c.relid = con.conrelid
-      AND c.attnum = ANY (con.conkey))
-    UNION ALL
     SELECT 0, cl.relname, con.conname, NULL, obj_description(con.oid, 'pg_constraint')
     FROM pg_constraint con JOIN pg_class cl ON cl.oid = con.conrelid
     WHERE con.contype = 'p' AND obj_description(con.oid, 'pg_constraint') IS NOT NULL
     AND EXISTS (SELECT 1 FROM pg_temp.ulid_pk_plan c
       WHERE c.relid = con.conrelid AND c.pk_name = con.conname)
     UNION ALL
-    -- An index of a partitioned table prints as ON ONLY (its partitions' indexes
-    -- attached one by one); created without ONLY, it is built on every partition.
-    SELECT 1, t.relname, i.relname, CASE WHEN t.relkind = 'p' THEN replace(
-        pg_get_indexdef(x.indexrelid), format('INDEX %I ON ONLY ', i.relname),
-        format('INDEX %I ON ', i.relname)) ELSE pg_get_indexdef(x.indexrelid) END,
-      obj_description(x.indexrelid, 'pg_class')
-    FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid
+    -- Step 1 an index, 2 a unique constraint, made again by the text online makes.
+    SELECT CASE WHEN c.oid IS NULL THEN 1 ELSE 2 END, t.relname, i.relname,
+      {index_sql},
+      coalesce(obj_description(c.oid, 'pg_constraint'), obj_description(x.indexrelid, 'pg_class'))
+    {INDEX_ROWS}
     WHERE NOT x.indisprimary AND NOT EXISTS (SELECT 1 FROM pg_constraint con
       WHERE con.conindid = x.indexrelid AND con.conrelid = x.indrelid
-      AND con.contype IN ('p', 'u', 'x'))
-    AND EXISTS (SELECT 1 FROM pg_temp.ulid_pk_plan c
-      WHERE c.pos > 0 AND c.relid = x.indrelid AND c.attnum = ANY (x.indkey::int2[]));
+      AND con.contype IN ('p', 'x'))
+    AND EXISTS (SELECT 1 FROM pg_temp.ulid_pk_plan q
+      WHERE q.pos > 0 AND q.relid = x.indrelid AND q.attnum = ANY (x.indkey::int2[]));
   FOR d IN SELECT * FROM pg_temp.ulid_pk_redo WHERE step = 3 ORDER BY tbl, name LOOP
     EXECUTE format('ALTER TABLE %I.%I DROP CONSTRAINT %I', sch, d.tbl, d.name);
   END LOOP;
@@ -405,9 +398,9 @@ BEGIN
     END IF;
   END LOOP;{root}
   FOR d IN SELECT * FROM pg_temp.ulid_pk_redo ORDER BY step, tbl, name LOOP
-    IF d.step = 1 THEN
+    IF d.step IN (1, 2) THEN
       EXECUTE d.def;
-    ELSIF d.step > 1 THEN
+    ELSIF d.step = 3 THEN
       EXECUTE format('ALTER TABLE %I.%I ADD CONSTRAINT %I %s', sch, d.tbl, d.name, d.def);
     END IF;
     CONTINUE WHEN d.note IS NULL;

@@ -20,6 +20,7 @@ from .._plan.render_pg import dollar_quoted
 from .._plan.state import StateSQL, literal
 
 __all__ = [
+    "INDEX_ROWS",
     "LOCKS",
     "STATE",
     "KeyCatalog",
@@ -29,6 +30,7 @@ __all__ = [
     "column_nullable",
     "column_where",
     "constraint_exists",
+    "index_ddl",
     "index_named",
     "literal",
     "unique_elsewhere",
@@ -130,6 +132,33 @@ def unique_elsewhere(table: str, column: str, name: str) -> str:
     )
 
 
+#: The rows ``index_ddl`` reads: an index ``x``, its ``pg_class`` row ``i``,
+#: its table's ``t``, and ``c``, the unique constraint that owns it (if one does).
+INDEX_ROWS = (
+    "FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
+    "JOIN pg_class t ON t.oid = x.indrelid LEFT JOIN pg_constraint c "
+    "ON c.conindid = x.indexrelid AND c.conrelid = x.indrelid AND c.contype = 'u'"
+)
+
+
+def index_ddl(table_sql: str) -> str:
+    """SQL of the DDL that makes an index (of ``INDEX_ROWS``) again, as the catalog prints it.
+
+    One text, online and in the offline script: storage parameters and
+    ``NULLS NOT DISTINCT`` come back with it; a unique constraint's index is
+    added as the constraint (``table_sql``: SQL of the table's quoted,
+    qualified name). A partitioned table's index prints ``ON ONLY``: without
+    it, it is built on every partition.
+    """
+    return (
+        "CASE WHEN c.oid IS NOT NULL THEN format('ALTER TABLE %s ADD CONSTRAINT %I %s', "
+        f"{table_sql}, c.conname, pg_get_constraintdef(c.oid)) "
+        "WHEN t.relkind = 'p' THEN replace(pg_get_indexdef(x.indexrelid), "
+        "format('INDEX %I ON ONLY ', i.relname), format('INDEX %I ON ', i.relname)) "
+        "ELSE pg_get_indexdef(x.indexrelid) END"
+    )
+
+
 def _of_constraint(what: str, table_sql: str, name: str) -> str:
     """SQL of ``what`` (on ``c``, its pg_constraint row) of the table's constraint ``name``."""
     return (
@@ -188,25 +217,10 @@ class KeyCatalog:
 
     @staticmethod
     def index_definition(table_sql: str, table: str, schema: str | None, name: str) -> str:
-        """SQL of the DDL that creates the table's index (or unique constraint) ``name`` again.
-
-        The catalog's own text, as the offline script takes it: storage
-        parameters and ``NULLS NOT DISTINCT`` come back with it. A
-        partitioned table's index prints ``ON ONLY``: without it, it is
-        built on every partition.
-        """
-        rel = f"to_regclass({literal(table_sql)})"
+        """SQL of the DDL that creates the table's index (or unique constraint) ``name`` again."""
         return (
-            "(SELECT CASE WHEN c.oid IS NOT NULL "
-            "THEN format('ALTER TABLE %s ADD CONSTRAINT %I %s', "
-            f"{literal(table_sql)}, c.conname, pg_get_constraintdef(c.oid)) "
-            "WHEN t.relkind = 'p' THEN replace(pg_get_indexdef(x.indexrelid), "
-            "format('INDEX %I ON ONLY ', i.relname), format('INDEX %I ON ', i.relname)) "
-            "ELSE pg_get_indexdef(x.indexrelid) END "
-            "FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
-            "JOIN pg_class t ON t.oid = x.indrelid LEFT JOIN pg_constraint c "
-            "ON c.conindid = x.indexrelid AND c.conrelid = x.indrelid AND c.contype = 'u' "
-            f"WHERE x.indrelid = {rel} AND i.relname = {literal(name)})"
+            f"(SELECT {index_ddl(literal(table_sql))} {INDEX_ROWS} "
+            f"WHERE x.indrelid = to_regclass({literal(table_sql)}) AND i.relname = {literal(name)})"
         )
 
     @staticmethod

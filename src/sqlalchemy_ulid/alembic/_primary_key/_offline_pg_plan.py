@@ -19,7 +19,9 @@ from sqlalchemy.dialects import postgresql
 
 from ..._dialects import key_conversion_sql
 from .._names import shadow_name_pg
-from .._offline import _MILLIS_BY_TYPE, _dollar_quoted, _literal
+from .._offline import _MILLIS_BY_TYPE
+from .._plan.render_pg import dollar_quoted
+from .._plan.state import literal
 from ._plan import STATE_TABLE
 
 __all__ = ["Names", "declarations", "marker", "plan_block"]
@@ -59,17 +61,17 @@ class Names:
 
 def declarations(names: Names) -> str:
     """The PL/pgSQL constants every block starts with (names as string literals)."""
-    schema = _literal(names.schema) if names.schema is not None else "NULL::text"
+    schema = literal(names.schema) if names.schema is not None else "NULL::text"
     return f"""\
   sch text := coalesce({schema}, current_schema());
-  tbl text := {_literal(names.table)};
-  legacy text := {_literal(names.legacy_id)};
+  tbl text := {literal(names.table)};
+  legacy text := {literal(names.legacy_id)};
 """
 
 
 def marker(op_name: str) -> str:
     """SQL: the start of the comment a shadow column of ``op_name`` carries."""
-    return f"{_literal(f'sqlalchemy_ulid: {op_name} of ')} || tbl || ' (offline): new values of '"
+    return f"{literal(f'sqlalchemy_ulid: {op_name} of ')} || tbl || ' (offline): new values of '"
 
 
 def _query(sql: str, columns: str, select: str) -> str:
@@ -80,7 +82,7 @@ def _query(sql: str, columns: str, select: str) -> str:
         .replace(":table", "$2")
         .replace(":column", "$3")
     )
-    return _literal(f"SELECT {select} FROM ({bound}) AS o({columns})")
+    return literal(f"SELECT {select} FROM ({bound}) AS o({columns})")
 
 
 #: What else uses a referencing column, which the swap's DROP COLUMN would
@@ -90,7 +92,7 @@ def _query(sql: str, columns: str, select: str) -> str:
 _PG = key_conversion_sql(postgresql.dialect())  # type: ignore[no-untyped-call]
 assert _PG is not None
 assert _PG.dependants is not None
-_USED = _literal(
+_USED = literal(
     "SELECT string_agg(DISTINCT u.n, ', ') FROM ("
     + _PG.dependants.replace(":table", "$1")
     .replace(":column", "$2")
@@ -107,7 +109,7 @@ def plan_block(names: Names) -> str:
     assert sql.index_options is not None
     op = names.op_name
     ulid = names.direction == "ulid"
-    when = _literal(names.from_time) if names.from_time is not None else "NULL::text"
+    when = literal(names.from_time) if names.from_time is not None else "NULL::text"
     named = "string_agg(format('%s (on %s)', name, tbl), ', ' ORDER BY name, tbl)"
     triggers = _query(sql.triggers, "name, tbl", named)
     views = _query(sql.views, "name, tbl", named)
@@ -142,7 +144,7 @@ def plan_block(names: Names) -> str:
     RAISE EXCEPTION '{op}: legacy_id=% is the name this op gives the new values of %.% before '
       'the swap: choose another name', legacy, tbl, key_col;
   END IF;
-  new_type := {_literal(names.new_type)};
+  new_type := {literal(names.new_type)};
   IF when_col IS NOT NULL THEN
     SELECT format_type(a.atttypid, a.atttypmod), {_MILLIS_BY_TYPE} INTO time_type, millis
       FROM pg_attribute a
@@ -176,7 +178,7 @@ def plan_block(names: Names) -> str:
     )
     done = (
         f"""has_legacy AND EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = key_rel
-      AND contype = 'u' AND conname = {_literal(names.legacy_unique)})"""
+      AND contype = 'u' AND conname = {literal(names.legacy_unique)})"""
         if ulid
         else "NOT has_legacy"
     )
@@ -232,8 +234,8 @@ BEGIN
     RAISE EXCEPTION '{op}: an unfinished {names.other_op} of % (an offline script) left the '
       'columns %: run that script again to finish it first', tbl, found_names;
   END IF;
-  IF to_regclass(format('%I.%I', sch, {_literal(STATE_TABLE)})) IS NOT NULL THEN
-    EXECUTE format('SELECT count(*) FROM %I.%I WHERE name = $1', sch, {_literal(STATE_TABLE)})
+  IF to_regclass(format('%I.%I', sch, {literal(STATE_TABLE)})) IS NOT NULL THEN
+    EXECUTE format('SELECT count(*) FROM %I.%I WHERE name = $1', sch, {literal(STATE_TABLE)})
       INTO n USING tbl;
     IF n > 0 THEN
       RAISE EXCEPTION '{op}: an unfinished conversion of % started online is recorded in '
@@ -378,5 +380,5 @@ END
     return (
         "-- The plan, from the catalog: the key and every column that references it, and\n"
         "-- what the op refuses, checked before any change\n"
-        f"DO {_dollar_quoted('plan', body)};"
+        f"DO {dollar_quoted('plan', body)};"
     )

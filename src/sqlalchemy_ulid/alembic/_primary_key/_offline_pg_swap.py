@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import textwrap
 
-from .._offline import _dollar_quoted, _literal
+from .._plan.render_pg import dollar_quoted
+from .._plan.state import literal
 from ..postgresql.catalog import INDEX_ROWS, index_ddl
 from ._offline_pg_plan import MAX_MS, Names, declarations, marker
 
@@ -74,7 +75,7 @@ END
     return (
         "-- Phase 1: a nullable shadow column beside each changing column (a metadata\n"
         "-- change), each committed\n"
-        f"DO {_dollar_quoted('prepare', body)};"
+        f"DO {dollar_quoted('prepare', body)};"
     )
 
 
@@ -106,7 +107,7 @@ def _key_fill(names: Names, *, commit: bool) -> str:
     # format() templates: %1$I schema, %2$I table, %3$I shadow, %4$I key,
     # %5$I from_time, %6$s its Unix milliseconds (or the key's type), %7$s,
     # %8$s the millisecond and tie number to go on from.
-    out_of_range = _literal(
+    out_of_range = literal(
         f"{names.op_name}: a from_time value is out of the ULID range (1970 to 10889) or NULL: "
     ).replace("%", "%%")
     stage = (
@@ -142,23 +143,23 @@ def _key_fill(names: Names, *, commit: bool) -> str:
     # then is tried again, as DDL is: the rows it has updated stay locked
     # while it waits, so a long wait would hold up writers to those rows.
     time_batch = f"""\
-        EXECUTE format({_dollar_quoted("batch", by_time)}, sch, k.tbl, k.shadow, k.col)
+        EXECUTE format({dollar_quoted("batch", by_time)}, sch, k.tbl, k.shadow, k.col)
           USING done_rows, {batch};
         GET DIAGNOSTICS filled = ROW_COUNT;"""
     key_batch = f"""\
-        EXECUTE format({_dollar_quoted("batch", by_key)}, sch, k.tbl, k.shadow, k.col, NULL,
+        EXECUTE format({dollar_quoted("batch", by_key)}, sch, k.tbl, k.shadow, k.col, NULL,
           k.key_type, op) INTO filled, from_key USING ms, from_key;"""
     time_retried = textwrap.indent(_retrying(names, time_batch, "k.tbl"), "  ")
     key_retried = textwrap.indent(_retrying(names, key_batch, "k.tbl"), "  ")
     return f"""
-  EXECUTE format({_dollar_quoted("latest", latest)}, sch, k.tbl, k.shadow) INTO last_ms, last_tie;
+  EXECUTE format({dollar_quoted("latest", latest)}, sch, k.tbl, k.shadow) INTO last_ms, last_tie;
   last_ms := coalesce(last_ms, -1);
   last_tie := coalesce(last_tie, 0);
   IF k.millis IS NOT NULL THEN
     IF to_regclass('pg_temp.ulid_pk_ids') IS NOT NULL THEN
       DROP TABLE pg_temp.ulid_pk_ids;
     END IF;
-    EXECUTE format({_dollar_quoted("stage", stage)}, sch, k.tbl, k.shadow, k.col, when_col,
+    EXECUTE format({dollar_quoted("stage", stage)}, sch, k.tbl, k.shadow, k.col, when_col,
       k.millis, last_ms, last_tie);
     ALTER TABLE pg_temp.ulid_pk_ids ADD PRIMARY KEY (seq);
     SELECT count(*) INTO staged FROM pg_temp.ulid_pk_ids;
@@ -170,7 +171,7 @@ def _key_fill(names: Names, *, commit: bool) -> str:
     END LOOP;
     DROP TABLE pg_temp.ulid_pk_ids;
   ELSE
-    EXECUTE format({_dollar_quoted("first", first_key)}, sch, k.tbl, k.shadow, k.col)
+    EXECUTE format({dollar_quoted("first", first_key)}, sch, k.tbl, k.shadow, k.col)
       INTO from_key;
     op := '>=';
     WHILE from_key IS NOT NULL LOOP
@@ -186,7 +187,7 @@ def _key_fill(names: Names, *, commit: bool) -> str:
 
 
 def _key_declarations(names: Names) -> str:
-    when = _literal(names.from_time) if names.from_time is not None else "NULL::text"
+    when = literal(names.from_time) if names.from_time is not None else "NULL::text"
     return (
         f"  when_col text := {when};\n  k record;\n  filled bigint;\n  total bigint := 0;\n"
         "  ms bigint;\n  last_ms bigint;\n  last_tie bigint;\n  staged bigint;\n"
@@ -209,7 +210,7 @@ END
         f"-- Phase 2: the key's new ULIDs, {names.batch_size} rows a transaction, in "
         f"{'time' if names.from_time else 'key'} order;\n"
         "-- interrupted, the rerun goes on with the rows that have none\n"
-        f"DO {_dollar_quoted('fill', body)};"
+        f"DO {dollar_quoted('fill', body)};"
     )
 
 
@@ -239,14 +240,14 @@ END
 """
     return (
         "-- Phase 3: each referencing column's new values, by a join, each committed\n"
-        f"DO {_dollar_quoted('fill', body)};"
+        f"DO {dollar_quoted('fill', body)};"
     )
 
 
 def swap_block(names: Names) -> str:
     """Phase 4: the catch-up and the swap, in one transaction under the tables' locks."""
     op = names.op_name
-    unique = _literal(names.legacy_unique)
+    unique = literal(names.legacy_unique)
     # One table at a time, the referencing tables before the tables they
     # reference (the order of a writer's own locks: its row, then the
     # foreign key's check of the referenced row). Holding the first, the
@@ -418,5 +419,5 @@ END
         "-- Phase 4: the swap, in the migration's transaction: lock the tables, give new\n"
         "-- values to rows written since the fill, swap the columns and the primary keys,\n"
         "-- recreate the foreign keys, unique constraints and indexes under their names\n"
-        f"DO {_dollar_quoted('swap', body)};"
+        f"DO {dollar_quoted('swap', body)};"
     )

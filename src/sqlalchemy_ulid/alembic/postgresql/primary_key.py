@@ -31,7 +31,8 @@ from alembic.util import CommandError
 from ..._dialects import dialect_row
 from ..._types import ULIDType
 from .._inspect import check_identifier, safe_name
-from .._offline import _MAX_BATCH, _comment
+from .._offline import _MAX_BATCH
+from .._plan.render_pg import comment
 from .._primary_key._offline import refuse_local_zone
 from .._primary_key._offline_pg_plan import Names, plan_block
 from .._primary_key._offline_pg_swap import (
@@ -142,4 +143,4 @@ the tables (ACCESS EXCLUSIVE) for its duration.
 If a statement fails with 'canceling statement due to lock timeout', or the
 script is interrupted at any point, run the whole script again: it goes on
 where it stopped; run again after it finished, it does nothing."""
-    return "\n".join(f"-- {_comment(line)}".rstrip() for line in text.splitlines())
+    return "\n".join(f"-- {comment(line)}".rstrip() for line in text.splitlines())

@@ -35,6 +35,7 @@ class ConversionRefused(ValueError):
 def refuse_unsafe(connection: Connection, inspector: Any, plan: Plan) -> None:
     """Run every check on a new plan (its columns and foreign keys found)."""
     _refuse_unreflected_foreign_keys(connection, plan)
+    _refuse_time_type(connection, inspector, plan)
     _refuse_taken_names(inspector, plan)
     _refuse_index_options(connection, plan)
     _refuse_what_drop_column_takes(connection, inspector, plan)
@@ -73,6 +74,20 @@ def _refuse_unreflected_foreign_keys(connection: Connection, plan: Plan) -> None
             f"the database has foreign keys to the changing columns that reflection could "
             f"not read (a name with a character it cannot parse, such as a backtick): "
             f"{named}. Rename the table or drop those foreign keys first"
+        )
+
+
+def _refuse_time_type(connection: Connection, inspector: Any, plan: Plan) -> None:
+    """Refuse a ``from_time`` column that holds neither a timestamp nor integer milliseconds."""
+    if plan.direction != "ulid" or plan.from_time is None:
+        return
+    found = {c["name"]: c["type"] for c in inspector.get_columns(plan.table, schema=plan.schema)}
+    type_ = found[plan.from_time]
+    if not isinstance(type_, (sa.Integer, sa.DateTime)):
+        name = str(type_.compile(dialect=connection.dialect)).lower()
+        raise ConversionRefused(
+            f"{plan.table}.{plan.from_time} is {name}, not a timestamp or an integer of Unix "
+            "milliseconds (a date or a number of seconds would date the ids wrongly)"
         )
 
 

@@ -36,13 +36,17 @@ a schema of their own (``schema=``).
 
 What still differs is pinned below (``MARKER``), with its reason; the test
 fails on any other difference, and on a pinned one that is gone.
+
+The refusals are compared in ``test_alembic_primary_key_offline_postgresql``
+(``test_every_refusal_stops_the_script_and_the_online_op_before_any_change``):
+each case, run online and by the script, refused with the same words.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,11 +57,11 @@ from alembic.config import Config
 from sqlalchemy.engine import Engine
 
 import _clients
-from conftest import Backend, private_engine
+from conftest import Backend
 from sqlalchemy_ulid.alembic._primary_key._plan import STATE_TABLE
-from test_alembic_primary_key import VERSION_TABLE, _drop, _seed, _snapshot
-from test_alembic_primary_key_offline_postgresql import REFUSALS, _catalog, _project, _script
+from test_alembic_primary_key import VERSION_TABLE
 from test_alembic_primary_key_offline_postgresql import _online as _run_online
+from test_alembic_primary_key_offline_postgresql import _project, _script
 
 #: The sessions whose DDL the event trigger records (the online op's, psql's).
 APP = "ulid_pk_golden"
@@ -417,59 +421,3 @@ def test_online_makes_the_scripts_changes(pg: Engine, config: Config, action: st
         # PostgreSQL 18 names NOT NULL: the new column keeps the old one's name.
         named = ("add constraint", "pkg_orders", "nn_pkg_orders_customer", "NOT NULL customer_id")
         assert named in flat
-
-
-# -- the refusals: the same, online and in the script, before any change ----------------
-
-#: Where the online op's message differs from the script's, and why: (the
-#: script's message, what online says in its place).
-REFUSED_ONLINE = {
-    # The ids' times are checked as the ids are made (staged before any DDL),
-    # from the milliseconds; the script checks the column and names its value.
-    "created_at = 1969-12-31 23:59:59 is out of the ULID range": "-1000 ms is outside 0 .. 2**48",
-    "ms = 281474976710656 is out of the ULID range": "281474976710656 ms is outside 0 .. 2**48",
-}
-
-
-@pytest.fixture
-def pk_tables(backends: dict[str, Backend]) -> Iterator[Engine]:
-    with private_engine(backends["postgresql"], _drop) as engine:
-        yield engine
-
-
-@pytest.mark.parametrize(
-    ("table", "up", "setup", "message"), REFUSALS, ids=[r[3][:40] for r in REFUSALS]
-)
-def test_online_refuses_what_the_script_refuses(
-    pk_tables: Engine,
-    tmp_path: Path,
-    table: str,
-    up: str,
-    setup: Callable[[Engine], None] | None,
-    message: str,
-) -> None:
-    """Each refusal of the script, online: a ValueError with its meaning, nothing changed."""
-    engine = pk_tables
-    _seed(engine)
-    try:
-        if setup is not None:
-            setup(engine)
-        before, schema = _snapshot(engine), _catalog(engine)
-        config = _project(tmp_path, engine, table=table, up=up or "batch_size=10")
-        with pytest.raises(ValueError) as refused:  # noqa: PT011 (its words are read below)
-            _run_online(config, engine, "upgrade")
-        # A name quoted ('legacy_id') online, bare in the script: the same words.
-        online = str(refused.value).replace("'", "")
-        assert REFUSED_ONLINE.get(message, message) in online
-        done = _clients.psql(engine, _script(config, "upgrade"))
-        assert done.returncode != 0
-        assert message in done.stderr, done.stderr
-        assert _snapshot(engine) == before
-        assert _catalog(engine) == schema
-    finally:
-        with engine.begin() as conn:
-            conn.exec_driver_sql("DROP SCHEMA IF EXISTS pk_elsewhere CASCADE")
-            conn.exec_driver_sql("DROP VIEW IF EXISTS pk_customer_names")
-            conn.exec_driver_sql("DROP TABLE IF EXISTS pk_pairs")
-            conn.exec_driver_sql("DROP TRIGGER IF EXISTS pk_orders_touch ON pk_orders")
-            conn.exec_driver_sql("DROP FUNCTION IF EXISTS pk_touch()")

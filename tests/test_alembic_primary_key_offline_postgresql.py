@@ -465,6 +465,32 @@ REFUSALS = [
     ("pk_customers", "from_time='created_at'",
      _exec("CREATE INDEX ix_pk_orders_some ON pk_orders (customer_id) WHERE note <> ''"),
      "ix_pk_orders_some on pk_orders uses pk_orders.customer_id with a WHERE clause"),
+    # a CHECK constraint the swap's DROP COLUMN would drop
+    ("pk_customers", "from_time='created_at'",
+     _exec("ALTER TABLE pk_orders ADD CONSTRAINT ck_pk_orders_positive CHECK (customer_id > 0)"),
+     "pk_orders.customer_id is used by constraint ck_pk_orders_positive on table pk_orders"),
+    # a DEFAULT on a referencing column
+    ("pk_customers", "from_time='created_at'",
+     _exec("ALTER TABLE pk_orders ALTER COLUMN customer_id SET DEFAULT 1"),
+     "pk_orders.customer_id is used by its DEFAULT"),
+    # a referencing column that also references a table the op does not convert
+    ("pk_customers", "from_time='created_at'",
+     _exec("CREATE TABLE pk_pairs (id int PRIMARY KEY)",
+           "INSERT INTO pk_pairs SELECT generate_series(1, 30)",
+           "ALTER TABLE pk_orders ADD CONSTRAINT fk_pk_orders_pair FOREIGN KEY (customer_id) "
+           "REFERENCES pk_pairs (id)"),
+     "the foreign key fk_pk_orders_pair on pk_orders references pk_pairs"),
+    # a NOT VALID foreign key whose rows reference nothing
+    ("pk_customers", "from_time='created_at'",
+     _exec("ALTER TABLE pk_orders DROP CONSTRAINT fk_pk_orders_customer",
+           "INSERT INTO pk_orders VALUES (99, 999, 'orphan')",
+           "ALTER TABLE pk_orders ADD CONSTRAINT fk_pk_orders_customer FOREIGN KEY (customer_id) "
+           "REFERENCES pk_customers (id) NOT VALID"),
+     "the foreign key fk_pk_orders_customer on pk_orders is NOT VALID, and 1 rows"),
+    # an index with an operator class of its own
+    ("pk_customers", "from_time='created_at'",
+     _exec("CREATE INDEX ix_pk_orders_hash ON pk_orders USING hash (customer_id)"),
+     "ix_pk_orders_hash on pk_orders uses pk_orders.customer_id with USING hash"),
 ]  # fmt: skip
 
 
@@ -484,7 +510,8 @@ REFUSED_ONLINE = {
     ids=[
         "composite key", "text key", "legacy_id taken", "shadow taken", "no from_time",
         "date", "seconds", "NULL times", "before 1970", "past 10889", "other schema",
-        "composite fk", "trigger", "view", "partial index",
+        "composite fk", "trigger", "view", "partial index", "check", "default",
+        "fk elsewhere", "not valid", "hash index",
     ],
 )  # fmt: skip
 def test_every_refusal_stops_the_script_and_the_online_op_before_any_change(
@@ -517,7 +544,7 @@ def test_every_refusal_stops_the_script_and_the_online_op_before_any_change(
         with pg.begin() as conn:
             conn.exec_driver_sql("DROP SCHEMA IF EXISTS pk_elsewhere CASCADE")
             conn.exec_driver_sql("DROP VIEW IF EXISTS pk_customer_names")
-            conn.exec_driver_sql("DROP TABLE IF EXISTS pk_pairs")
+            conn.exec_driver_sql("DROP TABLE IF EXISTS pk_pairs CASCADE")
             conn.exec_driver_sql("DROP TRIGGER IF EXISTS pk_orders_touch ON pk_orders")
             conn.exec_driver_sql("DROP FUNCTION IF EXISTS pk_touch()")
 

@@ -158,7 +158,8 @@ class ConvertPrimaryKeyToULIDOp(_KeyOp):
         Raises:
             ConversionRefused: a composite key, a key neither integer nor
                 UUID, a foreign key in another schema, a trigger or view on
-                the tables, SQLite, or NULL times. Before any DDL.
+                the tables, SQLite, a ``from_time`` column neither a
+                timestamp nor integer milliseconds, or NULL times. Before any DDL.
             alembic.util.CommandError: offline (``--sql``), with
                 ``dry_run=True`` (a dry run reads the database), a storage
                 the script cannot write (uuid or binary on PostgreSQL,

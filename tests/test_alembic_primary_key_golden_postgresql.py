@@ -30,7 +30,8 @@ one-to-one table whose key references the key (its primary key swapped
 too; a deferrable foreign key, a ``NULLS NOT DISTINCT`` unique constraint,
 a unique index with a storage parameter) and a table that references that
 one by a ``NOT VALID`` foreign key (a second level), a partitioned table,
-and a table, column, foreign key (``MATCH FULL``) and index whose names
+a table, column, foreign key and index whose names need quotes (a space, a
+capital, a percent sign), and a table, column, foreign key (``MATCH FULL``) and index whose names
 are 63 bytes, the column's shadow hashed. Once in the search path, once in
 a schema of their own (``schema=``).
 
@@ -74,9 +75,19 @@ LONG_FK = "fk_" + "f" * 60
 LONG_INDEX = "ix_" + "i" * 60
 #: The schema of the tables in the test's second run (``schema=``).
 SCHEMA_NAME = "pkg_golden"
+#: Names to quote, a percent sign in them (%% for the driver: SCHEMA is sent as it is).
+MIXED = "pkg_Mixed 100%%"
 #: A partition of a table that references the key: the ALTER TABLEs of its table change it.
 PARTITIONS = ("pkg_visits_2023",)
-TABLES = ("pkg_account_events", "pkg_accounts", "pkg_orders", "pkg_visits", LONG_TABLE, KEY)
+TABLES = (
+    "pkg_account_events",
+    "pkg_accounts",
+    "pkg_orders",
+    "pkg_visits",
+    MIXED,
+    LONG_TABLE,
+    KEY,
+)
 
 SCHEMA = f"""
 CREATE TABLE {KEY} (
@@ -117,6 +128,11 @@ CREATE TABLE pkg_visits (
 CREATE TABLE pkg_visits_2023 PARTITION OF pkg_visits
   FOR VALUES FROM ('2023-01-01') TO ('2024-01-01');
 CREATE INDEX ix_pkg_visits_customer ON pkg_visits (customer_id);
+CREATE TABLE "{MIXED}" (id integer PRIMARY KEY,
+  "Customer Id" integer CONSTRAINT "FK Mixed" REFERENCES {KEY} ON DELETE SET NULL);
+CREATE INDEX "IX Mixed" ON "{MIXED}" ("Customer Id");
+COMMENT ON INDEX "IX Mixed" IS 'it''s 100%%';
+COMMENT ON COLUMN "{MIXED}"."Customer Id" IS 'who, 100%%';
 CREATE TABLE {LONG_TABLE} (
   id integer PRIMARY KEY,
   {LONG_COLUMN} integer CONSTRAINT {LONG_FK} REFERENCES {KEY} MATCH FULL);
@@ -130,6 +146,7 @@ ALTER TABLE pkg_account_events ADD CONSTRAINT fk_pkg_events_account FOREIGN KEY 
   REFERENCES pkg_accounts NOT VALID;
 INSERT INTO pkg_visits SELECT i, date '2023-05-01' + i, 1 + mod(i, 12)
   FROM generate_series(1, 10) AS i;
+INSERT INTO "{MIXED}" SELECT i, 1 + mod(i, 5) FROM generate_series(1, 6) AS i;
 INSERT INTO {LONG_TABLE} SELECT i, CASE WHEN mod(i, 4) <> 0 THEN i END
   FROM generate_series(1, 9) AS i;
 """
@@ -398,6 +415,9 @@ def test_online_makes_the_scripts_changes(pg: Engine, config: Config, action: st
     assert _phases(online) == _phases(script) == ["prepare", "swap"]
 
     flat = _flat(online)
+    # Every table that references the key, at each level, had its column swapped.
+    swapped = {c[1] for c in flat if c[0] == "rename column"}
+    assert swapped == {t.replace("%%", "%") for t in (*TABLES, *PARTITIONS)}
     # The long names: the referencing column's shadow hashed to 63 bytes, the
     # foreign key and the index dropped and made again under their own names.
     shadow = next(c[2] for c in flat if c[0] == "add column" and c[1] == LONG_TABLE)

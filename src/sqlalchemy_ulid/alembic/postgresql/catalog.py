@@ -142,13 +142,11 @@ INDEX_ROWS = (
 
 
 def index_ddl(table_sql: str) -> str:
-    """SQL of the DDL that makes an index (of ``INDEX_ROWS``) again, as the catalog prints it.
+    """SQL of the DDL making an index of ``INDEX_ROWS`` again (online and offline), as printed.
 
-    One text, online and in the offline script: storage parameters and
-    ``NULLS NOT DISTINCT`` come back with it; a unique constraint's index is
-    added as the constraint (``table_sql``: SQL of the table's quoted,
-    qualified name). A partitioned table's index prints ``ON ONLY``: without
-    it, it is built on every partition.
+    Storage parameters and ``NULLS NOT DISTINCT`` come back with it; a unique
+    constraint's index as the constraint, on ``table_sql`` (SQL of the quoted,
+    qualified table). ``ON ONLY`` goes, or a partitioned table's partitions had none.
     """
     return (
         "CASE WHEN c.oid IS NOT NULL THEN format('ALTER TABLE %s ADD CONSTRAINT %I %s', "

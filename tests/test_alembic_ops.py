@@ -512,8 +512,8 @@ def test_online_conversion_refuses_a_bad_value_that_slips_past_the_check(
     clean: Engine, backend: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A value committed between the check and the conversion: refused, with InvalidULID."""
+    from sqlalchemy_ulid.alembic._storage import _alter as _alembic_storage
     from sqlalchemy_ulid.alembic._storage import _one_mariadb, _values
-    from sqlalchemy_ulid.alembic._storage import _op as _alembic_storage
 
     _seed_events(clean, [VALID, "01HTQW311N1KR5G0Y75M3EF00U"])
     checks = []
@@ -525,7 +525,7 @@ def test_online_conversion_refuses_a_bad_value_that_slips_past_the_check(
             real_check(*args, **kwargs)
 
     # The check before any DDL (_values; on MariaDB the SQL checks of
-    # _one_mariadb too) and the one after a failure (_op).
+    # _one_mariadb too) and the one after a failure (_alter).
     monkeypatch.setattr(_one_mariadb, "refuse_in_place", lambda *args: None)
     monkeypatch.setattr(_values, "check_text", first_check_sees_nothing)
     monkeypatch.setattr(_alembic_storage, "check_text", first_check_sees_nothing)

@@ -37,14 +37,14 @@ from sqlalchemy.types import TypeEngine
 from ._codec import InvalidULID
 from ._convert_sql import ConvertSQL
 from ._dialects import DialectRow, dialect_row
-from ._generator import new_ulid
+from ._generator import MonotonicGenerator, new_ulid
 from ._generator_sql import UUID7_FUNCTION, GeneratorSQL
 from ._typeid import TypeID, coerce, new_typeid
 from ._typeid_type import TypeIDType
 from ._types import _STORAGES as ULID_STORAGES
 from ._types import ULIDType, to_bytes
 from ._ulid import ULID
-from ._uuid7 import new_uuid7, uuid7_max_at, uuid7_min_at
+from ._uuid7 import UUIDv7Generator, new_uuid7, uuid7_max_at, uuid7_min_at
 
 __all__ = [
     "KEY_KINDS",
@@ -99,6 +99,12 @@ class KeyKind:
     #: the ``storage=`` a server default of this kind takes for a column of
     #: this type ("text": no database generates it)
     default_storage: Callable[[TypeEngine[Any]], str]
+    #: the column type of a ``storage=`` option on a dialect (the columns
+    #: the Alembic ops add and convert)
+    storage_type: Callable[[str, Dialect], TypeEngine[Any]]
+    #: a monotonic generator of keys on a clock (Unix milliseconds), as a
+    #: column of a ``storage=`` option binds them (the Alembic backfills)
+    clocked: Callable[[Callable[[], int], str], Callable[[], Any]]
     #: the ``storage=`` options of this kind's server default, and those of
     #: them no database generates (refused before any SQL)
     storage_options: tuple[str, ...] = ()
@@ -203,6 +209,8 @@ ULID_KEYS = KeyKind(
     column_type=ULIDType,
     of_type=lambda type_: _ulid_of_type(type_),
     default_storage=lambda type_: _ulid_default_storage(type_),
+    storage_type=lambda storage, dialect: ULIDType(storage),  # type: ignore[arg-type]
+    clocked=lambda clock, storage: MonotonicGenerator(clock=clock),
     storage_options=ULID_STORAGES,
     ungenerated=("text",),
 )
@@ -264,6 +272,21 @@ def _uuid_of_type(type_: TypeEngine[Any]) -> KeyKind | None:
         return None
 
 
+def _uuid_storage_type(storage: str, dialect: Dialect) -> TypeEngine[Any]:
+    if storage == "text":  # the hyphenated 8-4-4-4-12 form (alter_uuid7_storage)
+        return sa.CHAR(36)
+    if storage == "binary":
+        return dialect_row(dialect).binary()
+    return sa.Uuid(native_uuid=storage != "hex")
+
+
+def _uuid7_clocked(clock: Callable[[], int], storage: str) -> Callable[[], Any]:
+    generate = UUIDv7Generator(clock=clock)
+    if storage == "binary":  # a plain binary column binds the 16 bytes
+        return lambda: generate().bytes
+    return generate
+
+
 UUID7_KEYS = KeyKind(
     name="uuid",
     label="UUIDv7",
@@ -282,6 +305,8 @@ UUID7_KEYS = KeyKind(
     of_type=_uuid_of_type,
     # sa.Uuid(native_uuid=False) stores 32 hex digits on every database.
     default_storage=lambda type_: "auto" if getattr(type_, "native_uuid", True) else "hex",
+    storage_type=_uuid_storage_type,
+    clocked=_uuid7_clocked,
     storage_options=("auto", "native", "binary", "hex"),
     uuid7_time=True,
 )
@@ -340,6 +365,9 @@ def typeid_keys(prefix: str) -> KeyKind:
         column_type=column_type,
         of_type=_typeid_of_type,
         default_storage=_ulid_default_storage,
+        # TypeIDType has ULIDType's "auto" storage only; the ids are UUIDv7s.
+        storage_type=lambda storage, dialect: column_type(),
+        clocked=_uuid7_clocked,
         storage_options=ULID_STORAGES,
         ungenerated=("text",),
         prefix=prefix,

@@ -128,6 +128,9 @@ class ConvertSQL:
     #: differs from ``valid_text`` / ``valid_binary`` (UUIDv7 storages also
     #: check the "uuid" and "hex" kinds)
     valid: dict[str, Expr] = field(default_factory=dict)
+    #: SQL true for a value in the holding type that is 16 characters of
+    #: text looking like 16 converted bytes (None: no holding type)
+    lookalike: Expr | None = None
 
     def check(self, col: str, kind: str) -> str | None:
         """Return SQL true for a value of ``kind`` that may be converted (None: any)."""

@@ -74,6 +74,13 @@ def _varbinary26() -> TypeEngine[Any]:
     return sa.VARBINARY(26)
 
 
+def _ulid_lookalike(col: str) -> str:
+    # 16 bytes that are all ULID characters are 16 characters of text that
+    # were never a ULID, not a converted value (a binary ULID's first byte
+    # is below 0x30 until the year 3600).
+    return f"CONVERT({col} USING ascii) REGEXP '^{ULID_REST}{{16}}$'"
+
+
 ULID = ConvertSQL(
     to_hex={"binary": lambda col: f"HEX({col})", "text": _text_to_hex},
     from_hex={"binary": _unhex, "text": _hex_to_text},
@@ -87,6 +94,7 @@ ULID = ConvertSQL(
     fail=_fail("ULID"),
     holding=_varbinary26,
     binary_default=_binary_default,
+    lookalike=_ulid_lookalike,
 )
 
 
@@ -112,6 +120,16 @@ def _uuid_valid_binary(col: str) -> str:
 def _varbinary36() -> TypeEngine[Any]:
     # Holds a UUID's 36 characters of text, its 32 hex digits or its 16 bytes.
     return sa.VARBINARY(36)
+
+
+def _uuid_lookalike(col: str) -> str:
+    # 16 bytes that are text (valid UTF-8 starting with a printable
+    # character) are 16 characters that were never a UUIDv7, not a
+    # converted value: a UUIDv7's first byte is below 0x20 until the year
+    # 3084, and a later one is not UTF-8 (its 9th byte, 0x80-0xBF, then
+    # needs a lead byte before it and its first byte is not 0x20-0x7F).
+    as_text = f"CONVERT(CONVERT({col} USING utf8mb4) USING binary)"
+    return f"LENGTH({col}) = 16 AND ASCII({col}) >= 32 AND {as_text} = {col}"
 
 
 def _lower_hex(col: str) -> str:
@@ -140,4 +158,5 @@ UUID7 = ConvertSQL(
     fail=_fail("UUIDv7"),
     holding=_varbinary36,
     binary_default=_binary_default,
+    lookalike=_uuid_lookalike,
 )

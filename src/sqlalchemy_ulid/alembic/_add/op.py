@@ -12,17 +12,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import timedelta, tzinfo
 from datetime import timezone as _timezone
-from typing import Any
+from typing import Any, ClassVar
 
 import sqlalchemy as sa
 from alembic.operations import MigrateOperation, Operations
 from sqlalchemy.engine import Dialect
+from sqlalchemy.exc import CompileError
 
-from ..._defaults import ulid_server_default
 from ..._dialects import dialect_row
-from ..._generator import MonotonicGenerator
-from ..._kinds import ULID_KEYS
-from ..._types import Storage, ULIDType, _check_storage
+from ..._kinds import ULID_KEYS, KeyKind, typeid_keys
+from ..._server_defaults import server_default as key_server_default
+from ..._types import Storage
 from .._backfill import MAX_BATCH_SIZE, BackfillProgress, check_batch_options
 from .._drop import DropULIDColumnOp
 from .._locks import check_lock_timeout
@@ -226,40 +226,57 @@ class AddULIDColumnOp(MigrateOperation):
             )
         )
 
-    # -- what the id kind decides (add_uuid7_column overrides these) ---------------
+    # -- what the key kind decides (add_uuid7_column sets ``keys`` and ``prefix``) ---
 
     #: the op's name, in messages
     op_name = "add_ulid_column"
     #: the ids it makes: "ulid" or "uuid7" (the planners make them in SQL offline)
     key = "ulid"
+    #: the kind of key the op adds
+    keys: ClassVar[KeyKind] = ULID_KEYS
+    #: the typed ids' prefix (``add_uuid7_column(prefix=...)``); None: plain keys
+    prefix: str | None = None
+
+    @property
+    def column_keys(self) -> KeyKind:
+        """The key kind of the new column: the op's, or the typed ids' of ``prefix``."""
+        return self.keys if self.prefix is None else typeid_keys(self.prefix)
 
     def storage_kind(self, dialect: Dialect) -> str:
-        """The column's storage kind on ``dialect``: ``uuid``, ``binary`` or ``text``/``hex``."""
-        return dialect_row(dialect).kind(self.storage)
+        """The column's storage kind on ``dialect``: ``uuid``, ``binary``, ``text`` or ``hex``."""
+        return self.column_keys.generated_storage(self.storage, dialect)
 
-    @staticmethod
-    def _check_storage(storage: Any, server_default: bool) -> None:
-        _check_storage(storage)
-        if server_default and storage == "text":
-            raise ValueError("storage='text' has no server-side generator: server_default=False")
+    @classmethod
+    def _check_storage(cls, storage: Any, server_default: bool) -> None:
+        options = cls.keys.storage_options
+        if storage not in options:
+            raise ValueError(f"storage must be one of {', '.join(options)}; got {storage!r}")
+        if server_default and storage in cls.keys.ungenerated:
+            raise ValueError(
+                f"storage={storage!r} has no server-side generator: server_default=False"
+            )
 
     def column_type(self, dialect: Dialect) -> sa.types.TypeEngine[Any]:
         """The new column's type."""
-        return ULIDType(self.storage)
+        return self.column_keys.storage_type(self.storage, dialect)
 
     def id_maker(self, clock: Callable[[], int]) -> Callable[[], Any]:
         """A monotonic generator of ids, as the column binds them, on ``clock``."""
-        return MonotonicGenerator(clock=clock)
+        return self.column_keys.clocked(clock, self.storage)
 
     def make_server_default(self, dialect: Dialect) -> Any:
         """The column's server default; ValueError (before any DDL) if the database has none."""
-        server = ULID_KEYS.generator(dialect_row(dialect))
-        if server is None or dialect_row(dialect).kind(self.storage) not in server.default:
+        sql = self.column_keys.generator(dialect_row(dialect))
+        try:
+            kind = self.storage_kind(dialect)
+        except CompileError as exc:
+            raise ValueError(f"{exc}: server_default=True cannot be honoured") from None
+        if sql is None or kind not in {**sql.default, **sql.builtin}:
             raise ValueError(
-                f"{dialect.name} has no server-side ULID generator for storage "
+                f"{dialect.name} has no server-side {self.keys.label} generator for storage "
                 f"{self.storage!r}: server_default=True cannot be honoured"
             )
-        return ulid_server_default(self.storage)
+        return key_server_default(self.column_keys, self.storage)
 
     def reverse(self) -> DropULIDColumnOp:
         return DropULIDColumnOp(

@@ -1,9 +1,11 @@
 """The Alembic op that adds a UUIDv7 (or typed-id) column to a populated table.
 
 ``op.add_uuid7_column`` is ``op.add_ulid_column`` (``op.py``, ``staged.py``) with UUIDv7 ids:
-the same checks before any DDL, the same ordered staging pass, the same
-resumable fill and constraints; only the column type, the generator and the
-server default differ. ``op.drop_ulid_column`` undoes either.
+the same op given the UUIDv7 key kind, which decides the column type, the
+generator and the server default; the same checks before any DDL, the same
+ordered staging pass, the same resumable fill and constraints; this module
+holds only its public signature and the ``prefix`` option.
+``op.drop_ulid_column`` undoes either.
 
 With ``prefix=`` the column is a ``TypeIDType(prefix)``: a typed id's suffix
 is a UUIDv7, so the ids are the same UUIDv7s, stored as the typed-id key
@@ -16,17 +18,11 @@ from collections.abc import Callable
 from datetime import timedelta, tzinfo
 from typing import Any
 
-import sqlalchemy as sa
 from alembic.operations import Operations
-from sqlalchemy.engine import Dialect
-from sqlalchemy.exc import CompileError
 
-from ..._dialects import dialect_row
-from ..._kinds import UUID7_KEYS, KeyKind, typeid_keys
-from ..._server_defaults import server_default as kind_server_default
+from ..._kinds import UUID7_KEYS
 from ..._typeid import check_prefix
-from ..._uuid7 import UUIDv7Generator
-from ..._uuid7_defaults import _STORAGES, UUID7Storage, _kind, uuid7_server_default
+from ..._uuid7_defaults import UUID7Storage
 from .._backfill import BackfillProgress
 from .op import AddULIDColumnOp
 from .staged import add_ulid_column
@@ -40,6 +36,7 @@ class AddUUID7ColumnOp(AddULIDColumnOp):
 
     op_name = "add_uuid7_column"
     key = "uuid7"
+    keys = UUID7_KEYS
 
     def __init__(self, *args: Any, prefix: str | None = None, **kwargs: Any) -> None:
         if prefix is not None:
@@ -52,54 +49,6 @@ class AddUUID7ColumnOp(AddULIDColumnOp):
         super().__init__(*args, **kwargs)
         #: the typed ids' prefix, or None for a column of plain UUIDv7s
         self.prefix = prefix
-
-    @property
-    def typeid_kind(self) -> KeyKind | None:
-        """The typed-id key kind of the new column (None: plain UUIDv7s)."""
-        return None if self.prefix is None else typeid_keys(self.prefix)
-
-    def storage_kind(self, dialect: Dialect) -> str:
-        """The column's storage kind on ``dialect``: ``uuid``, ``binary`` or ``hex``."""
-        kind = self.typeid_kind
-        if kind is not None:
-            return kind.generated_storage("auto", dialect)
-        return _kind(str(self.storage), dialect)
-
-    @staticmethod
-    def _check_storage(storage: Any, server_default: bool) -> None:
-        if storage not in _STORAGES:
-            raise ValueError(f"storage must be one of {', '.join(_STORAGES)}; got {storage!r}")
-
-    def column_type(self, dialect: Dialect) -> sa.types.TypeEngine[Any]:
-        kind = self.typeid_kind
-        if kind is not None:
-            return kind.column_type()
-        storage: str = self.storage  # a UUID7Storage here
-        if storage == "binary":
-            return dialect_row(dialect).binary()
-        return sa.Uuid(native_uuid=storage != "hex")
-
-    def id_maker(self, clock: Callable[[], int]) -> Callable[[], Any]:
-        generate = UUIDv7Generator(clock=clock)
-        if self.storage == "binary":
-            return lambda: generate().bytes
-        return generate
-
-    def make_server_default(self, dialect: Dialect) -> Any:
-        sql = UUID7_KEYS.generator(dialect_row(dialect))
-        try:
-            kind = self.storage_kind(dialect)
-        except CompileError as exc:
-            raise ValueError(f"{exc}: server_default=True cannot be honoured") from None
-        if sql is None or kind not in {**sql.default, **sql.builtin}:
-            raise ValueError(
-                f"{dialect.name} has no server-side UUIDv7 generator for storage "
-                f"{self.storage!r}: server_default=True cannot be honoured"
-            )
-        typed = self.typeid_kind
-        if typed is not None:  # typeid_server_default(): the UUIDv7 in TypeIDType's storage
-            return kind_server_default(typed, "auto")
-        return uuid7_server_default(self.storage)  # type: ignore[arg-type]
 
     @classmethod
     def add_uuid7_column(

@@ -1,8 +1,9 @@
 """``op.alter_ulid_storage`` and ``op.alter_uuid7_storage``.
 
-``_op`` holds ``alter_ulid_storage`` and its one-transaction procedure per
-database, ``_values`` what it reads of the column before any DDL (type,
-values, DEFAULT), ``_uuid7`` the UUIDv7 op built on its hooks. ``online=True`` runs
+``_op`` holds ``alter_ulid_storage``, its options and what the key kind
+decides, ``_uuid7`` the same op given the UUIDv7 kind, ``_alter`` the
+one-transaction procedure per database that runs both, ``_values`` what it
+reads of the column before any DDL (type, values, DEFAULT). ``online=True`` runs
 through ``_online`` on PostgreSQL: one plan (``alembic/postgresql/storage.py``,
 its names in ``_target``), run by the engine or rendered as the ``--sql``
 script; and ``_shadow`` on MariaDB/MySQL (a shadow table, its script in

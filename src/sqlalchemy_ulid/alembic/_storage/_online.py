@@ -27,7 +27,7 @@ from .._plan.run import run_plan
 from .._plan.state import literal
 from ..postgresql.storage_copy import copy_batch, copy_position, fill_slots
 from ._target import STATE_LOCK, Target, target_of
-from ._values import check_text
+from ._values import check_text, convert_default
 
 if TYPE_CHECKING:
     from ._op import AlterULIDStorageOp
@@ -116,7 +116,7 @@ def _before_changes(connection: Connection, op: AlterULIDStorageOp, t: Target) -
     if state is not None and op.found_kind(state.type, None) == t.from_kind:
         sql = op.convert_sql(dialect_row(connection.dialect))
         assert sql is not None
-        op.default_in(state.default, connection.dialect, sql, t.to_kind)
+        convert_default(state.default, op, connection.dialect, sql, t.to_kind)
     database = database_for(connection.dialect)
     create = database.state.create_sql(t.state)
     run(connection, f"BEGIN; {STATE_LOCK}; {create}; COMMIT")

@@ -9,38 +9,29 @@ the user's opt-in.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from datetime import timedelta
-from functools import partial
-from typing import Any
+from typing import Any, ClassVar
 
 import sqlalchemy as sa
 from alembic.operations import MigrateOperation, Operations
-from alembic.util import CommandError
-from sqlalchemy.engine import Connection
+from sqlalchemy.exc import CompileError
 
 from ..._convert_sql import ConvertSQL
-from ..._dialects import DialectRow, dialect_row, dialects_with
-from ..._kinds import ULID_KEYS
-from ..._types import Storage, ULIDType, _check_storage
+from ..._dialects import DialectRow
+from ..._kinds import ULID_KEYS, KeyKind
+from ..._types import Storage
 from .._backfill import BackfillProgress, check_batch_options
-from .._inspect import execute, plain_session, quote, refuse_column_checks, strict_mode
-from .._locks import DEFAULT_LOCK_TIMEOUT, check_lock_timeout, lock_safe
-from .._plan.database import database_for
-from .._plan.run import run_checks
-from ._target import target_of
+from .._locks import check_lock_timeout
 from ._values import (
-    ColumnPlan,
-    check_text,
-    convert_default,
-    define_unhex,
     kind_of,
-    read_column,
-    refuse_text_lookalikes,
+    ulid_default,
 )
 
 __all__ = ["AlterULIDStorageOp"]
+
+#: the lengths of a UUIDv7's two text forms
+_TEXT_FORMS = {32: "hex", 36: "text"}
 
 
 @Operations.register_operation("alter_ulid_storage")
@@ -48,8 +39,6 @@ class AlterULIDStorageOp(MigrateOperation):
     """Convert a ULID column between text and binary storage in place."""
 
     op_name = "alter_ulid_storage"
-    #: what the column's values are called in errors
-    values_name = "ULIDs"
 
     def __init__(
         self,
@@ -219,224 +208,57 @@ class AlterULIDStorageOp(MigrateOperation):
             progress=self.progress,
         )
 
-    # What a subclass for other keys (UUIDv7: _uuid7) overrides.
+    # What the key kind decides (alter_uuid7_storage: _uuid7 sets these).
 
-    @staticmethod
-    def check_storage(storage: Any) -> None:
+    #: the kind of key the column holds
+    keys: ClassVar[KeyKind] = ULID_KEYS
+    #: the storage options: the kind's, and (UUIDv7) its hyphenated text
+    storages: ClassVar[tuple[str, ...]] = ULID_KEYS.storage_options
+
+    @property
+    def values_name(self) -> str:
+        """What the column's values are called in errors ("ULIDs", "UUIDv7s")."""
+        return f"{self.keys.label}s"
+
+    @classmethod
+    def check_storage(cls, storage: Any) -> None:
         """Refuse a storage option this op does not know (ValueError)."""
-        _check_storage(storage)
+        if storage not in cls.storages:
+            raise ValueError(f"storage must be one of {', '.join(cls.storages)}; got {storage!r}")
 
     def convert_sql(self, row: DialectRow) -> ConvertSQL | None:
         """Return the dialect's conversion SQL for this op's keys (None: none)."""
-        return ULID_KEYS.convert(row)
+        return self.keys.convert(row)
 
     def kind(self, storage: str, dialect: Any) -> str:
-        """Return the storage kind ("uuid", "binary", "text") of a storage option."""
-        return dialect_row(dialect).kind(storage)
+        """Return the storage kind ("uuid", "binary", "text", "hex") of a storage option."""
+        if storage == "text":
+            return "text"
+        try:
+            return self.keys.generated_storage(storage, dialect)
+        except CompileError as exc:
+            raise ValueError(str(exc)) from None
 
     def found_kind(self, type_: sa.types.TypeEngine[Any], holding: int | None) -> str | None:
         """Return the kind a reflected type holds, "holding", or None (see kind_of)."""
-        return kind_of(type_, holding)
+        found = kind_of(type_, holding)
+        if found != "text" or "hex" not in self.storages:
+            return found
+        # Two text forms (a UUIDv7's 32 hex digits or 36 characters): by the
+        # length; a longer VARCHAR holds the form its storage names.
+        length = getattr(type_, "length", None)
+        from_storage: str = self.from_storage  # a UUID7ConvertStorage here
+        return _TEXT_FORMS.get(length or 0) or ("hex" if from_storage == "hex" else "text")
 
     def checked_before(self, kind: str) -> bool:
         """Whether values of ``kind`` are checked (and named) before any DDL."""
-        return kind == "text"
+        # Any 16 bytes are a ULID; a uuid or 16 bytes may be of another version.
+        return kind == "text" or self.keys.uuid7_time
 
     def column_type(self, storage: str, dialect: Any) -> sa.types.TypeEngine[Any]:
         """Return the column type of a storage option."""
-        return ULIDType(storage)  # type: ignore[arg-type]
+        return self.keys.storage_type(storage, dialect)
 
-    def refuse_lookalikes(self, connection: Connection, table: str, column: str) -> None:
-        """Refuse text values that look converted in the MariaDB holding type."""
-        refuse_text_lookalikes(connection, self, table, column)
-
-    def default_in(
-        self, default: str | None, dialect: Any, sql: ConvertSQL, to_kind: str
-    ) -> str | None:
-        """Return the column's DEFAULT in the new storage, or refuse it (ValueError)."""
-        return convert_default(default, self, dialect, sql, to_kind)
-
-
-@Operations.implementation_for(AlterULIDStorageOp)
-@plain_session
-def _alter_ulid_storage(operations: Operations, op: AlterULIDStorageOp) -> None:
-    context = operations.migration_context
-    dialect = context.dialect
-    row = dialect_row(dialect)
-    sql = op.convert_sql(row)
-    if sql is None:
-        raise NotImplementedError(
-            f"{op.op_name} is not implemented for {dialect.name!r} "
-            f"(supported: {dialects_with(op.convert_sql)})"
-        )
-    from_kind = op.kind(op.from_storage, dialect)
-    to_kind = op.kind(op.to_storage, dialect)
-    if from_kind == to_kind:
-        raise ValueError(
-            f"{op.from_storage!r} and {op.to_storage!r} are both {from_kind} storage "
-            f"on {dialect.name}: nothing to convert"
-        )
-    if not context.as_sql:
-        refuse_column_checks(
-            operations.get_bind(),
-            op.op_name,
-            op.table_name,
-            op.column_name,
-            op.schema,
-            lambda type_: op.found_kind(type_, None) == from_kind,
-        )
-    if op.online:
-        # By the dialect row: no lock waits to bound (SQLite), or no
-        # ALTER ... USING (MariaDB/MySQL: a shadow table instead).
-        if row.locks is None:
-            raise ValueError(
-                f"{op.op_name}(online=True) is for PostgreSQL and MariaDB/MySQL, whose "
-                "writers it keeps going; SQLite has one writer at a time: drop online=True"
-            )
-        if not sql.alter_using:
-            from ._shadow import alter_shadow
-
-            alter_shadow(operations, op, sql, from_kind, to_kind)
-            return
-        from ._online import alter_online
-
-        alter_online(operations, op)
-        return
-    column = quote(dialect, op.column_name)
-    table = quote(dialect, op.table_name, op.schema)
-    converted = sql.convert(column, from_kind, to_kind)
-
-    if context.as_sql:
-        if op.nullable is None:
-            raise CommandError(
-                f"{op.op_name}({op.table_name!r}, {op.column_name!r}): pass nullable= "
-                "in offline mode (the column's nullability cannot be read from a database)"
-            )
-        script = _script(op, dialect) if sql.alter_using else None
-        if script is not None:
-            # One block that reads the column as it runs (PostgreSQL): it
-            # carries the DEFAULT as online does, and can be run again.
-            context.impl.static_output(script)
-            return
-        if sql.holding is not None:
-            # MariaDB: guarded blocks that read the column as they run.
-            from ._one_mariadb import alter_in_place_script
-
-            alter_in_place_script(operations, op, sql, from_kind, to_kind)
-            return
-        plan = ColumnPlan(nullable=op.nullable, to_holding=False)
-        _convert(operations, op, plan, sql, table, column, converted)
-        return
-    connection = operations.get_bind()
-    if sql.alter_using:  # PostgreSQL: a view or rule reading the column, as the script asks
-        run_checks(connection, database_for(dialect).storage_checks(target_of(op, dialect)))
-    if sql.holding is not None:
-        # MariaDB: the refusals of the --sql script, asked from the same SQL.
-        from ._one_mariadb import refuse_in_place
-
-        refuse_in_place(connection, op, sql, from_kind, to_kind)
-    plan = read_column(connection, op, sql, from_kind, to_kind, table, column)
-    if plan.done:
-        return
-    define_unhex(connection)
-    # PostgreSQL converts in one statement: a savepoint keeps the
-    # transaction usable after a refusal, to find the values to name.
-    savepoint = connection.begin_nested() if sql.alter_using else contextlib.nullcontext()
-    with strict_mode(connection):
-        try:
-            with savepoint:
-                _convert(operations, op, plan, sql, table, column, converted)
-        except sa.exc.DBAPIError as exc:
-            # A value that is not a ULID arrived after the check (or the
-            # conversion found it): the statement failed, nothing was stored.
-            if op.checked_before(from_kind) and not _connection_lost(exc):
-                check_text(connection, table, column, sql.bad_text(column, from_kind), op, exc)
-            raise
-
-
-def _script(op: AlterULIDStorageOp, dialect: Any) -> str | None:
-    """The database's own script of the op, or None (Alembic renders the statements)."""
-    return database_for(dialect).storage_script(target_of(op, dialect))
-
-
-def _connection_lost(exc: sa.exc.DBAPIError) -> bool:
-    return bool(exc.connection_invalidated)
-
-
-def _convert(
-    operations: Operations,
-    op: AlterULIDStorageOp,
-    plan: ColumnPlan,
-    sql: ConvertSQL,
-    table: str,
-    column: str,
-    converted: str,
-) -> None:
-    dialect = operations.migration_context.dialect
-    old_type = op.column_type(op.from_storage, dialect)
-    new_type = op.column_type(op.to_storage, dialect)
-
-    def alter(**changes: Any) -> None:
-        """One ALTER of the column, waiting for its lock only briefly (see _ddl)."""
-        change = partial(
-            operations.alter_column, op.table_name, op.column_name, schema=op.schema, **changes
-        )
-        _ddl(operations, op, change)
-
-    default = None if plan.default is None else sa.text(plan.default)
-    if sql.alter_using:
-        if plan.default is not None:
-            # PostgreSQL converts the default by cast, not by USING.
-            alter(server_default=None)
-        alter(
-            type_=new_type,
-            existing_type=old_type,
-            existing_nullable=plan.nullable,
-            existing_comment=plan.comment,
-            postgresql_using=converted,
-        )
-        if default is not None:
-            alter(server_default=default)
-        return
-    holding = sql.holding() if sql.holding is not None else old_type
-    if plan.to_holding:
-        alter(
-            type_=holding,
-            existing_type=old_type,
-            existing_nullable=plan.nullable,
-            # MariaDB's MODIFY restates the whole column: without these the
-            # DEFAULT and COMMENT go (and a rerun after a stop here could not
-            # carry the DEFAULT it no longer finds).
-            existing_server_default=(
-                None if plan.old_default is None else sa.text(plan.old_default)
-            ),
-            existing_comment=plan.comment,
-        )
-    if plan.update:
-        execute(operations, f"UPDATE {table} SET {column} = {converted} WHERE {column} IS NOT NULL")
-
-    def final_type() -> None:
-        with operations.batch_alter_table(
-            op.table_name, schema=op.schema, copy_from=op.copy_from
-        ) as batch:
-            batch.alter_column(
-                op.column_name,
-                type_=new_type,
-                existing_type=holding,
-                existing_nullable=plan.nullable,
-                existing_server_default=default,
-                # SQLite's batch copies the reflected (old) DEFAULT unless told.
-                server_default=False if default is None else default,
-                existing_comment=plan.comment,
-            )
-
-    _ddl(operations, op, final_type)
-
-
-def _ddl(operations: Operations, op: AlterULIDStorageOp, action: Callable[[], object]) -> None:
-    """Run one ALTER so that it waits for its lock only ``lock_timeout`` (online)."""
-    if operations.migration_context.as_sql:
-        action()
-        return
-    timeout = DEFAULT_LOCK_TIMEOUT if op.lock_timeout is None else op.lock_timeout
-    lock_safe(operations.get_bind(), action, f"ALTER TABLE {op.table_name}", lock_timeout=timeout)
+    def default_value(self, default: str, kind: str) -> bytes | None:
+        """The 16 bytes a reflected literal DEFAULT of a ``kind`` column holds, or None."""
+        return ulid_default(default, kind)

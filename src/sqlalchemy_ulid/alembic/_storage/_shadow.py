@@ -49,6 +49,7 @@ from .._plan.batches import BatchLoop, logger, run_batches
 from .._plan.run import run_checks
 from ..mysql.storage_checks import shadow_checks
 from ._offline_mariadb_sql import Names
+from ._values import convert_default
 
 if TYPE_CHECKING:
     from ._op import AlterULIDStorageOp
@@ -209,7 +210,7 @@ class _Shadow:
         dialect = self.connection.dialect
         state = column_state(self.connection, self.shadow_name, self.column, self.op.schema)
         assert state is not None
-        default = self.op.default_in(state.default, dialect, self.sql, self.to_kind)
+        default = convert_default(state.default, self.op, dialect, self.sql, self.to_kind)
 
         def alter() -> None:
             operations.alter_column(

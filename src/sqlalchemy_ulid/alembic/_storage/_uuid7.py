@@ -4,9 +4,10 @@
 UUIDv7 keys: the same checks before any DDL, the same conversion procedure
 per database (one ``ALTER ... USING`` on PostgreSQL, the resumable
 ``VARBINARY`` holding type on MariaDB, an ``UPDATE`` and a table rebuild on
-SQLite), the same online paths (``_online`` on PostgreSQL,
-``_shadow`` on MariaDB/MySQL, which call this op's hooks); only the
-storages, the SQL (``_convert_uuid_sql``) and the DEFAULT literals differ.
+SQLite, in ``_alter``), the same online paths (``_online`` on PostgreSQL,
+``_shadow`` on MariaDB/MySQL): the same op given the UUIDv7 key kind, which
+decides the storages, the column types and the conversion SQL. This module
+holds its public signature and how its literal DEFAULTs are read.
 """
 
 from __future__ import annotations
@@ -15,23 +16,15 @@ import re
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Literal
 
 import sqlalchemy as sa
 from alembic.operations import Operations
-from sqlalchemy.engine import Connection
-from sqlalchemy.exc import CompileError
 
-from ..._codec import InvalidULID
-from ..._convert_sql import ConvertSQL
-from ..._dialects import DialectRow, dialect_row
 from ..._kinds import UUID7_KEYS
-from ..._types import ULIDType
-from ..._ulid import ULID
-from ..._uuid7_defaults import _STORAGES, _kind
 from .._backfill import BackfillProgress
-from .._inspect import run
-from ._op import AlterULIDStorageOp, _alter_ulid_storage
+from ._alter import alter_storage
+from ._op import AlterULIDStorageOp
 from ._values import literal_bytes
 
 __all__ = ["AlterUUID7StorageOp", "UUID7ConvertStorage"]
@@ -39,8 +32,6 @@ __all__ = ["AlterUUID7StorageOp", "UUID7ConvertStorage"]
 #: A UUIDv7 column's storage: the :data:`~sqlalchemy_ulid.UUID7Storage`
 #: options, and ``"text"``, the 36-character hyphenated form (``CHAR(36)``).
 UUID7ConvertStorage = Literal["auto", "native", "binary", "hex", "text"]
-_CONVERT_STORAGES = (*_STORAGES, "text")
-_TEXT_LENGTHS = {32: "hex", 36: "text"}
 _TEXT_DEFAULT = re.compile(r"^'([0-9A-Fa-f-]{32,36})'(::[a-z ]+)?$")
 
 
@@ -62,101 +53,22 @@ def _v7(value: uuid.UUID) -> uuid.UUID | None:
     return value if value.version == 7 and value.variant == uuid.RFC_4122 else None
 
 
-def _default_v7(default: str, kind: str) -> uuid.UUID | None:
-    """The UUIDv7 a reflected literal DEFAULT of a ``kind`` column holds, or None."""
-    if kind in ("text", "hex"):
-        match = _TEXT_DEFAULT.match(default)
-        return None if match is None else _parse_v7(match.group(1), kind)
-    raw = literal_bytes(default)
-    return None if raw is None else _v7(uuid.UUID(bytes=raw))
-
-
 @Operations.register_operation("alter_uuid7_storage")
 class AlterUUID7StorageOp(AlterULIDStorageOp):
     """Convert a UUIDv7 column between text, uuid and binary storage in place."""
 
     op_name = "alter_uuid7_storage"
-    values_name = "UUIDv7s"
+    keys = UUID7_KEYS
+    storages = (*UUID7_KEYS.storage_options, "text")
 
-    @staticmethod
-    def check_storage(storage: Any) -> None:
-        if storage not in _CONVERT_STORAGES:
-            raise ValueError(
-                f"storage must be one of {', '.join(_CONVERT_STORAGES)}; got {storage!r}"
-            )
-
-    def convert_sql(self, row: DialectRow) -> ConvertSQL | None:
-        return UUID7_KEYS.convert(row)
-
-    def kind(self, storage: str, dialect: Any) -> str:
-        if storage == "text":
-            return "text"
-        try:
-            return _kind(storage, dialect)
-        except CompileError as exc:
-            raise ValueError(str(exc)) from None
-
-    def found_kind(self, type_: sa.types.TypeEngine[Any], holding: int | None) -> str | None:
-        found = super().found_kind(type_, holding)
-        if found != "text":
-            return found
-        length = getattr(type_, "length", None)
-        if length in _TEXT_LENGTHS:
-            return _TEXT_LENGTHS[length]
-        # A longer VARCHAR holds the text form its storage names.
-        from_storage: str = self.from_storage  # a UUID7ConvertStorage here
-        return "hex" if from_storage == "hex" else "text"
-
-    def checked_before(self, kind: str) -> bool:
-        # Every kind: a uuid or 16 bytes may be of another version.
-        return True
-
-    def column_type(self, storage: str, dialect: Any) -> sa.types.TypeEngine[Any]:
-        if storage == "text":
-            return sa.CHAR(36)
-        if storage == "binary":
-            return dialect_row(dialect).binary()
-        return sa.Uuid(native_uuid=storage != "hex")
-
-    def refuse_lookalikes(self, connection: Connection, table: str, column: str) -> None:
-        # 16 bytes that are text (valid UTF-8 starting with a printable
-        # character) are 16 characters that were never a UUIDv7, not a
-        # converted value: a UUIDv7's first byte is below 0x20 until the year
-        # 3084, and a later one is not UTF-8 (its 9th byte, 0x80-0xBF, then
-        # needs a lead byte before it and its first byte is not 0x20-0x7F).
-        as_text = f"CONVERT(CONVERT({column} USING utf8mb4) USING binary)"
-        lookalike = run(
-            connection,
-            f"SELECT COUNT(*) FROM {table} WHERE LENGTH({column}) = 16 "
-            f"AND ASCII({column}) >= 32 AND {as_text} = {column}",
-        ).scalar()
-        if lookalike:
-            raise InvalidULID(
-                f"{self.table_name}.{self.column_name} holds {lookalike} 16-character text "
-                "values that are not UUIDv7s; nothing was changed"
-            )
-
-    def default_in(
-        self, default: str | None, dialect: Any, sql: ConvertSQL, to_kind: str
-    ) -> str | None:
-        if default is None:
-            return None
-        value = _default_v7(default, self.kind(self.from_storage, dialect))
-        if value is None:
-            raise ValueError(
-                f"{self.table_name}.{self.column_name} has DEFAULT {default}, which cannot be "
-                "carried to the new storage; nothing was changed. Drop the default, convert, "
-                "then set a new one (for example uuid7_server_default())"
-            )
-        if to_kind == "text":
-            return f"'{value}'"
-        if to_kind == "hex":
-            return f"'{value.hex}'"
-        if sql.binary_default is not None and to_kind == "binary":
-            return sql.binary_default(value.hex)
-        # 16 bytes: the ULID type of the same storage writes the same literal.
-        storage: Literal["binary", "native"] = "binary" if to_kind == "binary" else "native"
-        return ULIDType(storage).literal_processor(dialect)(ULID.from_bytes(value.bytes))
+    def default_value(self, default: str, kind: str) -> bytes | None:
+        if kind in ("text", "hex"):
+            match = _TEXT_DEFAULT.match(default)
+            value = None if match is None else _parse_v7(match.group(1), kind)
+        else:
+            raw = literal_bytes(default)
+            value = None if raw is None else _v7(uuid.UUID(bytes=raw))
+        return None if value is None else value.bytes
 
     @classmethod
     def alter_uuid7_storage(
@@ -260,4 +172,4 @@ class AlterUUID7StorageOp(AlterULIDStorageOp):
         )
 
 
-Operations.implementation_for(AlterUUID7StorageOp)(_alter_ulid_storage)
+Operations.implementation_for(AlterUUID7StorageOp)(alter_storage)

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ..._codec import ALPHABET, InvalidULID
+from ..._codec import InvalidULID
 from ..._convert_sql import ConvertSQL
+from ..._server_defaults import public_name
 from ..._types import Storage, ULIDType
 from ..._ulid import ULID
 from .._inspect import column_state, foreign_keys_on, run
@@ -34,6 +35,7 @@ __all__ = [
     "literal_bytes",
     "read_column",
     "refuse_text_lookalikes",
+    "ulid_default",
 ]
 
 
@@ -106,10 +108,10 @@ def read_column(
             )
         plan.update = converted == 0 and present > 0
         if converted and op.checked_before(from_kind) and found == "holding":
-            op.refuse_lookalikes(connection, table, column)
+            refuse_text_lookalikes(connection, op, sql, table, column)
     if plan.update and op.checked_before(from_kind):
         check_text(connection, table, column, sql.bad_text(column, from_kind), op)
-    plan.default = op.default_in(state.default, connection.dialect, sql, to_kind)
+    plan.default = convert_default(state.default, op, connection.dialect, sql, to_kind)
     return plan
 
 
@@ -145,20 +147,17 @@ def define_unhex(connection: Connection) -> None:
 
 
 def refuse_text_lookalikes(
-    connection: Connection, op: AlterULIDStorageOp, table: str, column: str
+    connection: Connection, op: AlterULIDStorageOp, sql: ConvertSQL, table: str, column: str
 ) -> None:
-    # 16 bytes that are all ULID characters are 16 characters of text that
-    # were never a ULID, not a converted value (a binary ULID's first byte
-    # is below 0x30 until the year 3600).
+    """Refuse text values that look converted in the MariaDB holding type."""
+    assert sql.lookalike is not None  # a database with a holding type has one
     lookalike = run(
-        connection,
-        f"SELECT COUNT(*) FROM {table} WHERE CONVERT({column} USING ascii) "
-        f"REGEXP '^[{ALPHABET}{ALPHABET.lower()}]{{16}}$'",
+        connection, f"SELECT COUNT(*) FROM {table} WHERE {sql.lookalike(column)}"
     ).scalar()
     if lookalike:
         raise InvalidULID(
             f"{op.table_name}.{op.column_name} holds {lookalike} 16-character text values "
-            "that are not ULIDs; nothing was changed"
+            f"that are not {op.values_name}; nothing was changed"
         )
 
 
@@ -183,13 +182,12 @@ def literal_bytes(default: str) -> bytes | None:
     return None
 
 
-def default_value(default: str, storage: Storage) -> ULID | None:
-    """The ULID a literal DEFAULT of ``storage`` holds (None: not such a literal)."""
-    if storage == "text":
+def ulid_default(default: str, kind: str) -> bytes | None:
+    """The ULID a literal DEFAULT of a ``kind`` column holds (None: not such a literal)."""
+    if kind == "text":
         match = _TEXT_LITERAL.match(default)
-        return None if match is None else ULID(match.group(1))
-    raw = literal_bytes(default)
-    return None if raw is None else ULID.from_bytes(raw)
+        return None if match is None else ULID(match.group(1)).bytes
+    return literal_bytes(default)
 
 
 def convert_default(
@@ -198,16 +196,22 @@ def convert_default(
     """Return the DEFAULT in the new storage, or refuse one that cannot be converted."""
     if default is None:
         return None
-    value = default_value(default, op.from_storage)
-    if value is not None:
-        if sql.binary_default is not None and to_kind == "binary":
-            return sql.binary_default(value.hex)
-        return ULIDType(op.to_storage).literal_processor(dialect)(value)
-    raise ValueError(
-        f"{op.table_name}.{op.column_name} has DEFAULT {default}, which cannot be carried "
-        "to the new storage; nothing was changed. Drop the default, convert, then set a "
-        "new one (for example ulid_server_default())"
-    )
+    raw = op.default_value(default, op.kind(op.from_storage, dialect))
+    if raw is None:
+        raise ValueError(
+            f"{op.table_name}.{op.column_name} has DEFAULT {default}, which cannot be carried "
+            "to the new storage; nothing was changed. Drop the default, convert, then set a "
+            f"new one (for example {public_name(op.keys, '{}_server_default')}())"
+        )
+    if to_kind == "text":
+        return f"'{op.keys.format(raw)}'"
+    if to_kind == "hex":
+        return f"'{raw.hex()}'"
+    if sql.binary_default is not None and to_kind == "binary":
+        return sql.binary_default(raw.hex())
+    # 16 bytes: ULIDType writes them as the database reads a uuid or binary literal.
+    storage: Storage = "binary" if to_kind == "binary" else "native"
+    return ULIDType(storage).literal_processor(dialect)(raw)
 
 
 def check_text(

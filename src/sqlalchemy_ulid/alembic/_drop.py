@@ -16,6 +16,7 @@ from alembic.operations import MigrateOperation, Operations
 from .._dialects import dialect_row
 from ._catalog import catalog_for
 from ._inspect import column_state, plain_session, unique_name, unique_on
+from ._invoke import invoke
 from ._locks import DEFAULT_LOCK_TIMEOUT, check_lock_timeout, lock_safe
 
 __all__ = ["DropULIDColumnOp"]
@@ -74,16 +75,7 @@ class DropULIDColumnOp(MigrateOperation):
                 its table lock before it retries (default 1 s); see
                 :class:`~sqlalchemy_ulid.alembic.LockTimeoutError`.
         """
-        operations.invoke(
-            cls(
-                table_name,
-                column_name,
-                unique=unique,
-                constraint_name=constraint_name,
-                schema=schema,
-                lock_timeout=lock_timeout,
-            )
-        )
+        invoke(cls, operations, locals())
 
     def reverse(self) -> MigrateOperation:
         raise NotImplementedError("add_ulid_column needs the timestamp column to date from")

@@ -25,6 +25,7 @@ from ..._server_defaults import server_default as key_server_default
 from ..._types import Storage
 from .._backfill import MAX_BATCH_SIZE, BackfillProgress, check_batch_options
 from .._drop import DropULIDColumnOp
+from .._invoke import invoke
 from .._locks import check_lock_timeout
 
 __all__ = ["MAX_BATCH_SIZE", "AddULIDColumnOp"]
@@ -206,25 +207,7 @@ class AddULIDColumnOp(MigrateOperation):
                 is out of the ULID range, or a name is too long. Checked
                 before the table is altered.
         """
-        operations.invoke(
-            cls(
-                table_name,
-                column_name,
-                from_column,
-                storage=storage,
-                timezone=timezone,
-                batch_size=batch_size,
-                unique=unique,
-                constraint_name=constraint_name,
-                schema=schema,
-                fold=fold,
-                server_default=server_default,
-                online=online,
-                pause=pause,
-                progress=progress,
-                lock_timeout=lock_timeout,
-            )
-        )
+        invoke(cls, operations, locals())
 
     # -- what the key kind decides (add_uuid7_column sets ``keys`` and ``prefix``) ---
 

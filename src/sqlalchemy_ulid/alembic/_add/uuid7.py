@@ -24,6 +24,7 @@ from ..._kinds import UUID7_KEYS
 from ..._typeid import check_prefix
 from ..._uuid7_defaults import UUID7Storage
 from .._backfill import BackfillProgress
+from .._invoke import invoke
 from .op import AddULIDColumnOp
 from .staged import add_ulid_column
 
@@ -138,26 +139,7 @@ class AddUUID7ColumnOp(AddULIDColumnOp):
                 TypeID specification refuses; a ``prefix`` with another
                 ``storage`` than ``"auto"``).
         """
-        operations.invoke(
-            cls(
-                table_name,
-                column_name,
-                from_column,
-                storage=storage,
-                timezone=timezone,
-                batch_size=batch_size,
-                unique=unique,
-                constraint_name=constraint_name,
-                schema=schema,
-                fold=fold,
-                server_default=server_default,
-                online=online,
-                pause=pause,
-                progress=progress,
-                lock_timeout=lock_timeout,
-                prefix=prefix,
-            )
-        )
+        invoke(cls, operations, locals())
 
 
 Operations.implementation_for(AddUUID7ColumnOp)(add_ulid_column)

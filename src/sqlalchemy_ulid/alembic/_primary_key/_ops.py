@@ -22,6 +22,7 @@ from sqlalchemy.engine import Connection
 
 from ..._types import Storage, _check_storage
 from .._inspect import plain_session, safe_name, strict_mode, unique_on
+from .._invoke import invoke
 from .._locks import DEFAULT_LOCK_TIMEOUT, check_lock_timeout
 from .._online import phases_block
 from .._proxy import DIRECT_CONNECTION, behind_a_proxy
@@ -171,20 +172,7 @@ class ConvertPrimaryKeyToULIDOp(_KeyOp):
             >>> ConvertPrimaryKeyToULIDOp("customers").reverse().legacy_id
             'legacy_id'
         """
-        result = operations.invoke(
-            cls(
-                table_name,
-                from_time=from_time,
-                legacy_id=legacy_id,
-                storage=storage,
-                timezone=timezone,
-                fold=fold,
-                batch_size=batch_size,
-                schema=schema,
-                dry_run=dry_run,
-                lock_timeout=lock_timeout,
-            )
-        )
+        result = invoke(cls, operations, locals())
         return result if isinstance(result, str) else None
 
     def reverse(self) -> RestoreLegacyPrimaryKeyOp:
@@ -226,20 +214,7 @@ class RestoreLegacyPrimaryKeyOp(_KeyOp):
             >>> RestoreLegacyPrimaryKeyOp("customers").reverse().table_name
             'customers'
         """
-        result = operations.invoke(
-            cls(
-                table_name,
-                from_time=from_time,
-                legacy_id=legacy_id,
-                storage=storage,
-                timezone=timezone,
-                fold=fold,
-                batch_size=batch_size,
-                schema=schema,
-                dry_run=dry_run,
-                lock_timeout=lock_timeout,
-            )
-        )
+        result = invoke(cls, operations, locals())
         return result if isinstance(result, str) else None
 
     def reverse(self) -> ConvertPrimaryKeyToULIDOp:

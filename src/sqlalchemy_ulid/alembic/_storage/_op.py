@@ -22,6 +22,7 @@ from ..._dialects import DialectRow
 from ..._kinds import ULID_KEYS, KeyKind
 from ..._types import Storage
 from .._backfill import BackfillProgress, check_batch_options
+from .._invoke import invoke
 from .._locks import check_lock_timeout
 from ._values import (
     kind_of,
@@ -175,22 +176,7 @@ class AlterULIDStorageOp(MigrateOperation):
             alembic.util.CommandError: offline without ``nullable`` (not
                 needed with ``online=True``).
         """
-        operations.invoke(
-            cls(
-                table_name,
-                column_name,
-                from_storage=from_storage,
-                to_storage=to_storage,
-                nullable=nullable,
-                schema=schema,
-                copy_from=copy_from,
-                online=online,
-                lock_timeout=lock_timeout,
-                batch_size=batch_size,
-                pause=pause,
-                progress=progress,
-            )
-        )
+        invoke(cls, operations, locals())
 
     def reverse(self) -> AlterULIDStorageOp:
         return type(self)(

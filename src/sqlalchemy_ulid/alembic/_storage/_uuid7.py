@@ -23,6 +23,7 @@ from alembic.operations import Operations
 
 from ..._kinds import UUID7_KEYS
 from .._backfill import BackfillProgress
+from .._invoke import invoke
 from ._alter import alter_storage
 from ._op import AlterULIDStorageOp
 from ._values import literal_bytes
@@ -154,22 +155,7 @@ class AlterUUID7StorageOp(AlterULIDStorageOp):
                     "orders", "id", from_storage="text", to_storage="auto"
                 )
         """
-        operations.invoke(
-            cls(
-                table_name,
-                column_name,
-                from_storage=from_storage,  # type: ignore[arg-type]
-                to_storage=to_storage,  # type: ignore[arg-type]
-                nullable=nullable,
-                schema=schema,
-                copy_from=copy_from,
-                online=online,
-                lock_timeout=lock_timeout,
-                batch_size=batch_size,
-                pause=pause,
-                progress=progress,
-            )
-        )
+        invoke(cls, operations, locals())
 
 
 Operations.implementation_for(AlterUUID7StorageOp)(alter_storage)

@@ -425,6 +425,25 @@ def test_reverse_swaps_the_storages() -> None:
     assert (back.from_storage, back.to_storage) == ("binary", "text")
 
 
+def test_reverse_keeps_batches_sized_by_time_or_the_size_given() -> None:
+    from sqlalchemy_ulid.alembic import AlterUUID7StorageOp
+
+    timed = AlterUUID7StorageOp(TABLE, "ref", from_storage="text", to_storage="binary", online=True)  # type: ignore[arg-type]
+    assert timed.sized_by_time
+    assert timed.reverse().sized_by_time
+    fixed = AlterUUID7StorageOp(
+        TABLE,
+        "ref",
+        from_storage="text",
+        to_storage="binary",
+        online=True,
+        batch_size=700,  # type: ignore[arg-type]
+    )
+    back = fixed.reverse()
+    assert not back.sized_by_time
+    assert back.batch_size == 700
+
+
 def test_default_comment_and_nullability_are_kept(clean: Engine, backend: Backend) -> None:
     literal = new_uuid7()
     with clean.begin() as conn:

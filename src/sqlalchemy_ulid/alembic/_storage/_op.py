@@ -189,7 +189,7 @@ class AlterULIDStorageOp(MigrateOperation):
             copy_from=self.copy_from,
             online=self.online,
             lock_timeout=self.lock_timeout,
-            batch_size=self.batch_size,
+            batch_size=None if self.sized_by_time else self.batch_size,
             pause=self.pause,
             progress=self.progress,
         )

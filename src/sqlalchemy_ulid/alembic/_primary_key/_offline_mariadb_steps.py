@@ -248,6 +248,14 @@ _INDEX = (
 )
 
 
+#: The primary key's COMMENT clause ('' without one): part of the index, added again with it.
+_PK_COMMENT = (
+    "(SELECT IF(MAX(s.INDEX_COMMENT) <> '', CONCAT(' COMMENT ', QUOTE(MAX(s.INDEX_COMMENT))), '') "
+    "FROM information_schema.STATISTICS s WHERE s.TABLE_SCHEMA = v_schema "
+    "AND s.TABLE_NAME = v_ptbl AND s.INDEX_NAME = 'PRIMARY')"
+)
+
+
 def _root_clauses(n: Names) -> tuple[str, str, str]:
     """SQL of the key table's own clauses: (before, the columns, after)."""
     legacy = f"`{n.legacy_id.replace('`', '``')}`"
@@ -257,12 +265,13 @@ def _root_clauses(n: Names) -> tuple[str, str, str]:
             lit("DROP PRIMARY KEY"),
             f"CONCAT('RENAME COLUMN ', v_kq, {lit(' TO ' + legacy)}, ', CHANGE COLUMN ', "
             "v_sq, ' ', v_kq, ' ', v_new_type, ' NOT NULL')",
-            f"CONCAT('ADD PRIMARY KEY (', v_kq, {lit(f'), ADD UNIQUE KEY {unique} ({legacy})')})",
+            f"CONCAT('ADD PRIMARY KEY (', v_kq, ')', {_PK_COMMENT}, "
+            f"{lit(f', ADD UNIQUE KEY {unique} ({legacy})')})",
         )
     return (
         lit("DROP PRIMARY KEY"),
         f"CONCAT('DROP COLUMN ', v_kq, {lit(', RENAME COLUMN ' + legacy + ' TO ')}, v_kq)",
-        f"CONCAT('ADD PRIMARY KEY (', v_kq, {lit(f'), DROP INDEX {unique}')})",
+        f"CONCAT('ADD PRIMARY KEY (', v_kq, ')', {_PK_COMMENT}, {lit(f', DROP INDEX {unique}')})",
     )
 
 
@@ -296,7 +305,7 @@ def _swaps(n: Names) -> str:
         v_pcol = {marker};
     ELSE
       SET v_body = CONCAT_WS(', ', IF(v_found IS NULL, NULL, 'DROP PRIMARY KEY'), v_text, v_setup,
-        v_each, IF(v_found IS NULL, NULL, CONCAT('ADD PRIMARY KEY (', {quoted("v_found")}, ')')), v_body);
+        v_each, IF(v_found IS NULL, NULL, CONCAT('ADD PRIMARY KEY (', {quoted("v_found")}, ')', {_PK_COMMENT})), v_body);
     END IF;
     {_STEP}
       VALUES (CONCAT('swap the columns of ', v_ptbl), 0, 0,

@@ -275,9 +275,10 @@ def swap_steps(connection: Connection, plan: Plan) -> list[Step]:
 
     def add_pk(name: str, column: KeyColumn) -> list[Step]:
         """Add the primary key again, with its comment (lost with the dropped one)."""
+        statement = pk_sql(name, column.column, column.primary_key, add=True)
         add = step(
             f"primary key {name}",
-            pk_sql(name, column.column, column.primary_key, add=True),
+            guards.create_index(statement, column.pk_comment),
             f"NOT {guards.has_primary_key(*on(name))}",
         )
         label = column.primary_key or ""

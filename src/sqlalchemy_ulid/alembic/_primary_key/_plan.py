@@ -65,7 +65,8 @@ class KeyColumn:
     comment: str | None = None
     #: its NOT NULL constraint's name (PostgreSQL 18+), given again likewise
     not_null: str | None = None
-    #: the comment on its primary key constraint (PostgreSQL), given again likewise
+    #: the comment on its primary key (its constraint's, or its index's on MariaDB),
+    #: given again likewise
     pk_comment: str | None = None
 
 
@@ -327,8 +328,8 @@ def _read_catalog(connection: Connection, plan: Plan) -> None:
         replace(
             c,
             not_null=read(catalog.not_null_name, c.table, c.column) if c.parent else None,
-            pk_comment=read(catalog.constraint_comment, c.table, c.primary_key)
-            if c.primary_key
+            pk_comment=read(catalog.primary_key_comment, c.table, c.primary_key)
+            if c.primary_key is not None
             else None,
         )
         for c in plan.columns

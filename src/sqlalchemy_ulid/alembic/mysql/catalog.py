@@ -147,13 +147,18 @@ class KeyCatalog:
         )
 
     @staticmethod
+    def primary_key_comment(table_sql: str, table: str, schema: str | None, name: str) -> str:
+        """SQL of the comment on the table's primary key: its index's (NULL: none)."""
+        return KeyCatalog.index_comment(table_sql, table, schema, "PRIMARY")
+
+    @staticmethod
     def index_definition(table_sql: str, table: str, schema: str | None, name: str) -> str:
         """SQL NULL: an index is created again from its columns (what it may have is checked)."""
         return "NULL"
 
     @staticmethod
     def create_index(statement: str, comment: str | None) -> str:
-        """``CREATE INDEX`` with the index's comment: part of its definition here."""
+        """``CREATE INDEX`` or ``ADD PRIMARY KEY`` with the index's comment (its definition's)."""
         return statement if comment is None else f"{statement} COMMENT {lit(comment)}"
 
     @staticmethod

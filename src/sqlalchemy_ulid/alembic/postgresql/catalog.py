@@ -181,6 +181,11 @@ class KeyCatalog:
         return _of_constraint("obj_description(c.oid, 'pg_constraint')", table_sql, name)
 
     @staticmethod
+    def primary_key_comment(table_sql: str, table: str, schema: str | None, name: str) -> str:
+        """SQL of the comment on the table's primary key constraint ``name`` (NULL: none)."""
+        return KeyCatalog.constraint_comment(table_sql, table, schema, name)
+
+    @staticmethod
     def foreign_key_validated(table_sql: str, table: str, schema: str | None, name: str) -> str:
         """SQL true unless the table's foreign key ``name`` is NOT VALID."""
         return _of_constraint("c.convalidated", table_sql, name)
@@ -223,7 +228,7 @@ class KeyCatalog:
 
     @staticmethod
     def create_index(statement: str, comment: str | None) -> str:
-        """``CREATE INDEX`` as compiled: the comment is given back by its own statement."""
+        """``CREATE INDEX`` or ``ADD PRIMARY KEY`` as compiled: the comment comes after."""
         return statement
 
     @staticmethod

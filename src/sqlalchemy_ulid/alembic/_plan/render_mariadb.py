@@ -6,6 +6,9 @@ END``, between ``DELIMITER`` lines) that reads its guard first, so the whole
 script can be run again after it finished (it does nothing) or after it was
 stopped at any statement (it goes on from there):
 
+* the run's own lock, ``GET_LOCK`` of the name an online run of the op on
+  the column takes, without waiting: the script stops at once, before any
+  change, while another run holds it, and holds it itself until its end;
 * the checks: one block, ``IF <guard> THEN SIGNAL``, before any change;
 * a ``ddl`` step: ``IF <guard> THEN EXECUTE IMMEDIATE 'SET STATEMENT
   lock_wait_timeout=... FOR <statement>'``: the timeout is the statement's
@@ -21,7 +24,7 @@ at the end.
 
 from __future__ import annotations
 
-from .state import STATE_TABLE, StateSQL, literal
+from .state import STATE_TABLE, StateSQL, literal, under_way
 from .step import LIMIT, Plan, Step
 
 __all__ = ["compound", "lock_wrapped", "render_mariadb", "signal"]
@@ -82,6 +85,9 @@ def render_mariadb(plan: Plan, state: StateSQL, state_table: str) -> str:
     checks = "".join(
         f"  IF ({s.guard}) THEN\n    {signal(str(s.message))}\n  END IF;\n" for s in plan.checks
     )
+    take, give_back = state.script_lock(plan.op, plan.target)
+    held = lit(under_way(plan.op, plan.target, "Run this script again"))
+    lock = state.table_lock(plan.schema)
     saved = ", ".join(f"{user} = @@SESSION.{name}" for name, user in SAVED)
     restore = ", ".join(f"SESSION {name} = {user}" for name, user in SAVED)
     out = [
@@ -92,11 +98,18 @@ def render_mariadb(plan: Plan, state: StateSQL, state_table: str) -> str:
         f"finished (it does nothing). The state of the run is in {STATE_TABLE}.",
         f"SET {saved};",
         "SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION', time_zone = '+00:00';",
+        f"-- this run's lock, held to the end: another run of {comment(plan.op)} on "
+        f"{comment(plan.target)}, online or a script, is refused meanwhile\n"
+        + compound(
+            "  DECLARE message VARCHAR(512) CHARACTER SET utf8mb4;\n"
+            f"  IF NOT {take} THEN\n    {signal(held)}\n  END IF;\n"
+        ),
         f"-- {comment(plan.op)}: what the op refuses, checked before any change\n"
         + compound("  DECLARE message VARCHAR(512) CHARACTER SET utf8mb4;\n" + checks),
         "-- the state row, under the state table's lock\n"
         + "".join(
-            f"{s};\n" for s in state.start_sql(state_table, plan.op, plan.target, plan.digest)
+            f"{s};\n"
+            for s in state.start_sql(state_table, plan.op, plan.target, plan.digest, plan.schema)
         ),
     ]
     for step in plan.steps:
@@ -106,10 +119,11 @@ def render_mariadb(plan: Plan, state: StateSQL, state_table: str) -> str:
     forget, empty, drop = state.finish_sql(state_table, plan.op, plan.target)
     out.append(
         "-- done: the state row forgotten, the table dropped when no other op runs\n"
-        + "".join(f"{s};\n" for s in (*state.lock, forget))
+        + "".join(f"{s};\n" for s in (*lock.take, forget))
         + compound(f"  IF {empty} THEN\n    {drop};\n  END IF;\n")
-        + "".join(f"\n{s};" for s in state.unlock)
+        + "".join(f"\n{s};" for s in lock.give_back)
     )
+    out.append(f"-- this run's lock given back\nDO {give_back};")
     out.append(f"SET {restore};")
     return "\n\n".join(out) + "\n"
 

@@ -5,6 +5,9 @@ The script runs outside a transaction, as psql runs a file, and sets
 script can be run again after it finished (it does nothing) or after it
 was stopped at any statement (it goes on from there):
 
+* the run's own lock, a session advisory lock on the key an online run of
+  the op on the column takes: the script stops at once, before any change,
+  while another run holds it, and holds it itself until its end;
 * the checks: one ``DO`` block, ``IF <guard> THEN RAISE EXCEPTION``, before
   any change;
 * a ``ddl`` step: ``BEGIN; SET LOCAL lock_timeout; DO (IF <guard> THEN
@@ -18,7 +21,7 @@ was stopped at any statement (it goes on from there):
 
 from __future__ import annotations
 
-from .state import STATE_TABLE, StateSQL, literal
+from .state import STATE_TABLE, StateSQL, literal, under_way
 from .step import LIMIT, Plan, Step
 
 __all__ = ["render_pg"]
@@ -41,6 +44,13 @@ def _do(body: str, declare: str = "") -> str:
     return f"DO {dollar_quoted('ulid', f'{chr(10)}{head}BEGIN{chr(10)}{body}END{chr(10)}')};"
 
 
+#: The warning of a script whose session did not hold its lock at the end.
+_LOST = literal(
+    "this session did not hold the run's lock at the end: was the script run through a "
+    "connection pooler? Run offline scripts with psql on a direct connection"
+)
+
+
 def _checks(plan: Plan) -> str:
     lines = []
     for step in plan.checks:
@@ -59,6 +69,9 @@ def render_pg(plan: Plan, state: StateSQL, state_table: str) -> str:
         return state.mark_sql(state_table, plan.op, plan.target, plan.digest, step, done)
 
     ms = max(1, round(plan.lock_timeout * 1000))
+    take, give_back = state.script_lock(plan.op, plan.target)
+    held = literal(under_way(plan.op, plan.target, "Run this script again"))
+    lock = state.table_lock(plan.schema)
     out = [
         f"-- {comment(plan.op)}({comment(plan.target)}, online=True): each step below "
         "commits on its own and reads first whether it is still to do, so the script can "
@@ -66,10 +79,14 @@ def render_pg(plan: Plan, state: StateSQL, state_table: str) -> str:
         f"after it finished (it does nothing). The state of the run is in {STATE_TABLE}.",
         # Without it psql would go on past a refusal.
         "\\set ON_ERROR_STOP on",
+        f"-- this run's lock, held to the end: another run of {comment(plan.op)} on "
+        f"{comment(plan.target)}, online or a script, is refused meanwhile\n"
+        + _do(f"  IF NOT {take} THEN\n    RAISE EXCEPTION '%', {held};\n  END IF;\n"),
         _checks(plan),
         "-- the state row, under the state table's lock\n"
         + "".join(
-            f"{s};\n" for s in state.start_sql(state_table, plan.op, plan.target, plan.digest)
+            f"{s};\n"
+            for s in state.start_sql(state_table, plan.op, plan.target, plan.digest, plan.schema)
         ),
     ]
     for step in plan.steps:
@@ -78,9 +95,13 @@ def render_pg(plan: Plan, state: StateSQL, state_table: str) -> str:
     forget, empty, drop = state.finish_sql(state_table, plan.op, plan.target)
     out.append(
         "-- done: the state row forgotten, the table dropped when no other op runs\n"
-        + "".join(f"{s};\n" for s in (*state.lock, forget))
+        + "".join(f"{s};\n" for s in (*lock.take, forget))
         + _do(f"  IF {empty} THEN\n    {drop};\n  END IF;\n")
-        + "".join(f"\n{s};" for s in state.unlock)
+        + "".join(f"\n{s};" for s in lock.give_back)
+    )
+    out.append(
+        "-- this run's lock given back\n"
+        + _do(f"  IF NOT {give_back} THEN\n    RAISE WARNING '%', {_LOST};\n  END IF;\n")
     )
     return "\n\n".join(out) + "\n"
 

@@ -40,6 +40,7 @@ from .._backfill import BackfillProgress, error_code
 from .._inspect import run
 from .._locks import Blocker, LockTimeoutError
 from .batches import BatchLoop, run_batches
+from .state import under_way
 from .step import LIMIT, Step
 
 if TYPE_CHECKING:
@@ -99,8 +100,9 @@ class _Run:
 
     def steps(self) -> None:
         state = self.database.state
+        plan = self.plan
         self.locked(
-            state.start_sql(self.state_table, self.plan.op, self.plan.target, self.plan.digest)
+            state.start_sql(self.state_table, plan.op, plan.target, plan.digest, plan.schema)
         )
         for round_ in range(ROUNDS + 1):
             try:
@@ -118,14 +120,15 @@ class _Run:
                 raise LockTimeoutError(
                     str(again), ROUNDS + 1, self.plan.lock_timeout, []
                 ) from again.__cause__
-        forget, empty, drop = state.finish_sql(self.state_table, self.plan.op, self.plan.target)
+        forget, empty, drop = state.finish_sql(self.state_table, plan.op, plan.target)
+        lock = state.table_lock(plan.schema)
         try:
-            for statement in state.lock:
+            for statement in lock.take:
                 self.sql(statement)
             self.sql(forget)
             if self.sql(f"SELECT CASE WHEN {empty} THEN 1 ELSE 0 END").scalar():
                 self.sql(drop)
-            for statement in state.unlock:
+            for statement in lock.give_back:
                 self.sql(statement)
         except sa.exc.DBAPIError as exc:
             self.give_back(exc)
@@ -143,7 +146,7 @@ class _Run:
     def give_back(self, exc: sa.exc.DBAPIError) -> None:
         """After a failure under the state table's lock: its transaction or lock ended."""
         if not exc.connection_invalidated:
-            for statement in self.database.state.abort:
+            for statement in self.database.state.table_lock(self.plan.schema).abort:
                 self.sql(statement)
 
     def step(self, step: Step) -> None:
@@ -335,11 +338,7 @@ def _claim(connection: Connection, plan: Plan, database: Database) -> tuple[Conn
         raise
     if not taken:
         holder.close()
-        raise ValueError(
-            f"{plan.op}: another run of {plan.op} on {plan.target} is under way (another "
-            "session holds its lock); nothing was changed. Run it again once that one "
-            "has finished: it goes on from where that one stopped"
-        )
+        raise ValueError(under_way(plan.op, plan.target))
     return holder, release
 
 

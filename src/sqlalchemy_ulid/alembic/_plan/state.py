@@ -18,12 +18,21 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-__all__ = ["STATE_TABLE", "LegacyState", "StateRow", "StateSQL", "read_legacy", "read_state"]
+__all__ = [
+    "STATE_TABLE",
+    "LegacyState",
+    "StateRow",
+    "StateSQL",
+    "TableLock",
+    "read_legacy",
+    "read_state",
+    "under_way",
+]
 
 STATE_TABLE = "sqlalchemy_ulid_migrations"
 
@@ -42,6 +51,23 @@ def literal(text: str, backslashes: bool = False) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+def under_way(op: str, target: str, again: str = "Run it again") -> str:
+    """The refusal of a run while another run of ``op`` on ``target`` holds its lock."""
+    return (
+        f"{op}: another run of {op} on {target} is under way (another session holds its "
+        f"lock); nothing was changed. {again} once that one has finished: it goes on from "
+        "where that one stopped"
+    )
+
+
+class TableLock(NamedTuple):
+    """The statements that take the state table's lock, give it back, and after a failure."""
+
+    take: tuple[str, ...]
+    give_back: tuple[str, ...]
+    abort: tuple[str, ...]
+
+
 @dataclass(frozen=True)
 class StateSQL:
     """A database's SQL for the state table (each planner module has one)."""
@@ -54,28 +80,61 @@ class StateSQL:
     #: an insert of one row that keeps a row already there (same fields)
     insert_new: str = ""
     #: statements that take the state table's lock (opening a transaction where
-    #: the lock lives in one), the ones that give it back, and after a failure
+    #: the lock lives in one), the ones that give it back, and after a failure;
+    #: ``{database}`` in them is SQL of the state table's database (a named
+    #: lock that is the server's, not the database's, is named after it)
     lock: tuple[str, ...] = ()
     unlock: tuple[str, ...] = ()
     abort: tuple[str, ...] = ()
+    #: SQL of the session's own database, for ``{database}`` (no schema given)
+    database: str = "''"
     #: SQL of 1 when this session took the run's own lock ``{name}`` (a
     #: literal) without waiting, 0 when another session holds it; and what
     #: gives it back before the session's transaction ends ("": its end does)
     claim: str = ""
     release: str = ""
+    #: the same lock as a script takes it, for the session (the script's
+    #: steps are many transactions): SQL true when taken without waiting,
+    #: and SQL true when given back (false: this session did not hold it)
+    script_claim: str = ""
+    script_release: str = ""
     backslashes: bool = False
+
+    def _run_lock_name(self, op: str, target: str) -> str:
+        # A short name: MariaDB takes 64 characters.
+        return literal("sqlalchemy_ulid:" + hashlib.sha1(f"{op}:{target}".encode()).hexdigest())
 
     def run_lock(self, op: str, target: str) -> tuple[str, str]:
         """(take, give back) the lock of one run of ``op`` on ``target``, held while it runs."""
-        # A short name: MariaDB takes 64 characters.
-        name = literal("sqlalchemy_ulid:" + hashlib.sha1(f"{op}:{target}".encode()).hexdigest())
+        name = self._run_lock_name(op, target)
         return self.claim.format(name=name), self.release.format(name=name) if self.release else ""
+
+    def script_lock(self, op: str, target: str) -> tuple[str, str]:
+        """(SQL true when taken, SQL true when given back): the run's lock, as a script takes it.
+
+        The same lock as :meth:`run_lock`'s, held by the script's session
+        from its start to its end: a script and an online run (or two
+        scripts) of ``op`` on ``target`` never run at once.
+        """
+        name = self._run_lock_name(op, target)
+        return self.script_claim.format(name=name), self.script_release.format(name=name)
+
+    def table_lock(self, schema: str | None) -> TableLock:
+        """The state table's lock, for the state table of ``schema`` (None: the session's)."""
+        database = self.database if schema is None else literal(schema, self.backslashes)
+
+        def made(statements: tuple[str, ...]) -> tuple[str, ...]:
+            return tuple(s.format(database=database) for s in statements)
+
+        return TableLock(made(self.lock), made(self.unlock), made(self.abort))
 
     def create_sql(self, table: str) -> str:
         """CREATE TABLE IF NOT EXISTS of the state table."""
         return self.create.format(table=table)
 
-    def start_sql(self, table: str, op: str, target: str, plan: str) -> list[str]:
+    def start_sql(
+        self, table: str, op: str, target: str, plan: str, schema: str | None
+    ) -> list[str]:
         """Under the lock: the table made if missing, the op's row added if missing.
 
         The row is there from the start, so that another op finishing
@@ -90,7 +149,8 @@ class StateSQL:
         row = self.insert_new.format(
             table=table, op=lit(op), target=lit(target), plan=lit(plan), step="''", done="FALSE"
         )
-        return [*self.lock, self.create_sql(table), row, *self.unlock]
+        lock = self.table_lock(schema)
+        return [*lock.take, self.create_sql(table), row, *lock.give_back]
 
     def finish_sql(self, table: str, op: str, target: str) -> tuple[str, str, str]:
         """(forget the op's row, SQL true when no row is left, drop the table).

@@ -50,6 +50,11 @@ def _no_restore(row: tuple[Any, ...], in_transaction: bool) -> tuple[str, ...]:
 #: and INNODB_TRX lists those (a transaction that only read is there too).
 LOCKS = replace(MYSQL_LOCKS, set=_no_set, restore=_no_restore)
 
+#: The name of the state table's lock (``{database}``: SQL of its database),
+#: and of a run's own lock (``{name}``: the op and target, hashed).
+_STATE_LOCK = "CONCAT('sqlalchemy_ulid_state:', SHA1({database}))"
+_RUN_LOCK = "CONCAT('sqlalchemy_ulid:', SHA1(CONCAT(COALESCE(DATABASE(), ''), ':', {name})))"
+
 STATE = StateSQL(
     create=(
         "CREATE TABLE IF NOT EXISTS {table} (op VARCHAR(64) NOT NULL, "
@@ -67,15 +72,18 @@ STATE = StateSQL(
         "VALUES ({op}, {target}, {plan}, {step}, {done})"
     ),
     # A named lock of the session (DDL commits on its own here): at most 600 s.
-    lock=("DO GET_LOCK('sqlalchemy_ulid_migrations', 600)",),
-    unlock=("DO RELEASE_LOCK('sqlalchemy_ulid_migrations')",),
-    abort=("DO RELEASE_LOCK('sqlalchemy_ulid_migrations')",),
+    # Named locks are the server's: each database's state table has its own.
+    lock=(f"DO GET_LOCK({_STATE_LOCK}, 600)",),
+    unlock=(f"DO RELEASE_LOCK({_STATE_LOCK})",),
+    abort=(f"DO RELEASE_LOCK({_STATE_LOCK})",),
+    database="COALESCE(DATABASE(), '')",
     # Named for the database too: a named lock is the server's, and the same
     # op on a table of the same name in another database is another run.
-    claim="SELECT COALESCE(GET_LOCK(CONCAT('sqlalchemy_ulid:', "
-    "SHA1(CONCAT(COALESCE(DATABASE(), ''), ':', {name}))), 0), 0)",
-    release="DO RELEASE_LOCK(CONCAT('sqlalchemy_ulid:', "
-    "SHA1(CONCAT(COALESCE(DATABASE(), ''), ':', {name}))))",
+    claim=f"SELECT COALESCE(GET_LOCK({_RUN_LOCK}, 0), 0)",
+    release=f"DO RELEASE_LOCK({_RUN_LOCK})",
+    # GET_LOCK is the session's: the same lock, online or in a script.
+    script_claim=f"COALESCE(GET_LOCK({_RUN_LOCK}, 0), 0) = 1",
+    script_release=f"COALESCE(RELEASE_LOCK({_RUN_LOCK}), 0) = 1",
     backslashes=True,
 )
 

@@ -75,6 +75,10 @@ STATE = StateSQL(
     # A transaction's lock (none lives on a session: a pooler may hand it on).
     claim="SELECT pg_try_advisory_xact_lock(hashtext({name}))::int",
     release="",
+    # A script's steps are many transactions: the same key, locked for the
+    # session (run a script on a direct connection, as psql does).
+    script_claim="pg_try_advisory_lock(hashtext({name}))",
+    script_release="pg_advisory_unlock(hashtext({name}))",
 )
 
 

@@ -45,12 +45,12 @@ from typing import Any
 
 import sqlalchemy as sa
 from _servers import URLS  # benchmarks/ is on sys.path when a script runs
-from _writer_threads import Writers
 from alembic.migration import MigrationContext
 from alembic.operations import Operations
 from sqlalchemy.dialects import mysql
 
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
+from _writers import Inserters
 from sqlalchemy_ulid import ULIDType
 from sqlalchemy_ulid._dialects import dialect_row
 from sqlalchemy_ulid._generator import MonotonicGenerator
@@ -209,7 +209,7 @@ def _online_table(servers: list[str], sizes: list[int]) -> None:
                     with engine.begin() as conn:
                         conn.exec_driver_sql(f"ANALYZE TABLE {TABLE}" if server == "MariaDB"
                                              else f"ANALYZE {TABLE}")  # fmt: skip
-                    with Writers(engine, 4, _insert_row, pause=0.01, join=600) as writers:
+                    with Inserters(engine, 4, _insert_row, pause=0.01, join=600) as writers:
                         time.sleep(0.2)
                         began = time.perf_counter()
                         run()

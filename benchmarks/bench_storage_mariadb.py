@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import threading
 import time
 from typing import Any
 
@@ -27,6 +26,7 @@ from alembic.migration import MigrationContext
 from alembic.operations import Operations
 
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
+from _writers import Inserters  # tests/_writers.py: _servers put tests/ on sys.path
 from sqlalchemy_ulid import new_ulid
 
 TABLE = "bench_shadow"
@@ -58,35 +58,10 @@ def _load(engine: sa.Engine, rows: int) -> None:
             conn.commit()
 
 
-class _Writers:
-    """Threads inserting single rows, each INSERT timed (start time, seconds)."""
-
-    def __init__(self, engine: sa.Engine, count: int = 4) -> None:
-        self.engine = engine
-        self.waits: list[tuple[float, float]] = []
-        self.stop = threading.Event()
-        self.threads = [threading.Thread(target=self._write, daemon=True) for _ in range(count)]
-
-    def _write(self) -> None:
-        with self.engine.connect() as conn:
-            while not self.stop.is_set():
-                started = time.monotonic()
-                conn.exec_driver_sql(f"INSERT INTO {TABLE} (note) VALUES ('writer')")
-                conn.commit()
-                self.waits.append((started, time.monotonic() - started))
-                time.sleep(0.005)
-
-    def __enter__(self) -> _Writers:
-        for thread in self.threads:
-            thread.start()
-        time.sleep(0.5)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        time.sleep(0.5)
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(timeout=600)
+def _insert(conn: sa.Connection, key: int) -> None:
+    """A writer's row (the table's own key)."""
+    conn.exec_driver_sql(f"INSERT INTO {TABLE} (note) VALUES ('writer')")
+    conn.commit()
 
 
 #: statement prefix -> the step it starts (the op's statements, in order)
@@ -114,7 +89,8 @@ def _run(engine: sa.Engine, online: bool, batch_size: int = 5000) -> dict[str, A
                 return
 
     sa.event.listen(engine, "before_cursor_execute", mark)
-    with _Writers(engine) as writers, engine.connect() as conn:
+    writers = Inserters(engine, 4, _insert, pause=0.005, settle=0.5, join=600, daemon=True)
+    with writers, engine.connect() as conn:
         started = time.monotonic()
         context = MigrationContext.configure(conn)
         with context.begin_transaction(), context.begin_transaction(_per_migration=True):
@@ -131,11 +107,11 @@ def _run(engine: sa.Engine, online: bool, batch_size: int = 5000) -> dict[str, A
     steps: dict[str, float] = {}
     for (at, step), following in zip(marks, [*marks[1:], (ended, "")], strict=True):
         steps[step] = steps.get(step, 0.0) + following[0] - at
-    during = [w for s, w in writers.waits if started <= s <= ended]
+    during = [w for s, w in writers.timed if started <= s <= ended]
     rename = next((at for at, step in marks if step == "RENAME"), None)
     outside = [
         w
-        for s, w in writers.waits
+        for s, w in writers.timed
         if started <= s <= ended and (rename is None or not rename - 2 <= s <= rename + 2)
     ]
     return {
@@ -145,7 +121,7 @@ def _run(engine: sa.Engine, online: bool, batch_size: int = 5000) -> dict[str, A
         "p99": statistics.quantiles(during, n=100)[98],
         "median": statistics.median(during),
         "outside_max": max(outside) if outside else float("nan"),
-        "before_median": statistics.median([w for s, w in writers.waits if s < started]),
+        "before_median": statistics.median([w for s, w in writers.timed if s < started]),
         "inserts": len(during),
     }
 

@@ -18,13 +18,13 @@ import threading
 import time
 from typing import Any
 
-import _writer_threads
 import sqlalchemy as sa
 from _servers import POSTGRESQL_URL  # benchmarks/ is on sys.path when a script runs
 from alembic.migration import MigrationContext
 from alembic.operations import Operations
 
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
+from _writers import Inserters  # tests/_writers.py: _servers put tests/ on sys.path
 from sqlalchemy_ulid import new_ulid
 
 TABLE = "bench_storage_online"
@@ -47,7 +47,7 @@ def _seed(engine: sa.Engine, rows: int) -> None:
         conn.exec_driver_sql(f"VACUUM ANALYZE {TABLE}")
 
 
-class Writers(_writer_threads.Writers):
+class Writers(Inserters):
     """Writers binding the ULID as text until the swap begins, as a uuid after it."""
 
     def __init__(self, engine: sa.Engine, count: int) -> None:

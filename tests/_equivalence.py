@@ -26,10 +26,10 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from alembic import command
-from alembic.config import Config
 from sqlalchemy.engine import Engine
 
 import _clients
+import _offline_scripts
 import _script_cuts as cuts
 from _db_state import VERSION_PREFIX, diff, objects, reset, state
 from conftest import Backend, private_engine
@@ -85,21 +85,12 @@ class Project:
     def __init__(self, where: Path, engine: Engine, up: str, down: str = "pass") -> None:
         self.engine = engine
         self.version_table = f"{VERSION_PREFIX}_{where.name}"[:60]
-        versions = where / "versions"
-        versions.mkdir(parents=True)
-        (where / "env.py").write_text(_ENV_PY.format(table=self.version_table))
-        (versions / "e0.py").write_text(
-            _REVISION.format(revision="e0", down_revision=None, up="pass", down="pass")
-        )
-        (versions / "e1.py").write_text(
-            _REVISION.format(revision="e1", down_revision="e0", up=up, down=down)
-        )
-        self.config = Config()
-        self.config.set_main_option("script_location", str(where))
-        self.config.set_main_option(
-            "sqlalchemy.url", engine.url.render_as_string(hide_password=False)
-        )
-        self.config.attributes["configure_logger"] = False
+        revisions = {
+            "e0": _REVISION.format(revision="e0", down_revision=None, up="pass", down="pass"),
+            "e1": _REVISION.format(revision="e1", down_revision="e0", up=up, down=down),
+        }
+        env_py = _ENV_PY.format(table=self.version_table)
+        self.config = _offline_scripts.project(where, env_py, revisions, engine=engine)
 
     def online(self, action: str, revision: str) -> None:
         """``alembic upgrade|downgrade <revision>`` on a connection of the test's engine."""

@@ -1,19 +1,60 @@
-"""The offline (``--sql``) scripts of the online storage conversions, as Alembic writes them.
+"""Alembic projects for the tests, and the ``--sql`` scripts of the online conversions.
 
-One Alembic project per call in ``tmp_path``: an ``env.py`` that writes the
-script for the URL, and one revision running the op (its downgrade the
-reverse conversion), through the real ``alembic upgrade/downgrade --sql``.
+``project()`` writes an Alembic project (its ``env.py``, its revisions,
+optionally the example project's ``script.py.mako`` for ``alembic
+revision``) and returns its ``Config``: the one way the suite writes one.
+``alembic_sql()`` is what a real ``alembic upgrade/downgrade --sql`` writes
+for one op: a project whose ``env.py`` writes the script for the URL, and
+one revision running the op (its downgrade the reverse conversion).
 """
 
 from __future__ import annotations
 
 import io
 import textwrap
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TextIO
 
 from alembic import command
 from alembic.config import Config
 from sqlalchemy.engine import Engine
+
+#: The example project, whose revision template ``project(..., template=True)`` copies.
+EXAMPLE = Path(__file__).resolve().parent.parent / "migrations_example"
+
+
+def project(
+    where: Path,
+    env_py: str,
+    revisions: Mapping[str, str] | None = None,
+    *,
+    engine: Engine | None = None,
+    template: bool = False,
+    output_buffer: TextIO | None = None,
+) -> Config:
+    """An Alembic project in ``where`` (made if missing), and its ``Config``.
+
+    ``revisions`` maps a file name in ``versions/`` (without ``.py``) to its
+    source; ``engine`` sets ``sqlalchemy.url``; ``template`` copies the
+    example project's ``script.py.mako`` (``alembic revision`` needs it).
+    Alembic's logging set-up is off (``configure_logger``), for env.py files
+    that read it.
+    """
+    versions = where / "versions"
+    versions.mkdir(parents=True, exist_ok=True)
+    (where / "env.py").write_text(env_py)
+    for name, source in (revisions or {}).items():
+        (versions / f"{name}.py").write_text(source)
+    if template:
+        (where / "script.py.mako").write_text((EXAMPLE / "script.py.mako").read_text())
+    config = Config(output_buffer=output_buffer)
+    config.set_main_option("script_location", str(where))
+    if engine is not None:
+        config.set_main_option("sqlalchemy.url", engine.url.render_as_string(hide_password=False))
+    config.attributes["configure_logger"] = False
+    return config
+
 
 #: The revisions' table: not ``alembic_version``, which a database may hold for another project.
 VERSION_TABLE = "alembic_version_offline"
@@ -21,9 +62,16 @@ VERSION_TABLE = "alembic_version_offline"
 
 def alembic_sql(engine: Engine, tmp_path: Path, call: str, *, down: bool = False) -> str:
     """What a real ``alembic upgrade head --sql`` (or ``downgrade``) writes for ``call``."""
-    where = tmp_path / ("down" if down else "up")
-    (where / "versions").mkdir(parents=True)
-    (where / "env.py").write_text(
+    reverse = call.replace('from_storage="', 'X="').replace('to_storage="', 'from_storage="')
+    reverse = reverse.replace('X="', 'to_storage="')
+    revision = (
+        "from alembic import op\n\nrevision = '0001'\ndown_revision = None\n"
+        "branch_labels = None\ndepends_on = None\n\n\n"
+        f"def upgrade() -> None:\n    op.{call}\n\n\ndef downgrade() -> None:\n    op.{reverse}\n"
+    )
+    buffer = io.StringIO()
+    config = project(
+        tmp_path / ("down" if down else "up"),
         textwrap.dedent(
             """\
             from alembic import context
@@ -37,20 +85,11 @@ def alembic_sql(engine: Engine, tmp_path: Path, call: str, *, down: bool = False
             with context.begin_transaction():
                 context.run_migrations()
             """
-        )
+        ),
+        {"0001_convert": revision},
+        engine=engine,
+        output_buffer=buffer,
     )
-    reverse = call.replace('from_storage="', 'X="').replace('to_storage="', 'from_storage="')
-    reverse = reverse.replace('X="', 'to_storage="')
-    (where / "versions" / "0001_convert.py").write_text(
-        "from alembic import op\n\nrevision = '0001'\ndown_revision = None\n"
-        "branch_labels = None\ndepends_on = None\n\n\n"
-        f"def upgrade() -> None:\n    op.{call}\n\n\ndef downgrade() -> None:\n    op.{reverse}\n"
-    )
-    buffer = io.StringIO()
-    config = Config(output_buffer=buffer)
-    config.set_main_option("script_location", str(where))
-    config.set_main_option("sqlalchemy.url", engine.url.render_as_string(hide_password=False))
-    config.attributes["configure_logger"] = False
     if down:
         command.downgrade(config, "0001:base", sql=True)
     else:

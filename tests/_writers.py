@@ -4,6 +4,9 @@ A test subclasses ``Writers`` with the statements its application sends
 (``write``), and runs the op inside ``with writers:``. Each writer has a
 connection of its own; what it raises is kept and fails ``check()``; the
 statements it sends through ``timing()`` have their latency recorded.
+``Inserters`` is the plain case: each writer calls one function, which
+inserts a row with a key of the writer's own, until stopped (the benchmarks
+of ops on live tables use it too: one writers helper for both).
 ``SwapFollowers`` adds the application that follows a storage swap: it binds
 values for the old storage until the swap begins, then for the new one.
 """
@@ -43,6 +46,8 @@ class Writers:
         self.settle = settle
         self.join = join
         self.latencies: list[float] = []
+        #: (when it started, how long it took), for each timed block
+        self.timed: list[tuple[float, float]] = []
         self.errors: list[BaseException] = []
         self.stop = threading.Event()
         self.ready = [threading.Event() for _ in range(count)]
@@ -73,7 +78,9 @@ class Writers:
         try:
             yield
         finally:
-            self.latencies.append(time.monotonic() - started)
+            took = time.monotonic() - started
+            self.latencies.append(took)
+            self.timed.append((started, took))
 
     def send(self, conn: Connection, sql: str) -> None:
         """Run ``sql`` and commit, timed."""
@@ -104,6 +111,41 @@ class Writers:
         """Fail if a write waited ``bound`` seconds longer than ``stall`` (``Control.stall()``)."""
         slowest = sorted(self.latencies)[-5:]
         assert max(self.latencies) < bound + stall, (slowest, f"control stall {stall:.3f}")
+
+
+class Inserters(Writers):
+    """Writers calling ``insert(conn, key)`` (one statement and its commit), timed.
+
+    Each writer uses keys of its own (from ``100_000_000 + n * 10_000_000``
+    up), ``pause`` seconds apart, until the ``with`` block ends.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        count: int,
+        insert: Callable[[Connection, int], None],
+        *,
+        pause: float,
+        **options: Any,
+    ) -> None:
+        options.setdefault("settle", 0.0)
+        super().__init__(engine, count, **options)
+        self.insert = insert
+        self.pause = pause
+
+    @property
+    def waits(self) -> list[float]:
+        """How long each ``insert`` took."""
+        return self.latencies
+
+    def write(self, conn: Connection, n: int) -> None:
+        key = 100_000_000 + n * 10_000_000
+        while not self.stop.is_set():
+            with self.timing():
+                self.insert(conn, key)
+            key += 1
+            time.sleep(self.pause)
 
 
 class SwapFollowers(Writers):

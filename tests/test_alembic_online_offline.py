@@ -12,7 +12,6 @@ import io
 import os
 import re
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from datetime import datetime, timezone
@@ -23,9 +22,10 @@ import sqlalchemy as sa
 from alembic.migration import MigrationContext
 from alembic.operations import Operations
 from alembic.util import CommandError
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 import _clients
+import _writers
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from _offline_scripts import VERSION_TABLE, alembic_sql
 from conftest import Backend, private_engine
@@ -270,15 +270,15 @@ def _columns(engine: Engine, table: str) -> dict[str, tuple[str, bool]]:
         }
 
 
-def _writer(engine: Engine, stop: threading.Event, written: list[int]) -> None:
+class _LiveWriter(_writers.Writers):
     """Insert rows (no public_id: the column may not exist yet) until told to stop."""
-    deadline = time.monotonic() + 60  # bounded, whatever happens to the test
-    with engine.connect() as conn:
+
+    def begin(self, conn: Connection, n: int) -> None:
         conn.exec_driver_sql("SET SESSION innodb_lock_wait_timeout = 10, lock_wait_timeout = 10")
-        while not stop.is_set() and time.monotonic() < deadline:
-            conn.exec_driver_sql(f"INSERT INTO {LIVE} (created_at) VALUES (UTC_TIMESTAMP(3))")
-            conn.commit()
-            written.append(1)
+
+    def write(self, conn: Connection, n: int) -> None:
+        while not self.stop.is_set():
+            self.send(conn, f"INSERT INTO {LIVE} (created_at) VALUES (UTC_TIMESTAMP(3))")
             time.sleep(0.002)
 
 
@@ -307,21 +307,14 @@ def test_mariadb_offline_script_fills_while_a_writer_inserts(maria: Engine, tmp_
     assert "ALGORITHM=INSTANT" in script
     # lock_timeout's default, the statement's own (nothing left on the session)
     assert "SET STATEMENT lock_wait_timeout=1, innodb_lock_wait_timeout=1 FOR ALTER" in script
-    stop, written = threading.Event(), []
-    writer = threading.Thread(target=_writer, args=(maria, stop, written), daemon=True)
-    writer.start()
-    try:
-        time.sleep(0.1)
+    with _LiveWriter(maria, 1, join=30, daemon=True) as writer:
         done = _mariadb(maria, script)
-    finally:
-        stop.set()
-        writer.join(timeout=30)
-    assert not writer.is_alive()
+    writer.check()
     assert done.returncode == 0, done.stderr
     # The rows, and the writer's rows inserted before the DEFAULT was set.
     filled = re.findall(rf"add_ulid_column: (\d+) rows of {LIVE}.public_id filled", done.stdout)
     assert int(filled[-1]) >= rows
-    assert written, "the writer inserted no row"
+    assert writer.latencies, "the writer inserted no row"
     with maria.connect() as conn:
         conn.exec_driver_sql("SET time_zone = '+00:00'")
         table = conn.exec_driver_sql(

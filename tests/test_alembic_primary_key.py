@@ -35,6 +35,7 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Engine
 
 import _databases
+import _offline_scripts
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from _sessions import kill_session, session_id
 from conftest import Backend, connection_env_py, private_engine, recording
@@ -227,13 +228,9 @@ def _check_ulids(engine: Engine) -> None:
 
 
 def _project(tmp_path: Path, extra: str = "") -> Config:
-    (tmp_path / "versions").mkdir(exist_ok=True)
-    (tmp_path / "env.py").write_text(ENV_PY)
-    (tmp_path / "versions" / "pk0001_convert.py").write_text(REVISION.format(extra=extra))
-    config = Config()
-    config.set_main_option("script_location", str(tmp_path))
-    config.attributes["configure_logger"] = False
-    return config
+    return _offline_scripts.project(
+        tmp_path, ENV_PY, {"pk0001_convert": REVISION.format(extra=extra)}
+    )
 
 
 def _alembic(config: Config, engine: Engine, action: str) -> None:

@@ -30,6 +30,7 @@ from alembic.util import CommandError
 from sqlalchemy.engine import Engine
 
 import _clients
+import _offline_scripts
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from conftest import Backend, private_engine
 from sqlalchemy_ulid import ULID, new_ulid
@@ -120,18 +121,10 @@ def _seed_commented(engine: Engine) -> None:
 def _project(
     tmp_path: Path, engine: Engine, extra: str = "", table: str = "pk_customers"
 ) -> Config:
-    versions = tmp_path / "versions"
-    versions.mkdir(exist_ok=True)
-    (tmp_path / "env.py").write_text(ENV_PY)
-    (versions / "pk0000_base.py").write_text(BASE_REVISION)
     down = ", ".join(p for p in extra.split(", ") if p.startswith(("legacy_id", "schema")))
     revision = REVISION.format(table=table, extra=extra, down=down)
-    (versions / "pk0001_convert.py").write_text(revision)
-    config = Config()
-    config.set_main_option("script_location", str(tmp_path))
-    config.set_main_option("sqlalchemy.url", engine.url.render_as_string(hide_password=False))
-    config.attributes["configure_logger"] = False
-    return config
+    revisions = {"pk0000_base": BASE_REVISION, "pk0001_convert": revision}
+    return _offline_scripts.project(tmp_path, ENV_PY, revisions, engine=engine)
 
 
 def _online(config: Config, engine: Engine, action: str, revision: str) -> None:

@@ -31,6 +31,7 @@ from alembic.util import CommandError
 from sqlalchemy.engine import Engine
 
 import _clients
+import _offline_scripts
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from conftest import Backend, private_engine
 from sqlalchemy_ulid._time import to_ms
@@ -106,15 +107,10 @@ def _project(
     tmp_path: Path, engine: Engine, *, table: str = "pk_customers", up: str = "", down: str = ""
 ) -> Config:
     """An Alembic project in tmp_path; the database stamped at the base revision."""
-    (tmp_path / "versions").mkdir(exist_ok=True)
-    (tmp_path / "env.py").write_text(ENV_PY)
-    (tmp_path / "versions" / "pk0000_base.py").write_text(BASE_REVISION)
     up = up or "from_time='created_at'"
     text = REVISION.format(table=table, up=up, down=down)
-    (tmp_path / "versions" / "pk0001_convert.py").write_text(text)
-    config = Config()
-    config.set_main_option("script_location", str(tmp_path))
-    config.attributes["configure_logger"] = False
+    revisions = {"pk0000_base": BASE_REVISION, "pk0001_convert": text}
+    config = _offline_scripts.project(tmp_path, ENV_PY, revisions)
     config.attributes["url"] = engine.url.render_as_string(hide_password=False)
     with engine.connect() as conn:
         config.attributes["connection"] = conn

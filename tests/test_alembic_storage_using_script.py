@@ -20,6 +20,7 @@ from alembic.operations import Operations
 from sqlalchemy.engine import Engine
 
 import _clients
+import _databases
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from conftest import Backend, private_engine
 from sqlalchemy_ulid import ULID
@@ -46,7 +47,7 @@ def engine(backends: dict[str, Backend]) -> Iterator[Engine]:
 
 def _drop(engine: Engine) -> None:
     with engine.begin() as conn:
-        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {TABLE}, {PARENT} CASCADE")
+        _databases.drop_tables(conn, TABLE, PARENT, cascade=True)
 
 
 def _column(engine: Engine) -> tuple[str, str | None]:

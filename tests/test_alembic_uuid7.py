@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from alembic import command
-from alembic.config import Config
 from alembic.migration import MigrationContext
 from alembic.operations import Operations
 from alembic.util import CommandError
@@ -21,12 +20,12 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection, Engine
 
 import _databases
+import _offline_scripts
 import sqlalchemy_ulid.alembic
 from conftest import connection_env_py
 from sqlalchemy_ulid import drop_uuid7_function, uuid7_min_at
 from sqlalchemy_ulid._dialects import dialect_row
 
-ROOT = Path(__file__).resolve().parent.parent
 ORDERS = "u7ops_orders"
 VERSION_TABLE = "alembic_version_u7ops"
 DATETIME = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql")
@@ -170,14 +169,7 @@ def test_function_ops_offline_write_the_ddl(engine: Engine) -> None:
 
 
 def test_real_alembic_upgrade_and_downgrade(clean: Engine, tmp_path: Path) -> None:
-    (tmp_path / "versions").mkdir()
-    (tmp_path / "env.py").write_text(ENV_PY)
-    (tmp_path / "script.py.mako").write_text(
-        (ROOT / "migrations_example" / "script.py.mako").read_text()
-    )
-    (tmp_path / "versions" / "u7ops1.py").write_text(MIGRATION)
-    config = Config()
-    config.set_main_option("script_location", str(tmp_path))
+    config = _offline_scripts.project(tmp_path, ENV_PY, {"u7ops1": MIGRATION}, template=True)
     _seed(clean, TIMES)
     if clean.dialect.name == "sqlite":
         # The SQLite function lives in the connection: register it for the

@@ -19,6 +19,7 @@ from sqlalchemy.dialects import mssql, mysql, postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
+import _offline_scripts
 from conftest import Backend, recording
 from sqlalchemy_ulid import (
     ULID,
@@ -342,7 +343,6 @@ def test_repr_cache_key_and_prefix_checks() -> None:
 
 # -- Alembic autogenerate ------------------------------------------------------------
 
-ROOT = Path(__file__).resolve().parent.parent
 AUTOGEN_VERSION_TABLE = "alembic_version_tidgen"
 AUTOGEN_TABLES = ("tidgen_orders", "tidgen_users")
 
@@ -405,15 +405,8 @@ def test_autogenerate_renders_typeidtype_and_switching_types_is_a_no_op(
     tmp_path: Path, engine: Engine
 ) -> None:
     from alembic import command
-    from alembic.config import Config
 
-    (tmp_path / "versions").mkdir()
-    (tmp_path / "env.py").write_text(AUTOGEN_ENV_PY)
-    (tmp_path / "script.py.mako").write_text(
-        (ROOT / "migrations_example" / "script.py.mako").read_text()
-    )
-    config = Config()
-    config.set_main_option("script_location", str(tmp_path))
+    config = _offline_scripts.project(tmp_path, AUTOGEN_ENV_PY, template=True)
     config.attributes["target_metadata"] = _autogen_models(TypeIDType("user"))
     _autogen_clean(engine)
     try:

@@ -21,7 +21,6 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from alembic import command
-from alembic.config import Config
 from alembic.migration import MigrationContext
 from alembic.operations import Operations
 from alembic.util import CommandError
@@ -31,6 +30,7 @@ from sqlalchemy.engine import Connection, Engine
 
 import _clients
 import _databases
+import _offline_scripts
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from conftest import Backend, recording
 from sqlalchemy_ulid import (
@@ -45,7 +45,6 @@ from sqlalchemy_ulid import (
 from test_alembic_uuid7_storage import _decoded
 from test_typeid_column import autogenerate_env_py
 
-ROOT = Path(__file__).resolve().parent.parent
 ITEMS = "tidmig_items"
 ORDERS = "tidmig_orders"
 VERSION_TABLE = "alembic_version_tidmig"
@@ -80,13 +79,7 @@ def _items(id_type: sa.types.TypeEngine[Any]) -> sa.MetaData:
 
 def _check(tmp_path: Path, engine: Engine, metadata: sa.MetaData) -> None:
     """``alembic check`` of ``metadata`` against the database (raises on any difference)."""
-    (tmp_path / "versions").mkdir(exist_ok=True)
-    (tmp_path / "env.py").write_text(ENV_PY)
-    (tmp_path / "script.py.mako").write_text(
-        (ROOT / "migrations_example" / "script.py.mako").read_text()
-    )
-    config = Config()
-    config.set_main_option("script_location", str(tmp_path))
+    config = _offline_scripts.project(tmp_path, ENV_PY, template=True)
     config.attributes["target_metadata"] = metadata
     with engine.begin() as conn:
         config.attributes["connection"] = conn

@@ -183,7 +183,7 @@ def main() -> None:
             )
         estimate_cost = medians["estimate"] - first
         out.append(
-            f"\nFirst page with `total=\"estimate\"`: {medians['estimate']:.2f} ms "
+            f'\nFirst page with `total="estimate"`: {medians["estimate"]:.2f} ms '
             f"(the EXPLAIN: about {estimate_cost:.2f} ms; it estimated {estimated:,} rows)."
         )
         print("\n".join(out[-8:]), flush=True)

@@ -67,7 +67,8 @@ class Writers(Inserters):
             conn.rollback()  # in flight as the swap changed the type
 
 
-def _measure(engine: sa.Engine, online: bool, writers: int, batch: int) -> dict[str, float]:
+def _measure(engine: sa.Engine, online: bool, writers: int, batch: int | None) -> dict[str, float]:
+    """One mode, timed (``batch=None``: batches sized by time, the op's default)."""
     crew = Writers(engine, writers)
 
     def hook(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
@@ -76,6 +77,8 @@ def _measure(engine: sa.Engine, online: bool, writers: int, batch: int) -> dict[
 
     sa.event.listen(engine, "before_cursor_execute", hook)
     options: dict[str, Any] = {"online": True, "batch_size": batch} if online else {}
+    if batch is None:
+        options.pop("batch_size", None)
     try:
         with crew:
             time.sleep(0.5)

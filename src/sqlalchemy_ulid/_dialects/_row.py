@@ -91,9 +91,6 @@ class DialectRow:
     native_as_bytes: str | None = None
     #: lock timeouts for DDL (None: the database has no lock waits to bound)
     locks: LockSQL | None = None
-    #: ``UPDATE ... FROM unnest(CAST(:a AS t[]), ...)`` takes a batch of values
-    #: as two array parameters (else they go through a temporary table)
-    unnest_arrays: bool = False
     #: ``settle="auto"``'s margin when ``margin=`` is left at its default:
     #: what must cover the time from making an id to its row being where the
     #: horizon looks (measured in benchmarks/bench_mint_gap.py and

@@ -411,7 +411,6 @@ ROW = DialectRow(
     # bytes cost them next to nothing, and a ULID is made from bytes directly.
     native_as_bytes="uuid_send({})",
     locks=PG_LOCKS,
-    unnest_arrays=True,
     # An INSERT holds its table lock, which the horizon waits for, from the
     # start of the statement: row-level waits come after it. So the margin
     # covers making the id to sending the statement (milliseconds at flush)

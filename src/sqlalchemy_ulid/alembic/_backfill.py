@@ -3,9 +3,11 @@
 The rows that have no id yet are read in primary-key order, ``batch_size``
 at a time (``WHERE key > last AND col IS NULL ORDER BY key LIMIT n``). Each
 batch's ids are computed in Python from the rows' times, exactly as the
-one-transaction op computes them, written to a temporary table, and copied
-into the batch's key range by one ``UPDATE`` that commits on its own. A
-writer waits at most for the rows of one batch, for one statement.
+one-transaction op computes them, and written into the batch's key range by
+one ``UPDATE`` that carries them and commits on its own (the database's
+``fill_batch``: two arrays on PostgreSQL, a derived table of rows on
+MariaDB). A writer waits at most for the rows of one batch, for one
+statement.
 
 Killed and rerun, the backfill starts again from the first row without an
 id: finished ranges are not NULL, so they are skipped, never rewritten.
@@ -26,6 +28,7 @@ from sqlalchemy.engine import Connection
 from .._checks import check_seconds
 from .._dialects import dialect_row
 from ._inspect import quote
+from ._plan.database import FillRows, database_for
 
 __all__ = ["MAX_BATCH_SIZE", "Backfill", "BackfillProgress", "check_batch_options", "error_code"]
 
@@ -114,7 +117,6 @@ class Backfill:
 
     connection: Connection
     target: sa.Table
-    staging: sa.Table
     key: str
     column: str
     #: a row's time -> its Unix milliseconds (the op's strict conversion)
@@ -212,36 +214,30 @@ class Backfill:
         return list(self.connection.execute(query).all())
 
     def _fill(self, rows: list[Any]) -> int:
-        """Give one batch its ids: staged, then one UPDATE bounded by the batch's keys."""
-        # Ties in one millisecond are numbered in key order, as the generator
-        # numbers ids made live within one millisecond.
-        timed = sorted((self._row_millis(row[1], row[0]), row[0]) for row in rows)
+        """Give one batch its ids: one statement, bounded by the batch's keys."""
+        # Ties in one millisecond are numbered in key order (the order the
+        # rows were read in), as the generator numbers ids made live within
+        # one millisecond: a stable sort by the millisecond keeps it.
+        millis = [self._row_millis(row[1], row[0]) for row in rows]
         now = [0]
         generate = self.make_ids(lambda: now[0])
-        staged = []
-        for ms, key in timed:
-            now[0] = ms
-            staged.append({self.key: key, "ulid": generate()})
-        low, high = rows[0][0], rows[-1][0]
-        if dialect_row(self.connection.dialect).unnest_arrays:
-            return self._update_from_arrays(staged, low, high)
-        target_key = self.target.c[self.key]
-        update = (
-            sa.update(self.target)
-            .where(target_key == self.staging.c[self.key])
-            .where(target_key >= low, target_key <= high)
-            .where(self.target.c[self.column].is_(None))
-            .values({self.column: self.staging.c.ulid})
+        ids: list[Any] = [None] * len(rows)
+        for i in sorted(range(len(rows)), key=millis.__getitem__):
+            now[0] = millis[i]
+            ids[i] = generate()
+        dialect = self.connection.dialect
+        id_type = self.target.c[self.column].type
+        bind = id_type.bind_processor(dialect)
+        batch = FillRows(
+            table=quote(dialect, self.target.name, self.target.schema),
+            key=quote(dialect, self.key),
+            column=quote(dialect, self.column),
+            key_type=self.target.c[self.key].type,
+            id_type=id_type,
+            keys=[row[0] for row in rows],
+            ids=ids if bind is None else [bind(i) for i in ids],
         )
-
-        def through_staging() -> int:
-            self.connection.execute(self.staging.delete())
-            self.connection.execute(self.staging.insert(), staged)
-            count = self.connection.execute(update).rowcount
-            self.connection.execute(self.staging.delete())
-            return int(count)
-
-        return through_staging()
+        return database_for(dialect).fill_batch(self.connection, batch)
 
     def _row_millis(self, value: Any, key: Any) -> int:
         """The row's time as Unix milliseconds; a clear error for a row written meanwhile.
@@ -261,32 +257,6 @@ class Backfill:
                 f"Give the row a valid {self.time_column} (or delete it) and rerun "
                 "the migration: it carries on from where it stopped"
             ) from None
-
-    def _update_from_arrays(self, staged: list[dict[str, Any]], low: Any, high: Any) -> int:
-        """PostgreSQL: the batch's keys and ids as two array parameters, one statement."""
-        dialect = self.connection.dialect
-        # Names unescaped: text() escapes a % once for the driver, as it sends
-        # the statement (the preparer's own quoting would make that twice).
-        table = quote(dialect, self.target.name, self.target.schema)
-        key, column = quote(dialect, self.key), quote(dialect, self.column)
-        key_type = self.target.c[self.key].type.compile(dialect=dialect)
-        id_type = self.target.c[self.column].type
-        bind = id_type.bind_processor(dialect)
-        ids = [item["ulid"] for item in staged]
-        statement = sa.text(
-            f"UPDATE {table} AS t SET {column} = v.u "
-            f"FROM unnest(CAST(:keys AS {key_type}[]), "
-            f"CAST(:ids AS {id_type.compile(dialect=dialect)}[])) AS v(k, u) "
-            f"WHERE t.{key} = v.k AND t.{key} >= :low AND t.{key} <= :high "
-            f"AND t.{column} IS NULL"
-        )
-        params = {
-            "keys": [item[self.key] for item in staged],
-            "ids": [bind(i) for i in ids] if bind is not None else ids,
-            "low": low,
-            "high": high,
-        }
-        return int(self.connection.execute(statement, params).rowcount)
 
 
 def error_code(error: sa.exc.DBAPIError) -> object:

@@ -25,9 +25,8 @@ from alembic.util import CommandError
 from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.exc import CompileError
 
-from ..._dialects import dialect_row
 from .._backfill import Backfill
-from .._inspect import check_identifier, quote, run, safe_name, strict_mode, utc_session
+from .._inspect import check_identifier, quote, safe_name, strict_mode, utc_session
 from .._locks import DEFAULT_LOCK_TIMEOUT
 from .._online import check_online_context, phases_block
 from .._plan.database import Database, UnsupportedDatabase, database_for
@@ -191,17 +190,10 @@ def _backfill(
         sa.Column(op.column_name, column_type),
         schema=op.schema,
     )
-    staging = sa.Table(
-        "_ulid_online_backfill",
-        sa.MetaData(),
-        sa.Column(key, key_type, primary_key=True, autoincrement=False),
-        sa.Column("ulid", column_type, nullable=False),
-        prefixes=["TEMPORARY"],
-    )
-    backfill = Backfill(
+    # The batches carry their ids in one statement each (the database's fill_batch).
+    yield Backfill(
         connection,
         target,
-        staging,
         key,
         op.column_name,
         millis,
@@ -209,19 +201,6 @@ def _backfill(
         op.batch_size,
         op.id_maker,
     )
-    if dialect_row(connection.dialect).unnest_arrays:
-        yield backfill  # no staging table: the batches bind arrays
-        return
-    drop = dialect_row(connection.dialect).drop_temporary.format(
-        quote(connection.dialect, staging.name)
-    )
-    run(connection, drop)
-    staging.create(connection)
-    try:
-        yield backfill
-    finally:
-        with contextlib.suppress(sa.exc.SQLAlchemyError):
-            run(connection, drop)
 
 
 def _check_default_runs(connection: Connection, op: AddULIDColumnOp, sql: str) -> None:

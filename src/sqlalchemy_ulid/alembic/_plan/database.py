@@ -23,7 +23,7 @@ from .state import STATE_TABLE, StateSQL
 if TYPE_CHECKING:
     from .step import Plan, Step
 
-__all__ = ["DDLFrame", "Database", "UnsupportedDatabase", "database_for"]
+__all__ = ["DDLFrame", "Database", "FillRows", "UnsupportedDatabase", "database_for"]
 
 
 class DDLFrame(NamedTuple):
@@ -37,6 +37,21 @@ class DDLFrame(NamedTuple):
     end: list[str]
     #: after a failure, once ``begin`` ran (PostgreSQL: ROLLBACK)
     abort: list[str]
+
+
+class FillRows(NamedTuple):
+    """One batch of an online backfill: the ids its rows get, written by one statement."""
+
+    #: the table, key and column, quoted (``%`` not escaped)
+    table: str
+    key: str
+    column: str
+    #: the key's and the column's types (as compiled for the database)
+    key_type: Any
+    id_type: Any
+    #: the batch's keys in key order, as read, and each one's id, bound
+    keys: list[Any]
+    ids: list[Any]
 
 
 _REGISTRY: dict[str, type[Database]] = {}
@@ -91,6 +106,10 @@ class Database:
     def storage_checks(self, target: Any) -> list[Step]:
         """The refusals the one-transaction storage op asks online first (its script too)."""
         return []
+
+    def fill_batch(self, connection: Connection, rows: FillRows) -> int:
+        """Give a backfill batch's rows still without an id theirs; return how many."""
+        raise NotImplementedError
 
     def render(self, plan: Plan) -> str:
         """The plan as a script for the database's client."""

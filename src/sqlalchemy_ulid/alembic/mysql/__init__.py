@@ -11,11 +11,12 @@ from typing import Any, Literal
 from sqlalchemy.engine import Connection
 
 from .._inspect import run
-from .._plan.database import Database, DDLFrame
+from .._plan.database import Database, DDLFrame, FillRows
 from .._plan.render_mariadb import lock_wrapped, render_mariadb
 from .._plan.step import Plan
 from .add_column import plan_add_column
 from .catalog import LOCKS, STATE, KeyCatalog
+from .fill import fill_batch
 from .primary_key import mariadb_script
 
 __all__ = ["MariaDB"]
@@ -50,6 +51,10 @@ class MariaDB(Database):
     ) -> None:
         """See :meth:`Database.primary_key_script`."""
         mariadb_script(operations, op, direction, name)
+
+    def fill_batch(self, connection: Connection, rows: FillRows) -> int:
+        """See :meth:`Database.fill_batch`."""
+        return fill_batch(connection, rows, mariadb=getattr(self.dialect, "is_mariadb", False))
 
     def render(self, plan: Plan) -> str:
         """See :meth:`Database.render`."""

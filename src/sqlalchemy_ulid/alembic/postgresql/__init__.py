@@ -12,12 +12,13 @@ from typing import Any, Literal
 from sqlalchemy.engine import Connection
 
 from .._inspect import run
-from .._plan.database import Database, DDLFrame
+from .._plan.database import Database, DDLFrame, FillRows
 from .._plan.render_pg import render_pg
 from .._plan.step import Plan, Step
 from .._proxy import behind_a_proxy
 from .add_column import plan_add_column
 from .catalog import LOCKS, STATE, KeyCatalog
+from .fill import fill_batch
 from .primary_key import postgresql_script
 from .storage import plan_storage
 from .storage_checks import in_place_checks
@@ -68,6 +69,10 @@ class PostgreSQL(Database):
     def storage_checks(self, target: Any) -> list[Step]:
         """See :meth:`Database.storage_checks`."""
         return in_place_checks(target)
+
+    def fill_batch(self, connection: Connection, rows: FillRows) -> int:
+        """See :meth:`Database.fill_batch`."""
+        return fill_batch(connection, rows)
 
     def render(self, plan: Plan) -> str:
         """See :meth:`Database.render`."""

@@ -1,0 +1,60 @@
+"""A batch of the online backfill on MariaDB/MySQL: one ``UPDATE``, its ids in a derived table.
+
+The batch's keys and ids go to the server as the rows of a derived table,
+first row a ``SELECT`` naming the columns, the others a table value
+constructor (``VALUES (k, u), ...``; MySQL spells a row ``ROW(k, u)``)::
+
+    UPDATE t JOIN (SELECT %s AS k, %s AS u UNION ALL VALUES (%s, %s), ...) AS v
+      ON t.key = v.k SET t.col = v.u
+     WHERE t.col IS NULL AND t.key >= <first key> AND t.key <= <last key>
+
+one statement that reads and writes each row of the batch once: no
+temporary table to fill and empty around it. The key range keeps the
+statement on the batch's rows whatever the derived table's column types.
+A batch of more than :data:`ROWS_PER_STATEMENT` rows is sent as several
+such statements (each within ``max_allowed_packet``), each committing on
+its own, as a batch does.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.engine import Connection
+
+if TYPE_CHECKING:
+    from .._plan.database import FillRows
+
+__all__ = ["ROWS_PER_STATEMENT", "fill_batch"]
+
+#: The most rows one statement carries: a few hundred kB of SQL for most keys.
+ROWS_PER_STATEMENT = 5_000
+
+
+def fill_batch(connection: Connection, rows: FillRows, mariadb: bool) -> int:
+    """Write ``rows`` (see the module docstring); return the rows given an id."""
+    dialect = connection.dialect
+    mark = "?" if dialect.paramstyle == "qmark" else "%s"
+    percent = dialect.paramstyle in ("format", "pyformat")
+    key_bind = rows.key_type.bind_processor(dialect)
+    names = (rows.table, rows.key, rows.column)
+    table, key, column = (n.replace("%", "%%") for n in names) if percent else names
+    row = f"({mark}, {mark})" if mariadb else f"ROW({mark}, {mark})"
+    done = 0
+    for start in range(0, len(rows.keys), ROWS_PER_STATEMENT):
+        keys = rows.keys[start : start + ROWS_PER_STATEMENT]
+        ids = rows.ids[start : start + ROWS_PER_STATEMENT]
+        derived = f"SELECT {mark} AS k, {mark} AS u"
+        if len(keys) > 1:
+            derived += " UNION ALL VALUES " + ", ".join([row] * (len(keys) - 1))
+        params: list[Any] = []
+        for k, u in zip(keys, ids, strict=True):
+            params += (k if key_bind is None else key_bind(k), u)
+        params += (params[0], params[-2])
+        statement = (
+            f"UPDATE {table} AS t JOIN ({derived}) AS v ON t.{key} = v.k "
+            f"SET t.{column} = v.u WHERE t.{column} IS NULL "
+            f"AND t.{key} >= {mark} AND t.{key} <= {mark}"
+        )
+        done += int(connection.exec_driver_sql(statement, tuple(params)).rowcount)
+    return done

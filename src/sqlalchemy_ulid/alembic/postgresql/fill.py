@@ -1,0 +1,39 @@
+"""A batch of the online backfill on PostgreSQL: one ``UPDATE ... FROM unnest()``.
+
+The batch's keys and ids go to the server as two array parameters::
+
+    UPDATE t SET col = v.u FROM unnest(CAST(:keys AS <key type>[]),
+      CAST(:ids AS <id type>[])) AS v(k, u)
+     WHERE t.key = v.k AND t.key >= :low AND t.key <= :high AND t.col IS NULL
+
+one statement of four parameters, whatever the batch's size.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+if TYPE_CHECKING:
+    from .._plan.database import FillRows
+
+__all__ = ["fill_batch"]
+
+
+def fill_batch(connection: Connection, rows: FillRows) -> int:
+    """Write ``rows`` (see the module docstring); return the rows given an id."""
+    dialect = connection.dialect
+    # Names unescaped: text() escapes a % once for the driver, as it sends
+    # the statement (the preparer's own quoting would make that twice).
+    key, column = rows.key, rows.column
+    statement = sa.text(
+        f"UPDATE {rows.table} AS t SET {column} = v.u "
+        f"FROM unnest(CAST(:keys AS {rows.key_type.compile(dialect=dialect)}[]), "
+        f"CAST(:ids AS {rows.id_type.compile(dialect=dialect)}[])) AS v(k, u) "
+        f"WHERE t.{key} = v.k AND t.{key} >= :low AND t.{key} <= :high "
+        f"AND t.{column} IS NULL"
+    )
+    params = {"keys": rows.keys, "ids": rows.ids, "low": rows.keys[0], "high": rows.keys[-1]}
+    return int(connection.execute(statement, params).rowcount)

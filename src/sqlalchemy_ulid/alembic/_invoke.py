@@ -25,7 +25,7 @@ def invoke(
     """Build the op from a public method's ``locals()`` (taken first thing) and run it.
 
     Example:
-        >>> from alembic.migration import MigrateOperation
+        >>> from alembic.operations import MigrateOperation
         >>> class Op(MigrateOperation):
         ...     def __init__(self, table_name: str, *, schema: str | None = None) -> None:
         ...         self.table_name, self.schema = table_name, schema

@@ -320,7 +320,7 @@ def swap_steps(connection: Connection, plan: Plan) -> list[Step]:
         """Give a recreated index or constraint its comment back, where the database can."""
         schema_sql = quoted(connection, plan.schema) if plan.schema else None
         statement = None
-        if text is not None:
+        if text is not None and label:  # MariaDB's primary key has no name (nor this step)
             statement = guards.comment_sql(
                 on(name)[0], schema_sql, index, quoted(connection, label), text
             )

@@ -334,3 +334,40 @@ def test_an_op_on_a_table_of_another_database_takes_that_databases_state_lock(
         _done(there)
     finally:
         _drop(there)
+
+
+# -- schema=: the lock is the table's schema's, not the session's --------------------------
+
+
+def test_the_lock_is_named_after_the_ops_schema_not_the_sessions(server: Engine) -> None:
+    """A script's lock for ``schema=<the table's>``, taken from a session whose
+    own schema (database) is another one, refuses an online run without
+    ``schema=`` on that table, before any change; the script's session ended,
+    the run proceeds."""
+    _seed(server)
+    state = database_for(server.dialect).state
+    with server.connect() as conn:
+        schema = sa.inspect(conn).default_schema_name
+    assert schema
+    take, _ = state.script_lock("add_ulid_column", f"{schema}.{TABLE}.public_id", schema)
+    # The script (written with schema=) takes its lock by this very SQL.
+    buffer = io.StringIO()
+    context = MigrationContext.configure(
+        dialect_name=server.dialect.name, opts={"as_sql": True, "output_buffer": buffer}
+    )
+    Operations(context).invoke(_op(schema=schema))
+    assert take in buffer.getvalue()
+    elsewhere = (
+        "SET search_path TO pg_catalog"
+        if server.dialect.name == "postgresql"
+        else "USE information_schema"
+    )
+    with server.connect() as holder:
+        holder.exec_driver_sql(elsewhere)
+        assert int(holder.exec_driver_sql(f"SELECT {take}").scalar_one()) == 1
+        with pytest.raises(ValueError, match="is under way"):
+            _online(server)
+        assert _table(server) == ([("id", False), ("created_at", False)], 0)
+        assert _state_rows(server) is None
+    _online(server)
+    _done(server)

@@ -256,8 +256,14 @@ def test_no_op_takes_a_session_advisory_lock() -> None:
         if re.search(r"pg_(try_)?advisory_(un)?lock(_shared)?\s*\(", line)
     ]
     assert found == [
-        ("alembic/postgresql/catalog.py", 'script_claim="pg_try_advisory_lock(hashtext({name}))",'),
-        ("alembic/postgresql/catalog.py", 'script_release="pg_advisory_unlock(hashtext({name}))",'),
+        (
+            "alembic/postgresql/catalog.py",
+            "script_claim=\"pg_try_advisory_lock(hashtext({schema} || ':' || {name}))\",",
+        ),
+        (
+            "alembic/postgresql/catalog.py",
+            "script_release=\"pg_advisory_unlock(hashtext({schema} || ':' || {name}))\",",
+        ),
     ]
     assert any("pg_advisory_xact_lock" in p.read_text() for p in source.rglob("*.py"))
 

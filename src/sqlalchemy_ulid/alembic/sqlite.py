@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ._catalog import Catalog
 from ._plan.database import Database, UnsupportedDatabase
+from ._plan.state import StateSQL
 
 __all__ = ["SQLite", "SQLiteCatalog"]
 
@@ -22,6 +23,8 @@ class SQLite(Database):
     """SQLite: every online plan refused, with the reason."""
 
     __dialect__ = ("sqlite",)
+    #: No state table, and no run's lock (no ``claim``): one writer at a time.
+    state = StateSQL(create="", upsert="")
 
     def refuse_online(self, op_name: str) -> None:
         """Refused: SQLite has one writer at a time."""

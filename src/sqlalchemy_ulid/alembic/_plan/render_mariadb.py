@@ -27,7 +27,7 @@ from __future__ import annotations
 from .state import STATE_TABLE, StateSQL, literal, under_way
 from .step import LIMIT, Plan, Step
 
-__all__ = ["compound", "lock_wrapped", "render_mariadb", "signal"]
+__all__ = ["compound", "lock_wrapped", "render_mariadb", "run_lock_sql", "signal"]
 
 #: What the script's session changes, saved in user variables and restored.
 SAVED = (
@@ -76,6 +76,29 @@ def lock_wrapped(statement: str, seconds: float) -> str:
     )
 
 
+def run_lock_sql(
+    state: StateSQL, op: str, target: str, schema: str | None, lock_op: str | None = None
+) -> tuple[str, str]:
+    """A script's first block, which takes the run's lock or stops, and its last statement.
+
+    The lock an online run of ``op`` on ``target`` takes (``lock_op``: the
+    lock's op when it is not ``op``), taken without waiting and held by the
+    script's session to its end: a script stops at once, before any
+    change, while another run holds it.
+    """
+    take, give_back = state.script_lock(lock_op or op, target, schema)
+    held = lit(under_way(op, target, "Run this script again"))
+    first = (
+        f"-- this run's lock, held to the end: another run of {comment(op)} on "
+        f"{comment(target)}, online or a script, is refused meanwhile\n"
+        + compound(
+            "  DECLARE message VARCHAR(512) CHARACTER SET utf8mb4;\n"
+            f"  IF NOT {take} THEN\n    {signal(held)}\n  END IF;\n"
+        )
+    )
+    return first, f"-- this run's lock given back\nDO {give_back};"
+
+
 def render_mariadb(plan: Plan, state: StateSQL, state_table: str) -> str:
     """The script of ``plan``; ``state_table`` is the state table's quoted name."""
 
@@ -85,8 +108,7 @@ def render_mariadb(plan: Plan, state: StateSQL, state_table: str) -> str:
     checks = "".join(
         f"  IF ({s.guard}) THEN\n    {signal(str(s.message))}\n  END IF;\n" for s in plan.checks
     )
-    take, give_back = state.script_lock(plan.op, plan.target)
-    held = lit(under_way(plan.op, plan.target, "Run this script again"))
+    take_lock, give_back_lock = run_lock_sql(state, plan.op, plan.target, plan.schema)
     lock = state.table_lock(plan.schema)
     saved = ", ".join(f"{user} = @@SESSION.{name}" for name, user in SAVED)
     restore = ", ".join(f"SESSION {name} = {user}" for name, user in SAVED)
@@ -98,12 +120,7 @@ def render_mariadb(plan: Plan, state: StateSQL, state_table: str) -> str:
         f"finished (it does nothing). The state of the run is in {STATE_TABLE}.",
         f"SET {saved};",
         "SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION', time_zone = '+00:00';",
-        f"-- this run's lock, held to the end: another run of {comment(plan.op)} on "
-        f"{comment(plan.target)}, online or a script, is refused meanwhile\n"
-        + compound(
-            "  DECLARE message VARCHAR(512) CHARACTER SET utf8mb4;\n"
-            f"  IF NOT {take} THEN\n    {signal(held)}\n  END IF;\n"
-        ),
+        take_lock,
         f"-- {comment(plan.op)}: what the op refuses, checked before any change\n"
         + compound("  DECLARE message VARCHAR(512) CHARACTER SET utf8mb4;\n" + checks),
         "-- the state row, under the state table's lock\n"
@@ -123,7 +140,7 @@ def render_mariadb(plan: Plan, state: StateSQL, state_table: str) -> str:
         + compound(f"  IF {empty} THEN\n    {drop};\n  END IF;\n")
         + "".join(f"\n{s};" for s in lock.give_back)
     )
-    out.append(f"-- this run's lock given back\nDO {give_back};")
+    out.append(give_back_lock)
     out.append(f"SET {restore};")
     return "\n\n".join(out) + "\n"
 

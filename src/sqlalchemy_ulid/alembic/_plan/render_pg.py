@@ -69,7 +69,7 @@ def render_pg(plan: Plan, state: StateSQL, state_table: str) -> str:
         return state.mark_sql(state_table, plan.op, plan.target, plan.digest, step, done)
 
     ms = max(1, round(plan.lock_timeout * 1000))
-    take, give_back = state.script_lock(plan.op, plan.target)
+    take, give_back = state.script_lock(plan.op, plan.target, plan.schema)
     held = literal(under_way(plan.op, plan.target, "Run this script again"))
     lock = state.table_lock(plan.schema)
     out = [

@@ -27,9 +27,10 @@ at most :data:`ROUNDS` times: the fill's guard sees the new rows.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -47,7 +48,15 @@ if TYPE_CHECKING:
     from .database import Database
     from .step import Plan
 
-__all__ = ["ROUNDS", "Again", "LateRows", "check_statement", "run_checks", "run_plan"]
+__all__ = [
+    "ROUNDS",
+    "Again",
+    "LateRows",
+    "check_statement",
+    "run_checks",
+    "run_lock",
+    "run_plan",
+]
 
 logger = logging.getLogger("alembic.runtime.migration")
 
@@ -287,15 +296,11 @@ def run_plan(
         late_error,
         database.quote_table(plan.schema),
     )
-    holder = _claim(connection, plan, database)
-    try:
+    with run_lock(connection, database, plan.op, plan.target, plan.schema):
         runner.checks()
         if before_changes is not None:
             before_changes()
         runner.steps()
-    finally:
-        if holder is not None:
-            _give_back(*holder)
 
 
 def check_statement(step: Step) -> str:
@@ -317,17 +322,32 @@ def run_checks(connection: Connection, checks: Sequence[Step]) -> None:
             raise step.error(str(refusal))
 
 
-def _claim(connection: Connection, plan: Plan, database: Database) -> tuple[Connection, str] | None:
-    """Take the run's own lock in a session of its own, or refuse: another run holds it.
+@contextlib.contextmanager
+def run_lock(
+    connection: Connection,
+    database: Database | None,
+    op: str,
+    target: str,
+    schema: str | None,
+    *,
+    refusal: Callable[[str], ValueError] = ValueError,
+    lock_op: str | None = None,
+) -> Iterator[None]:
+    """Hold the run's own lock while the block runs, or refuse: another run holds it.
 
-    The session holds it until the run ends, in an open transaction that
+    The lock is taken in a session of its own, in an open transaction that
     reads and writes nothing (PostgreSQL: a transaction's advisory lock,
     which a pooler in transaction mode keeps with its server session;
-    MariaDB: ``GET_LOCK``). Returns that session and the lock's release.
+    MariaDB: ``GET_LOCK``, the session's), and given back as the block
+    ends, failed or not; a session that is lost (killed) takes it with it.
+    ``lock_op`` names the lock when it is not ``op``'s own (two ops that
+    must not run at once on one table share one); the refusal names ``op``.
+    No ``database`` (one without a planner, SQLite): no lock.
     """
-    take, release = database.state.run_lock(plan.op, plan.target)
-    if not database.state.claim:
-        return None
+    if database is None or not database.state.claim:
+        yield
+        return
+    take, release = database.state.run_lock(lock_op or op, target, schema)
     # READ COMMITTED whatever the engine's level: the open transaction then
     # keeps no snapshot, which would hold back VACUUM for the whole run.
     holder = connection.engine.connect().execution_options(isolation_level="READ COMMITTED")
@@ -338,8 +358,11 @@ def _claim(connection: Connection, plan: Plan, database: Database) -> tuple[Conn
         raise
     if not taken:
         holder.close()
-        raise ValueError(under_way(plan.op, plan.target))
-    return holder, release
+        raise refusal(under_way(op, target))
+    try:
+        yield
+    finally:
+        _give_back(holder, release)
 
 
 def _give_back(holder: Connection, release: str) -> None:

@@ -88,9 +88,13 @@ class StateSQL:
     abort: tuple[str, ...] = ()
     #: SQL of the session's own database, for ``{database}`` (no schema given)
     database: str = "''"
+    #: SQL of the session's own schema, for ``{schema}`` in the run's lock
+    #: (no schema given)
+    schema: str = "''"
     #: SQL of 1 when this session took the run's own lock ``{name}`` (a
-    #: literal) without waiting, 0 when another session holds it; and what
-    #: gives it back before the session's transaction ends ("": its end does)
+    #: literal) of the table in schema ``{schema}`` (SQL) without waiting, 0
+    #: when another session holds it; and what gives it back before the
+    #: session's transaction ends ("": its end does)
     claim: str = ""
     release: str = ""
     #: the same lock as a script takes it, for the session (the script's
@@ -100,24 +104,38 @@ class StateSQL:
     script_release: str = ""
     backslashes: bool = False
 
-    def _run_lock_name(self, op: str, target: str) -> str:
-        # A short name: MariaDB takes 64 characters.
-        return literal("sqlalchemy_ulid:" + hashlib.sha1(f"{op}:{target}".encode()).hexdigest())
+    def _run_lock_names(self, op: str, target: str, schema: str | None) -> dict[str, str]:
+        """The run lock's name, for the templates: ``{name}`` (a literal) and ``{schema}``.
 
-    def run_lock(self, op: str, target: str) -> tuple[str, str]:
-        """(take, give back) the lock of one run of ``op`` on ``target``, held while it runs."""
-        name = self._run_lock_name(op, target)
-        return self.claim.format(name=name), self.release.format(name=name) if self.release else ""
+        The lock is the op's on the table in its schema: the op's ``schema=``
+        when one is given, else the session's (SQL, read as the lock is
+        taken). ``target`` without its schema goes into the name, so that
+        ``schema="app"`` and no schema on a session whose schema is ``app``
+        name the same lock. A short name: MariaDB takes 64 characters.
+        """
+        if schema is not None and target.startswith(f"{schema}."):
+            target = target[len(schema) + 1 :]
+        name = "sqlalchemy_ulid:" + hashlib.sha1(f"{op}:{target}".encode()).hexdigest()
+        in_schema = self.schema if schema is None else literal(schema, self.backslashes)
+        return {"name": literal(name), "schema": in_schema}
 
-    def script_lock(self, op: str, target: str) -> tuple[str, str]:
+    def run_lock(self, op: str, target: str, schema: str | None = None) -> tuple[str, str]:
+        """(take, give back) the lock of one run of ``op`` on ``target``, held while it runs.
+
+        ``target`` may carry ``schema``'s name in front (a plan's target does).
+        """
+        names = self._run_lock_names(op, target, schema)
+        return self.claim.format(**names), self.release.format(**names) if self.release else ""
+
+    def script_lock(self, op: str, target: str, schema: str | None = None) -> tuple[str, str]:
         """(SQL true when taken, SQL true when given back): the run's lock, as a script takes it.
 
         The same lock as :meth:`run_lock`'s, held by the script's session
         from its start to its end: a script and an online run (or two
         scripts) of ``op`` on ``target`` never run at once.
         """
-        name = self._run_lock_name(op, target)
-        return self.script_claim.format(name=name), self.script_release.format(name=name)
+        names = self._run_lock_names(op, target, schema)
+        return self.script_claim.format(**names), self.script_release.format(**names)
 
     def table_lock(self, schema: str | None) -> TableLock:
         """The state table's lock, for the state table of ``schema`` (None: the session's)."""

@@ -25,12 +25,14 @@ from .._inspect import plain_session, safe_name, strict_mode, unique_on
 from .._invoke import invoke
 from .._locks import DEFAULT_LOCK_TIMEOUT, check_lock_timeout
 from .._online import phases_block
+from .._plan.database import Database, UnsupportedDatabase, database_for
+from .._plan.run import run_lock
 from .._proxy import DIRECT_CONNECTION, behind_a_proxy
 from ._fill import add_shadows, fill_referencing, staged_key
 from ._offline import write_offline
 from ._phases import swap
 from ._plan import ConversionRefused, Plan, build_plan, describe
-from ._state import load_state, mark_done, save_state
+from ._state import LOCK_OP, load_state, lock_target, mark_done, save_state
 
 __all__ = ["ConvertPrimaryKeyToULIDOp", "RestoreLegacyPrimaryKeyOp"]
 
@@ -239,6 +241,31 @@ def _run(operations: Operations, op: _KeyOp, direction: Literal["ulid", "legacy"
     if context.as_sql:
         write_offline(operations, op, direction, name)
         return None
+    connection = operations.get_bind()
+    try:
+        database: Database | None = database_for(connection.dialect)
+    except UnsupportedDatabase:
+        database = None  # no other session to exclude (SQLite)
+    if op.dry_run:
+        # It changes nothing: no lock to take.
+        return _run_locked(operations, op, direction, name)
+    # The run's own lock (the script's too), before anything is read.
+    with run_lock(
+        connection,
+        database,
+        name,
+        lock_target(op.table_name, op.schema),
+        op.schema,
+        refusal=ConversionRefused,
+        lock_op=LOCK_OP,
+    ):
+        return _run_locked(operations, op, direction, name)
+
+
+def _run_locked(
+    operations: Operations, op: _KeyOp, direction: Literal["ulid", "legacy"], name: str
+) -> str | None:
+    context = operations.migration_context
     connection = operations.get_bind()
     state = load_state(connection, op.schema, op.table_name)
     if state is None:

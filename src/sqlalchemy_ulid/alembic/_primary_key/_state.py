@@ -15,7 +15,16 @@ from sqlalchemy.engine import Connection
 
 from ._plan import STATE_TABLE, Plan
 
-__all__ = ["clear_state", "load_state", "mark_done", "save_state"]
+__all__ = ["LOCK_OP", "clear_state", "load_state", "lock_target", "mark_done", "save_state"]
+
+#: The run's own lock is this op's for both directions: a conversion and a
+#: restore of one table never run at once either.
+LOCK_OP = "convert_primary_key_to_ulid"
+
+
+def lock_target(table: str, schema: str | None) -> str:
+    """The target the run's lock is named after (online and in the script): the table."""
+    return table if schema is None else f"{schema}.{table}"
 
 
 def _state_table(schema: str | None) -> sa.Table:

@@ -8,7 +8,9 @@ anonymous compound statement (``BEGIN NOT ATOMIC``) that reads
 only what is left, so the whole script can be run again after a kill at any
 point, and does nothing after success:
 
-0. the check (``mysql.storage_checks.shadow_checks``, which the online op asks
+0. the run's own lock (``GET_LOCK``, the name an online run takes), or a
+   stop before any change while another run holds it; given back at the end;
+   the check (``mysql.storage_checks.shadow_checks``, which the online op asks
    too): everything the online op refuses stops the script with
    ``SIGNAL`` before any change (a column that is neither storage or is left
    ``VARBINARY``, no single-column primary key, not InnoDB, foreign keys,
@@ -37,7 +39,8 @@ from ..._convert_sql import ConvertSQL
 from ..._dialects import dialect_row
 from .._locks import DEFAULT_LOCK_TIMEOUT
 from .._offline_mariadb import _SAVED
-from .._plan.render_mariadb import checks_block, comment, compound, lit, signal
+from .._plan.database import database_for
+from .._plan.render_mariadb import checks_block, comment, compound, lit, run_lock_sql, signal
 from .._primary_key._offline_mariadb_sql import quoted
 from ..mysql.storage_checks import shadow_checks
 from ._offline_mariadb_sql import (
@@ -88,6 +91,10 @@ def alter_shadow_offline(
     # Whole seconds, at least one: offline no retry follows a lock wait of 0.
     for statement in locks.set(max(1.0, timeout), False):
         out(f"{statement};")
+    take_lock, give_back_lock = run_lock_sql(
+        database_for(context.dialect).state, op.op_name, n.target, op.schema
+    )
+    out(take_lock)
     label = comment(f"{op.op_name}({op.table_name}, online=True)")
     out(f"-- {label}: the table checked before any change")
     out(checks_block(shadow_checks(n)))
@@ -96,6 +103,7 @@ def alter_shadow_offline(
     out(_copy_block(n))
     out(_swap_block(n))
     out(_clean_up_block(n))
+    out(give_back_lock)
     restore = ", ".join(f"SESSION {name} = {user}" for name, user in _SAVED)
     more = ", ".join(f"SESSION {name} = {user}" for name, user in _MORE_SAVED)
     out(f"SET {restore}, {more};")

@@ -62,6 +62,10 @@ class Names:
         self.type_sql = op.column_type(op.to_storage, dialect).compile(dialect=dialect)
         self.holding = getattr(sql.holding(), "length", None) if sql.holding else None
         self.label = comment(f"{op.op_name}({op.table_name}.{op.column_name})")
+        #: the run's lock's target, as the other ops name theirs
+        self.target = f"{op.table_name}.{op.column_name}"
+        if op.schema is not None:
+            self.target = f"{op.schema}.{self.target}"
 
     def where(self, table: str) -> str:
         return f"TABLE_SCHEMA = {self.schema} AND TABLE_NAME = {lit(table)}"

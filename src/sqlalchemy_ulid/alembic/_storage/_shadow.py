@@ -24,6 +24,10 @@ commit on their own and that a rerun recognises:
    triggers follow ``_<t>__old``), then the triggers and ``_<t>__old`` are
    dropped.
 
+The run holds its own lock from before its checks to its end (the
+script's, ``GET_LOCK`` of the same name): a second run of the op on the
+column, online or a script, is refused meanwhile before any change.
+
 Killed and rerun, it finds the shadow and its triggers, and copies from the
 first row of ``<t>`` the shadow lacks (INSERT IGNORE never overwrites a
 mirrored row). With the column already converted it only removes what an
@@ -46,7 +50,8 @@ from .._inspect import column_state, quote, safe_name, strict_mode
 from .._locks import DEFAULT_LOCK_TIMEOUT, lock_safe, lock_safe_ddl
 from .._online import check_online_context, phases_block
 from .._plan.batches import BatchLoop, logger, run_batches
-from .._plan.run import run_checks
+from .._plan.database import database_for
+from .._plan.run import run_checks, run_lock
 from ..mysql.storage_checks import shadow_checks
 from ._offline_mariadb_sql import Names
 from ._values import convert_default
@@ -72,14 +77,18 @@ def alter_shadow(
     check_online_context(operations, op.op_name)
     connection = operations.get_bind()
     shadow = _Shadow(connection, op, sql, from_kind, to_kind)
-    if shadow.finished():
-        with operations.get_context().autocommit_block():
-            shadow.clean_up()
-        return
-    # The refusals, as the script asks them (mysql.storage_checks).
-    run_checks(connection, shadow_checks(Names(connection.dialect, op, sql, from_kind, to_kind)))
-    with phases_block(operations), strict_mode(connection):
-        shadow.run(operations)
+    names = Names(connection.dialect, op, sql, from_kind, to_kind)
+    database = database_for(connection.dialect)
+    # The run's own lock, the one the script takes, before any change.
+    with run_lock(connection, database, op.op_name, names.target, op.schema):
+        if shadow.finished():
+            with operations.get_context().autocommit_block():
+                shadow.clean_up()
+            return
+        # The refusals, as the script asks them (mysql.storage_checks).
+        run_checks(connection, shadow_checks(names))
+        with phases_block(operations), strict_mode(connection):
+            shadow.run(operations)
 
 
 class _Shadow:

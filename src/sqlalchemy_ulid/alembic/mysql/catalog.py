@@ -51,9 +51,10 @@ def _no_restore(row: tuple[Any, ...], in_transaction: bool) -> tuple[str, ...]:
 LOCKS = replace(MYSQL_LOCKS, set=_no_set, restore=_no_restore)
 
 #: The name of the state table's lock (``{database}``: SQL of its database),
-#: and of a run's own lock (``{name}``: the op and target, hashed).
+#: and of a run's own lock (``{schema}``: SQL of the table's database,
+#: ``{name}``: the op and target, hashed).
 _STATE_LOCK = "CONCAT('sqlalchemy_ulid_state:', SHA1({database}))"
-_RUN_LOCK = "CONCAT('sqlalchemy_ulid:', SHA1(CONCAT(COALESCE(DATABASE(), ''), ':', {name})))"
+_RUN_LOCK = "CONCAT('sqlalchemy_ulid:', SHA1(CONCAT({schema}, ':', {name})))"
 
 STATE = StateSQL(
     create=(
@@ -77,7 +78,8 @@ STATE = StateSQL(
     unlock=(f"DO RELEASE_LOCK({_STATE_LOCK})",),
     abort=(f"DO RELEASE_LOCK({_STATE_LOCK})",),
     database="COALESCE(DATABASE(), '')",
-    # Named for the database too: a named lock is the server's, and the same
+    schema="COALESCE(DATABASE(), '')",
+    # Named for the table's database too: a named lock is the server's, and the same
     # op on a table of the same name in another database is another run.
     claim=f"SELECT COALESCE(GET_LOCK({_RUN_LOCK}, 0), 0)",
     release=f"DO RELEASE_LOCK({_RUN_LOCK})",

@@ -29,11 +29,13 @@ from alembic.util import CommandError
 from ..._dialects import dialect_row
 from .._inspect import check_identifier
 from .._offline_mariadb import _SAVED
-from .._plan.render_mariadb import comment
+from .._plan.render_mariadb import comment, run_lock_sql
 from .._primary_key._offline import refuse_local_zone
 from .._primary_key._offline_mariadb_plan import plan_block
 from .._primary_key._offline_mariadb_run import run_block
 from .._primary_key._offline_mariadb_sql import STEPS_TABLE, Names
+from .._primary_key._state import LOCK_OP, lock_target
+from .catalog import STATE
 
 if TYPE_CHECKING:
     from .._primary_key._ops import _KeyOp
@@ -100,7 +102,12 @@ def mariadb_script(
         out("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED;")
         for statement in locks.set(max(1.0, op.lock_timeout), False):
             out(f"{statement};")
+        take_lock, give_back_lock = run_lock_sql(
+            STATE, name, lock_target(op.table_name, op.schema), op.schema, LOCK_OP
+        )
+        out(take_lock)
         out(plan_block(names))
         out(run_block(names))
+        out(give_back_lock)
         restore = ", ".join(f"SESSION {setting} = {user}" for setting, user in _ALSO_SAVED)
         out(f"SET {restore};")

@@ -73,12 +73,15 @@ STATE = StateSQL(
     unlock=("COMMIT",),
     abort=("ROLLBACK",),
     # A transaction's lock (none lives on a session: a pooler may hand it on).
-    claim="SELECT pg_try_advisory_xact_lock(hashtext({name}))::int",
+    # Named for the table's schema too: the same op on a table of the same
+    # name in another schema is another run.
+    schema="COALESCE(current_schema(), '')",
+    claim="SELECT pg_try_advisory_xact_lock(hashtext({schema} || ':' || {name}))::int",
     release="",
     # A script's steps are many transactions: the same key, locked for the
     # session (run a script on a direct connection, as psql does).
-    script_claim="pg_try_advisory_lock(hashtext({name}))",
-    script_release="pg_advisory_unlock(hashtext({name}))",
+    script_claim="pg_try_advisory_lock(hashtext({schema} || ':' || {name}))",
+    script_release="pg_advisory_unlock(hashtext({schema} || ':' || {name}))",
 )
 
 

@@ -1,0 +1,332 @@
+"""MariaDB: the storage and key conversions hold the run's own lock online, as their scripts do.
+
+``alter_ulid_storage(online=True)`` (the shadow table) and
+``convert_primary_key_to_ulid`` / ``restore_legacy_primary_key`` take, for
+their whole run, the named lock (``GET_LOCK``) their ``--sql`` scripts
+take: a second run on the same table, online or a script, is refused
+before any change ("... is under way"), and the lock goes when the run
+ends, failed or not, or when its session is killed.
+
+Each first run is paused at a known point (the storage copy's ``progress=``
+callback, the key conversion's first ``ALTER TABLE``), in the test's own
+thread: nothing else changes the database while the second run is tried.
+
+The lock is named after the table's database: the op's ``schema=`` when
+given, else the session's, so a session whose database is another one, or
+an op given ``schema=``, names the same lock for the same table.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from alembic.migration import MigrationContext
+from alembic.operations import MigrateOperation, Operations
+from sqlalchemy.engine import Engine
+
+import _clients
+import _databases
+import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
+from conftest import Backend, private_engine
+from sqlalchemy_ulid.alembic import (
+    AlterULIDStorageOp,
+    ConversionRefused,
+    ConvertPrimaryKeyToULIDOp,
+)
+from sqlalchemy_ulid.alembic._plan.database import database_for
+
+TABLE = "rl_orders"
+ROWS = 30
+#: How long the client may take to run a script, at most.
+BOUND = 60.0
+
+
+@pytest.fixture
+def server(backends: dict[str, Backend]) -> Iterator[Engine]:
+    with private_engine(backends["mysql"], _drop) as engine:
+        yield engine
+
+
+def _drop(engine: Engine) -> None:
+    with engine.begin() as conn:
+        _databases.drop_conversion_leftovers(conn, TABLE)
+        _databases.drop_tables(conn, TABLE, "ulid_key_conversions", "ulid_key_conversions_offline")
+
+
+def _seed_text_ids(engine: Engine) -> None:
+    """A table keyed by ULID text (the storage conversion's)."""
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            f"CREATE TABLE {TABLE} (id CHAR(26) NOT NULL PRIMARY KEY, n INT NOT NULL) ENGINE=InnoDB"
+        )
+        rows = ", ".join(f"(CONCAT('01ARZ3NDEKTSV4RRFFQ69G', LPAD({i}, 4, '0')), {i})"
+                         for i in range(ROWS))  # fmt: skip
+        conn.exec_driver_sql(f"INSERT INTO {TABLE} (id, n) VALUES {rows}")
+
+
+def _seed_int_ids(engine: Engine) -> None:
+    """A table keyed by integers (the key conversion's)."""
+    base = datetime(2024, 1, 1)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            f"CREATE TABLE {TABLE} (id INT AUTO_INCREMENT PRIMARY KEY, "
+            "created_at DATETIME(3) NOT NULL) ENGINE=InnoDB"
+        )
+        rows = ", ".join(f"('{base + timedelta(seconds=i)}')" for i in range(ROWS))
+        conn.exec_driver_sql(f"INSERT INTO {TABLE} (created_at) VALUES {rows}")
+
+
+def _storage(**options: Any) -> AlterULIDStorageOp:
+    options.setdefault("batch_size", 7)
+    return AlterULIDStorageOp(
+        TABLE, "id", from_storage="text", to_storage="binary", online=True, **options
+    )
+
+
+def _key(**options: Any) -> ConvertPrimaryKeyToULIDOp:
+    return ConvertPrimaryKeyToULIDOp(TABLE, from_time="created_at", **options)
+
+
+def _online(engine: Engine, op: MigrateOperation) -> None:
+    with engine.connect() as conn:
+        context = MigrationContext.configure(conn)
+        # As Alembic's run_migrations() nests them.
+        with context.begin_transaction(), context.begin_transaction(_per_migration=True):
+            Operations(context).invoke(op)
+
+
+def _script(engine: Engine, op: MigrateOperation) -> str:
+    buffer = io.StringIO()
+    context = MigrationContext.configure(
+        dialect_name=engine.dialect.name, opts={"as_sql": True, "output_buffer": buffer}
+    )
+    Operations(context).invoke(op)
+    return buffer.getvalue()
+
+
+def _snapshot(engine: Engine) -> tuple[Any, ...]:
+    """The database's tables, columns, triggers, and the table's rows."""
+    with engine.connect() as conn:
+        columns = conn.exec_driver_sql(
+            "SELECT TABLE_NAME, COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE FROM "
+            "information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() "
+            "ORDER BY TABLE_NAME, ORDINAL_POSITION"
+        ).all()
+        triggers = conn.exec_driver_sql(
+            "SELECT TRIGGER_NAME FROM information_schema.TRIGGERS "
+            "WHERE TRIGGER_SCHEMA = DATABASE() ORDER BY 1"
+        ).all()
+        rows = conn.exec_driver_sql(f"SELECT * FROM {TABLE} ORDER BY 1").all()
+    return tuple(columns), tuple(triggers), tuple(rows)
+
+
+def _id_type(engine: Engine) -> str:
+    with engine.connect() as conn:
+        return str(
+            conn.exec_driver_sql(
+                "SELECT DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = "
+                f"DATABASE() AND TABLE_NAME = '{TABLE}' AND COLUMN_NAME = 'id'"
+            ).scalar_one()
+        )
+
+
+def _paused_key_conversion(engine: Engine, meanwhile: Callable[[], None]) -> None:
+    """Run the key conversion, calling ``meanwhile`` before its first ALTER TABLE."""
+    seen: list[bool] = []
+
+    def pause(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if not seen and statement.lstrip().upper().startswith("ALTER TABLE"):
+            seen.append(True)
+            meanwhile()
+
+    sa.event.listen(engine, "before_cursor_execute", pause)
+    try:
+        _online(engine, _key())
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", pause)
+    assert seen, "the key conversion never reached its first ALTER TABLE"
+
+
+# -- online against online, and a script against an online run -----------------------------
+
+
+def test_a_second_storage_run_online_or_a_script_is_refused_while_one_runs(
+    server: Engine,
+) -> None:
+    _seed_text_ids(server)
+    script = _script(server, _storage())
+    tried: list[Any] = []
+
+    def meanwhile(progress: Any) -> None:
+        # The first run is paused after its first batch, its lock held.
+        if tried:
+            return
+        before = _snapshot(server)
+        with pytest.raises(ValueError, match="is under way") as refused:
+            _online(server, _storage())
+        done = _clients.mariadb(server, script, timeout=BOUND)
+        tried.append((refused.value, done, before, _snapshot(server)))
+
+    _online(server, _storage(progress=meanwhile))
+    [(refused, done, before, after)] = tried
+    assert "alter_ulid_storage" in str(refused)
+    assert done.returncode != 0
+    assert "is under way" in done.stderr, done.stderr
+    assert after == before  # neither the second run nor the script changed anything
+    assert _id_type(server) == "binary"
+    # The first run over: the lock was given back, and a run proceeds (it has nothing to do).
+    _online(server, _storage())
+    assert _clients.mariadb(server, script, timeout=BOUND).returncode == 0
+
+
+def test_a_second_key_conversion_online_or_a_script_is_refused_while_one_runs(
+    server: Engine,
+) -> None:
+    _seed_int_ids(server)
+    script = _script(server, _key())
+    tried: list[Any] = []
+
+    def meanwhile() -> None:
+        before = _snapshot(server)
+        with pytest.raises(ConversionRefused, match="is under way"):
+            _online(server, _key())
+        done = _clients.mariadb(server, script, timeout=BOUND)
+        tried.append((done, before, _snapshot(server)))
+
+    _paused_key_conversion(server, meanwhile)
+    [(done, before, after)] = tried
+    assert done.returncode != 0
+    assert "is under way" in done.stderr, done.stderr
+    assert after == before
+    assert _id_type(server) == "binary"
+    # Over: the restore (the same lock, both ways) and the script proceed.
+    _online(server, _key().reverse())
+    assert _id_type(server) == "int"
+
+
+# -- a script's lock against an online run ----------------------------------------------------
+
+
+def _script_lock(engine: Engine, op: str, target: str, schema: str | None = None) -> str:
+    """The SQL by which the script takes its lock (true: taken), found in the script."""
+    take, _ = database_for(engine.dialect).state.script_lock(op, target, schema)
+    return take
+
+
+@pytest.mark.parametrize("which", ["storage", "key"])
+def test_an_online_run_is_refused_while_the_scripts_lock_is_held_and_proceeds_after(
+    server: Engine, which: str
+) -> None:
+    if which == "storage":
+        _seed_text_ids(server)
+        op: MigrateOperation = _storage()
+        take = _script_lock(server, "alter_ulid_storage", f"{TABLE}.id")
+        refusal: type[ValueError] = ValueError
+    else:
+        _seed_int_ids(server)
+        op = _key()
+        take = _script_lock(server, "convert_primary_key_to_ulid", TABLE)
+        refusal = ConversionRefused
+    # The script takes its lock by this very SQL.
+    assert take in _script(server, op)
+    before = _snapshot(server)
+    with server.connect() as script_session:
+        assert script_session.exec_driver_sql(f"SELECT {take}").scalar_one() == 1
+        with pytest.raises(refusal, match="is under way"):
+            _online(server, op)
+        assert _snapshot(server) == before
+    # The script's session ended: its lock went with it.
+    _online(server, op)
+    assert _id_type(server) == "binary"
+
+
+def _kill(engine: Engine, session: int) -> None:
+    with engine.connect() as conn:
+        conn.exec_driver_sql(f"KILL CONNECTION {int(session)}")
+
+
+def test_a_killed_holders_lock_goes_with_its_session(server: Engine) -> None:
+    _seed_text_ids(server)
+    take = _script_lock(server, "alter_ulid_storage", f"{TABLE}.id")
+    holder = server.connect()
+    try:
+        session = holder.exec_driver_sql("SELECT CONNECTION_ID()").scalar_one()
+        assert holder.exec_driver_sql(f"SELECT {take}").scalar_one() == 1
+        with pytest.raises(ValueError, match="is under way"):
+            _online(server, _storage())
+        _kill(server, session)
+        _online(server, _storage())
+    finally:
+        holder.invalidate()
+        holder.close()
+    assert _id_type(server) == "binary"
+
+
+def test_a_failed_run_gives_its_lock_back(server: Engine) -> None:
+    _seed_text_ids(server)
+
+    class Stop(Exception):
+        pass
+
+    def stop(progress: Any) -> None:
+        raise Stop
+
+    with pytest.raises(Stop):
+        _online(server, _storage(progress=stop))
+    assert _id_type(server) == "char"
+    # Not refused: the failed run's lock is gone; the rerun finishes the copy.
+    _online(server, _storage())
+    assert _id_type(server) == "binary"
+
+
+def test_the_online_runs_lock_lives_for_the_run_and_is_the_scripts(server: Engine) -> None:
+    """While the run is paused the script's very SQL cannot take the lock; after, it can."""
+    _seed_text_ids(server)
+    take = _script_lock(server, "alter_ulid_storage", f"{TABLE}.id")
+    seen: list[int] = []
+
+    def meanwhile(progress: Any) -> None:
+        with server.connect() as other:
+            seen.append(int(other.exec_driver_sql(f"SELECT {take}").scalar_one()))
+
+    _online(server, _storage(progress=meanwhile))
+    assert seen
+    assert set(seen) == {0}, seen
+    with server.connect() as other:
+        assert other.exec_driver_sql(f"SELECT {take}").scalar_one() == 1
+
+
+# -- schema= ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("held_with_schema", [True, False])
+def test_the_lock_is_named_after_the_tables_database_not_the_sessions(
+    server: Engine, held_with_schema: bool
+) -> None:
+    """A lock taken for ``schema=<db>`` from a session in another database
+    refuses a run without ``schema=`` in ``<db>``, and the other way round."""
+    _seed_text_ids(server)
+    database = server.url.database
+    assert database
+    state = database_for(server.dialect).state
+    if held_with_schema:
+        take, _ = state.script_lock("alter_ulid_storage", f"{database}.{TABLE}.id", database)
+        op = _storage()
+    else:
+        take, _ = state.script_lock("alter_ulid_storage", f"{TABLE}.id")
+        op = _storage(schema=database)
+    before = _snapshot(server)
+    with server.connect() as holder:
+        if held_with_schema:
+            holder.exec_driver_sql("USE information_schema")
+        assert holder.exec_driver_sql(f"SELECT {take}").scalar_one() == 1
+        with pytest.raises(ValueError, match="is under way"):
+            _online(server, op)
+        assert _snapshot(server) == before
+    _online(server, op)
+    assert _id_type(server) == "binary"

@@ -101,6 +101,7 @@ SERVER_TIER = frozenset(
         "test_alembic_storage_online",
         "test_alembic_storage_plan_mariadb",
         "test_alembic_storage_shadow",
+        "test_alembic_update_triggers",
         "test_alembic_uuid7_faults",
         "test_alembic_uuid7_storage_online",
         "test_feed_faults",

@@ -24,7 +24,7 @@ from __future__ import annotations
 from .state import STATE_TABLE, StateSQL, literal, under_way
 from .step import LIMIT, Plan, Step
 
-__all__ = ["render_pg"]
+__all__ = ["render_pg", "run_lock_sql"]
 
 
 def dollar_quoted(tag: str, body: str) -> str:
@@ -62,6 +62,28 @@ def _checks(plan: Plan) -> str:
     )
 
 
+def run_lock_sql(
+    state: StateSQL, op: str, target: str, schema: str | None, lock_op: str | None = None
+) -> tuple[str, str]:
+    """A script's first block, which takes the run's lock or stops, and its last one.
+
+    The lock an online run of ``op`` on ``target`` takes (``lock_op``: the
+    lock's op when it is not ``op``), as a session lock taken without
+    waiting and held by psql's session to the script's end.
+    """
+    take, give_back = state.script_lock(lock_op or op, target, schema)
+    held = literal(under_way(op, target, "Run this script again"))
+    first = (
+        f"-- this run's lock, held to the end: another run of {comment(op)} on "
+        f"{comment(target)}, online or a script, is refused meanwhile\n"
+        + _do(f"  IF NOT {take} THEN\n    RAISE EXCEPTION '%', {held};\n  END IF;\n")
+    )
+    last = "-- this run's lock given back\n" + _do(
+        f"  IF NOT {give_back} THEN\n    RAISE WARNING '%', {_LOST};\n  END IF;\n"
+    )
+    return first, last
+
+
 def render_pg(plan: Plan, state: StateSQL, state_table: str) -> str:
     """The script of ``plan``; ``state_table`` is the state table's quoted name."""
 
@@ -69,8 +91,7 @@ def render_pg(plan: Plan, state: StateSQL, state_table: str) -> str:
         return state.mark_sql(state_table, plan.op, plan.target, plan.digest, step, done)
 
     ms = max(1, round(plan.lock_timeout * 1000))
-    take, give_back = state.script_lock(plan.op, plan.target, plan.schema)
-    held = literal(under_way(plan.op, plan.target, "Run this script again"))
+    take_lock, give_back_lock = run_lock_sql(state, plan.op, plan.target, plan.schema)
     lock = state.table_lock(plan.schema)
     out = [
         f"-- {comment(plan.op)}({comment(plan.target)}, online=True): each step below "
@@ -79,9 +100,7 @@ def render_pg(plan: Plan, state: StateSQL, state_table: str) -> str:
         f"after it finished (it does nothing). The state of the run is in {STATE_TABLE}.",
         # Without it psql would go on past a refusal.
         "\\set ON_ERROR_STOP on",
-        f"-- this run's lock, held to the end: another run of {comment(plan.op)} on "
-        f"{comment(plan.target)}, online or a script, is refused meanwhile\n"
-        + _do(f"  IF NOT {take} THEN\n    RAISE EXCEPTION '%', {held};\n  END IF;\n"),
+        take_lock,
         _checks(plan),
         "-- the state row, under the state table's lock\n"
         + "".join(
@@ -99,10 +118,7 @@ def render_pg(plan: Plan, state: StateSQL, state_table: str) -> str:
         + _do(f"  IF {empty} THEN\n    {drop};\n  END IF;\n")
         + "".join(f"\n{s};" for s in lock.give_back)
     )
-    out.append(
-        "-- this run's lock given back\n"
-        + _do(f"  IF NOT {give_back} THEN\n    RAISE WARNING '%', {_LOST};\n  END IF;\n")
-    )
+    out.append(give_back_lock)
     return "\n\n".join(out) + "\n"
 
 

@@ -32,7 +32,7 @@ from ..._dialects import dialect_row
 from ..._types import ULIDType
 from .._inspect import check_identifier, safe_name
 from .._offline import _MAX_BATCH
-from .._plan.render_pg import comment
+from .._plan.render_pg import comment, run_lock_sql
 from .._primary_key._offline import refuse_local_zone
 from .._primary_key._offline_pg_plan import Names, plan_block
 from .._primary_key._offline_pg_swap import (
@@ -41,6 +41,8 @@ from .._primary_key._offline_pg_swap import (
     prepare_block,
     swap_block,
 )
+from .._primary_key._state import LOCK_OP, lock_target
+from .catalog import STATE
 
 if TYPE_CHECKING:
     from .._primary_key._ops import _KeyOp
@@ -111,6 +113,10 @@ def postgresql_script(
         # wait is bounded by lock_timeout instead.
         out("SET statement_timeout = 0;")
         out(f"SET lock_timeout = '{lock_ms}ms';")
+        take_lock, give_back_lock = run_lock_sql(
+            STATE, name, lock_target(op.table_name, op.schema), op.schema, LOCK_OP
+        )
+        out(take_lock)
         out(plan_block(names))
         out(prepare_block(names))
         if direction == "ulid":
@@ -120,6 +126,7 @@ def postgresql_script(
     out("RESET lock_timeout;")
     out("RESET default_transaction_isolation;")
     out("RESET statement_timeout;")
+    out(give_back_lock)
 
 
 def _header(names: Names) -> str:

@@ -1,11 +1,12 @@
-"""MariaDB: the storage and key conversions hold the run's own lock online, as their scripts do.
+"""The storage and key conversions hold the run's own lock online, as their scripts do.
 
-``alter_ulid_storage(online=True)`` (the shadow table) and
-``convert_primary_key_to_ulid`` / ``restore_legacy_primary_key`` take, for
-their whole run, the named lock (``GET_LOCK``) their ``--sql`` scripts
-take: a second run on the same table, online or a script, is refused
-before any change ("... is under way"), and the lock goes when the run
-ends, failed or not, or when its session is killed.
+``alter_ulid_storage(online=True)`` on MariaDB (the shadow table) and
+``convert_primary_key_to_ulid`` / ``restore_legacy_primary_key`` on both
+servers take, for their whole run, the lock their ``--sql`` scripts take
+(MariaDB ``GET_LOCK``, PostgreSQL an advisory lock on the same key): a
+second run on the same table, online or a script, is refused before any
+change ("... is under way"), and the lock goes when the run ends, failed or
+not, or when its session is killed.
 
 Each first run is paused at a known point (the storage copy's ``progress=``
 callback, the key conversion's first ``ALTER TABLE``), in the test's own
@@ -48,14 +49,34 @@ BOUND = 60.0
 
 @pytest.fixture
 def server(backends: dict[str, Backend]) -> Iterator[Engine]:
+    """MariaDB (the storage conversion's shadow table is MariaDB's)."""
     with private_engine(backends["mysql"], _drop) as engine:
         yield engine
 
 
+@pytest.fixture(params=["postgresql", "mysql"])
+def either(request: pytest.FixtureRequest, backends: dict[str, Backend]) -> Iterator[Engine]:
+    with private_engine(backends[request.param], _drop) as engine:
+        yield engine
+
+
 def _drop(engine: Engine) -> None:
+    postgresql = engine.dialect.name == "postgresql"
     with engine.begin() as conn:
-        _databases.drop_conversion_leftovers(conn, TABLE)
-        _databases.drop_tables(conn, TABLE, "ulid_key_conversions", "ulid_key_conversions_offline")
+        if not postgresql:
+            _databases.drop_conversion_leftovers(conn, TABLE)
+        _databases.drop_tables(
+            conn,
+            TABLE,
+            "ulid_key_conversions",
+            "ulid_key_conversions_offline",
+            cascade=postgresql,
+        )
+
+
+def _here(engine: Engine) -> str:
+    """SQL of the session's schema (database)."""
+    return "current_schema()" if engine.dialect.name == "postgresql" else "DATABASE()"
 
 
 def _seed_text_ids(engine: Engine) -> None:
@@ -72,11 +93,11 @@ def _seed_text_ids(engine: Engine) -> None:
 def _seed_int_ids(engine: Engine) -> None:
     """A table keyed by integers (the key conversion's)."""
     base = datetime(2024, 1, 1)
+    postgresql = engine.dialect.name == "postgresql"
+    key = "serial PRIMARY KEY" if postgresql else "INT AUTO_INCREMENT PRIMARY KEY"
+    time_type = "timestamp(3)" if postgresql else "DATETIME(3)"
     with engine.begin() as conn:
-        conn.exec_driver_sql(
-            f"CREATE TABLE {TABLE} (id INT AUTO_INCREMENT PRIMARY KEY, "
-            "created_at DATETIME(3) NOT NULL) ENGINE=InnoDB"
-        )
+        conn.exec_driver_sql(f"CREATE TABLE {TABLE} (id {key}, created_at {time_type} NOT NULL)")
         rows = ", ".join(f"('{base + timedelta(seconds=i)}')" for i in range(ROWS))
         conn.exec_driver_sql(f"INSERT INTO {TABLE} (created_at) VALUES {rows}")
 
@@ -110,29 +131,39 @@ def _script(engine: Engine, op: MigrateOperation) -> str:
 
 
 def _snapshot(engine: Engine) -> tuple[Any, ...]:
-    """The database's tables, columns, triggers, and the table's rows."""
+    """The schema's tables, columns, triggers, and the table's rows."""
     with engine.connect() as conn:
         columns = conn.exec_driver_sql(
-            "SELECT TABLE_NAME, COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE FROM "
-            "information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() "
-            "ORDER BY TABLE_NAME, ORDINAL_POSITION"
+            "SELECT table_name, column_name, data_type, is_nullable FROM "
+            f"information_schema.columns WHERE table_schema = {_here(engine)} "
+            "ORDER BY table_name, ordinal_position"
         ).all()
         triggers = conn.exec_driver_sql(
-            "SELECT TRIGGER_NAME FROM information_schema.TRIGGERS "
-            "WHERE TRIGGER_SCHEMA = DATABASE() ORDER BY 1"
+            "SELECT trigger_name FROM information_schema.triggers "
+            f"WHERE trigger_schema = {_here(engine)} ORDER BY 1"
         ).all()
         rows = conn.exec_driver_sql(f"SELECT * FROM {TABLE} ORDER BY 1").all()
     return tuple(columns), tuple(triggers), tuple(rows)
 
 
 def _id_type(engine: Engine) -> str:
+    """The id's type: int (MariaDB) or integer (PostgreSQL) before the key conversion."""
     with engine.connect() as conn:
         return str(
             conn.exec_driver_sql(
-                "SELECT DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = "
-                f"DATABASE() AND TABLE_NAME = '{TABLE}' AND COLUMN_NAME = 'id'"
+                "SELECT data_type FROM information_schema.columns WHERE table_schema = "
+                f"{_here(engine)} AND table_name = '{TABLE}' AND column_name = 'id'"
             ).scalar_one()
         )
+
+
+def _client(engine: Engine, script: str) -> Any:
+    if engine.dialect.name == "postgresql":
+        return _clients.psql(engine, script, timeout=BOUND)
+    return _clients.mariadb(engine, script, timeout=BOUND)
+
+
+_INTEGER = ("int", "integer")
 
 
 def _paused_key_conversion(engine: Engine, meanwhile: Callable[[], None]) -> None:
@@ -169,7 +200,7 @@ def test_a_second_storage_run_online_or_a_script_is_refused_while_one_runs(
         before = _snapshot(server)
         with pytest.raises(ValueError, match="is under way") as refused:
             _online(server, _storage())
-        done = _clients.mariadb(server, script, timeout=BOUND)
+        done = _client(server, script)
         tried.append((refused.value, done, before, _snapshot(server)))
 
     _online(server, _storage(progress=meanwhile))
@@ -181,12 +212,13 @@ def test_a_second_storage_run_online_or_a_script_is_refused_while_one_runs(
     assert _id_type(server) == "binary"
     # The first run over: the lock was given back, and a run proceeds (it has nothing to do).
     _online(server, _storage())
-    assert _clients.mariadb(server, script, timeout=BOUND).returncode == 0
+    assert _client(server, script).returncode == 0
 
 
 def test_a_second_key_conversion_online_or_a_script_is_refused_while_one_runs(
-    server: Engine,
+    either: Engine,
 ) -> None:
+    server = either
     _seed_int_ids(server)
     script = _script(server, _key())
     tried: list[Any] = []
@@ -195,7 +227,7 @@ def test_a_second_key_conversion_online_or_a_script_is_refused_while_one_runs(
         before = _snapshot(server)
         with pytest.raises(ConversionRefused, match="is under way"):
             _online(server, _key())
-        done = _clients.mariadb(server, script, timeout=BOUND)
+        done = _client(server, script)
         tried.append((done, before, _snapshot(server)))
 
     _paused_key_conversion(server, meanwhile)
@@ -203,10 +235,10 @@ def test_a_second_key_conversion_online_or_a_script_is_refused_while_one_runs(
     assert done.returncode != 0
     assert "is under way" in done.stderr, done.stderr
     assert after == before
-    assert _id_type(server) == "binary"
+    assert _id_type(server) not in _INTEGER
     # Over: the restore (the same lock, both ways) and the script proceed.
     _online(server, _key().reverse())
-    assert _id_type(server) == "int"
+    assert _id_type(server) in _INTEGER
 
 
 # -- a script's lock against an online run ----------------------------------------------------
@@ -218,31 +250,40 @@ def _script_lock(engine: Engine, op: str, target: str, schema: str | None = None
     return take
 
 
-@pytest.mark.parametrize("which", ["storage", "key"])
+@pytest.mark.parametrize(
+    "which",
+    [
+        pytest.param(("mysql", "storage"), id="mysql-storage"),
+        pytest.param(("mysql", "key"), id="mysql-key"),
+        pytest.param(("postgresql", "key"), id="postgresql-key"),
+    ],
+)
 def test_an_online_run_is_refused_while_the_scripts_lock_is_held_and_proceeds_after(
-    server: Engine, which: str
+    backends: dict[str, Backend], which: tuple[str, str]
 ) -> None:
-    if which == "storage":
-        _seed_text_ids(server)
-        op: MigrateOperation = _storage()
-        take = _script_lock(server, "alter_ulid_storage", f"{TABLE}.id")
-        refusal: type[ValueError] = ValueError
-    else:
-        _seed_int_ids(server)
-        op = _key()
-        take = _script_lock(server, "convert_primary_key_to_ulid", TABLE)
-        refusal = ConversionRefused
-    # The script takes its lock by this very SQL.
-    assert take in _script(server, op)
-    before = _snapshot(server)
-    with server.connect() as script_session:
-        assert script_session.exec_driver_sql(f"SELECT {take}").scalar_one() == 1
-        with pytest.raises(refusal, match="is under way"):
-            _online(server, op)
-        assert _snapshot(server) == before
-    # The script's session ended: its lock went with it.
-    _online(server, op)
-    assert _id_type(server) == "binary"
+    backend, what = which
+    with private_engine(backends[backend], _drop) as server:
+        if what == "storage":
+            _seed_text_ids(server)
+            op: MigrateOperation = _storage()
+            take = _script_lock(server, "alter_ulid_storage", f"{TABLE}.id")
+            refusal: type[ValueError] = ValueError
+        else:
+            _seed_int_ids(server)
+            op = _key()
+            take = _script_lock(server, "convert_primary_key_to_ulid", TABLE)
+            refusal = ConversionRefused
+        # The script takes its lock by this very SQL.
+        assert take in _script(server, op)
+        before = _snapshot(server)
+        with server.connect() as script_session:
+            assert script_session.exec_driver_sql(f"SELECT {take}").scalar_one() == 1
+            with pytest.raises(refusal, match="is under way"):
+                _online(server, op)
+            assert _snapshot(server) == before
+        # The script's session ended: its lock went with it.
+        _online(server, op)
+        assert _id_type(server) not in _INTEGER
 
 
 def _kill(engine: Engine, session: int) -> None:

@@ -437,7 +437,15 @@ def test_a_run_whose_plan_another_run_finished_stops_at_its_swap_and_says_why(
         first.stdin.write(up[: up.index("-- Phase 4:")] + "\n\\echo planned\n")
         first.stdin.flush()
         assert first.stdout.readline().strip() == "planned"  # its plan read, its fills done
-        _ok(pg, up)  # a second run, start to end
+        # A second run of the script is refused before any change: the first holds the
+        # run's lock (test_alembic_run_lock.py).
+        refused = _psql(pg, up)
+        assert refused.returncode != 0
+        assert "is under way" in refused.stderr, refused.stderr
+        assert _rows(pg, rows) == before
+        # Without that lock (a script of an earlier release), the second runs start to
+        # end, and the swap's own guard stops the first.
+        _ok(pg, _without_run_lock(up))
         _, err = first.communicate(up[up.index("-- Phase 4:") :], timeout=60)
     finally:
         deadline.cancel()
@@ -450,6 +458,13 @@ def test_a_run_whose_plan_another_run_finished_stops_at_its_swap_and_says_why(
     assert _version(pg) == "pk0001"
     assert _rows(pg, rows) == before
     assert "already done" in _ok(pg, up)
+
+
+def _without_run_lock(script: str) -> str:
+    """``script`` without its first block, the one that takes the run's lock."""
+    start = script.index("-- this run's lock, held to the end")
+    end = script.index("$ulid$;", start) + len("$ulid$;")
+    return script[:start] + script[end:]
 
 
 # -- the swap's locks and an application's transaction -------------------------------------------

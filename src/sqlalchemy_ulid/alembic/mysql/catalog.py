@@ -82,7 +82,9 @@ STATE = StateSQL(
     # Named for the table's database too: a named lock is the server's, and the same
     # op on a table of the same name in another database is another run.
     claim=f"SELECT COALESCE(GET_LOCK({_RUN_LOCK}, 0), 0)",
-    release=f"DO RELEASE_LOCK({_RUN_LOCK})",
+    # A SELECT, which reads and writes nothing (a DO reads as a change to a
+    # watcher of the statements an op sends).
+    release=f"SELECT RELEASE_LOCK({_RUN_LOCK})",
     # GET_LOCK is the session's: the same lock, online or in a script.
     script_claim=f"COALESCE(GET_LOCK({_RUN_LOCK}, 0), 0) = 1",
     script_release=f"COALESCE(RELEASE_LOCK({_RUN_LOCK}), 0) = 1",

@@ -20,6 +20,11 @@ an op given ``schema=``, names the same lock for the same table.
 from __future__ import annotations
 
 import io
+import os
+import subprocess
+import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from typing import Any
@@ -305,6 +310,66 @@ def test_a_killed_holders_lock_goes_with_its_session(server: Engine) -> None:
     finally:
         holder.invalidate()
         holder.close()
+    assert _id_type(server) == "binary"
+
+
+#: A migration process that pauses in its first progress callback until told.
+_PAUSED_RUN = """
+import sys
+import sqlalchemy as sa
+from alembic.migration import MigrationContext
+from alembic.operations import Operations
+from sqlalchemy_ulid.alembic import AlterULIDStorageOp
+
+def pause(progress):
+    print("paused", flush=True)
+    sys.stdin.readline()
+
+engine = sa.create_engine(sys.argv[1], poolclass=sa.pool.NullPool)
+with engine.connect() as conn:
+    context = MigrationContext.configure(conn)
+    with context.begin_transaction(), context.begin_transaction(_per_migration=True):
+        Operations(context).invoke(AlterULIDStorageOp(
+            sys.argv[2], "id", from_storage="text", to_storage="binary", online=True,
+            batch_size=7, progress=pause,
+        ))
+"""
+
+
+def test_a_killed_runs_lock_goes_with_its_process(server: Engine) -> None:
+    """The migration's process killed (SIGKILL) mid-copy: its sessions end, and the
+    lock with them; a new run proceeds and finishes the conversion."""
+    _seed_text_ids(server)
+    url = server.url.render_as_string(hide_password=False)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    run = subprocess.Popen(
+        [sys.executable, "-c", _PAUSED_RUN, url, TABLE],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env=env,
+    )  # fmt: skip
+    assert run.stdout is not None
+    deadline = threading.Timer(BOUND, run.kill)  # a bound on the readline below
+    deadline.start()
+    try:
+        assert run.stdout.readline().strip() == "paused"
+        with pytest.raises(ValueError, match="is under way"):
+            _online(server, _storage())
+        run.kill()
+        run.communicate(timeout=BOUND)
+    finally:
+        deadline.cancel()
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+    take = _script_lock(server, "alter_ulid_storage", f"{TABLE}.id")
+    free = take.replace("COALESCE(GET_LOCK(", "IS_FREE_LOCK(").replace(", 0), 0) = 1", ") = 1")
+    # The server ends a killed client's sessions as it notices: wait (bounded) for that.
+    until = time.monotonic() + BOUND
+    with server.connect() as conn:
+        while not conn.exec_driver_sql(f"SELECT {free}").scalar_one():
+            assert time.monotonic() < until, "the killed run's lock is still held"
+            time.sleep(0.05)
+    _online(server, _storage())
     assert _id_type(server) == "binary"
 
 

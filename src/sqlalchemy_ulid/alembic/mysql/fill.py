@@ -11,6 +11,8 @@ constructor (``VALUES (k, u), ...``; MySQL spells a row ``ROW(k, u)``)::
 one statement that reads and writes each row of the batch once: no
 temporary table to fill and empty around it. The key range keeps the
 statement on the batch's rows whatever the derived table's column types.
+A text key is matched as ``CONVERT(v.k USING <its character set>) COLLATE
+<its collation>``, by the column's own rules.
 A batch of more than :data:`ROWS_PER_STATEMENT` rows is sent as several
 such statements (each within ``max_allowed_packet``), each committing on
 its own, as a batch does.
@@ -18,6 +20,7 @@ its own, as a batch does.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import Connection
@@ -26,6 +29,8 @@ if TYPE_CHECKING:
     from .._plan.database import FillRows
 
 __all__ = ["ROWS_PER_STATEMENT", "fill_batch"]
+
+_NAME = re.compile(r"[A-Za-z0-9_]+")
 
 #: The most rows one statement carries: a few hundred kB of SQL for most keys.
 ROWS_PER_STATEMENT = 5_000
@@ -40,6 +45,9 @@ def fill_batch(connection: Connection, rows: FillRows, mariadb: bool) -> int:
     names = (rows.table, rows.key, rows.column)
     table, key, column = (n.replace("%", "%%") for n in names) if percent else names
     row = f"({mark}, {mark})" if mariadb else f"ROW({mark}, {mark})"
+    match = "v.k"
+    if isinstance(rows.keys[0], str):
+        match = _as_key_text(connection, table, key)
     done = 0
     for start in range(0, len(rows.keys), ROWS_PER_STATEMENT):
         keys = rows.keys[start : start + ROWS_PER_STATEMENT]
@@ -52,9 +60,27 @@ def fill_batch(connection: Connection, rows: FillRows, mariadb: bool) -> int:
             params += (k if key_bind is None else key_bind(k), u)
         params += (params[0], params[-2])
         statement = (
-            f"UPDATE {table} AS t JOIN ({derived}) AS v ON t.{key} = v.k "
+            f"UPDATE {table} AS t JOIN ({derived}) AS v ON t.{key} = {match} "
             f"SET t.{column} = v.u WHERE t.{column} IS NULL "
             f"AND t.{key} >= {mark} AND t.{key} <= {mark}"
         )
         done += int(connection.exec_driver_sql(statement, tuple(params)).rowcount)
     return done
+
+
+def _as_key_text(connection: Connection, table: str, key: str) -> str:
+    """``v.k`` in the key column's character set and collation.
+
+    The server converts a constant to the column's character set, but not a
+    derived table's column: a key of another character set than the
+    connection's (``latin1``) with a character outside ASCII in the batch
+    would fail with "Illegal mix of collations". The batch holds rows, so
+    the table has one to ask.
+    """
+    found = connection.exec_driver_sql(
+        f"SELECT CHARSET(t.{key}), COLLATION(t.{key}) FROM {table} AS t LIMIT 1"
+    ).first()
+    if found is None or not all(_NAME.fullmatch(str(name)) for name in found):
+        return "v.k"
+    charset, collation = found
+    return f"CONVERT(v.k USING {charset}) COLLATE {collation}"

@@ -11,6 +11,7 @@ one statement of four parameters, whatever the batch's size.
 
 from __future__ import annotations
 
+import copy
 from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
@@ -28,9 +29,15 @@ def fill_batch(connection: Connection, rows: FillRows) -> int:
     # Names unescaped: text() escapes a % once for the driver, as it sends
     # the statement (the preparer's own quoting would make that twice).
     key, column = rows.key, rows.column
+    key_type = rows.key_type
+    if getattr(key_type, "collation", None):
+        # A CAST takes no COLLATE: without it the key column's own collation
+        # decides the comparison (an explicit one wins over the default).
+        key_type = copy.copy(key_type)
+        key_type.collation = None
     statement = sa.text(
         f"UPDATE {rows.table} AS t SET {column} = v.u "
-        f"FROM unnest(CAST(:keys AS {rows.key_type.compile(dialect=dialect)}[]), "
+        f"FROM unnest(CAST(:keys AS {key_type.compile(dialect=dialect)}[]), "
         f"CAST(:ids AS {rows.id_type.compile(dialect=dialect)}[])) AS v(k, u) "
         f"WHERE t.{key} = v.k AND t.{key} >= :low AND t.{key} <= :high "
         f"AND t.{column} IS NULL"

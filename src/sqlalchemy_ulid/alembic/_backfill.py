@@ -264,6 +264,9 @@ class Backfill:
             id_type=id_type,
             keys=[row[0] for row in rows],
             ids=ids if bind is None else [bind(i) for i in ids],
+            time=quote(dialect, self.time_column),
+            time_type=self.target.c[self.time_column].type,
+            times=[row[1] for row in rows],
         )
         return database_for(dialect).fill_batch(self.connection, batch)
 

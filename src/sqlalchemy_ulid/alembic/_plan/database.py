@@ -59,6 +59,11 @@ class FillRows(NamedTuple):
     #: the batch's keys in key order, as read, and each one's id, bound
     keys: list[Any]
     ids: list[Any]
+    #: the time column (quoted), its type, and each row's time as read: a
+    #: row whose time changed since is left for a later pass
+    time: str
+    time_type: Any
+    times: list[Any]
 
 
 _REGISTRY: dict[str, type[Database]] = {}

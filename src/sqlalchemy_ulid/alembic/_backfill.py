@@ -17,6 +17,7 @@ and tries a batch again after a deadlock.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta, timezone, tzinfo
@@ -30,7 +31,14 @@ from .._dialects import dialect_row
 from ._inspect import quote
 from ._plan.database import FillRows, database_for
 
-__all__ = ["MAX_BATCH_SIZE", "Backfill", "BackfillProgress", "check_batch_options", "error_code"]
+__all__ = [
+    "MAX_BATCH_SIZE",
+    "Backfill",
+    "BackfillProgress",
+    "check_batch_options",
+    "error_code",
+    "exact_key_type",
+]
 
 #: The largest ``batch_size``: a batch is held in memory and sent as one
 #: statement, and a ``LIMIT`` past the database's integer range would fail
@@ -125,15 +133,27 @@ class Backfill:
     batch_size: int
     #: the op's generator of ids on a given clock (ULIDs, or UUIDv7s)
     make_ids: Callable[[Callable[[], int]], Callable[[], Any]]
+    #: why the key cannot be walked (refused before any change), or None
+    key_refusal: str | None = None
 
     def batches(self) -> Callable[[int], int]:
         """A run of the fill, a batch at a time: ``batch(limit)`` -> rows it took (0: done)."""
         last: list[Any] = [None]
+        if self.key_refusal is not None:
+            raise ValueError(self.key_refusal)
 
         def batch(limit: int) -> int:
             rows = self._next_batch(last[0], limit)
             if not rows:
                 return 0
+            if last[0] is not None and rows[0][0] == last[0]:
+                # key > last found last again: the key does not compare as it reads.
+                raise ValueError(
+                    f"the online backfill of {self.target.name}.{self.column} read the row "
+                    f"with {self.key} = {last[0]!r} twice: its key does not compare as it "
+                    "reads back, so the walk in key order cannot go on. Nothing was "
+                    "written to that row; run the op without online=True"
+                )
             filled = self._fill(rows)
             last[0] = rows[-1][0]
             # Rows filled by someone else meanwhile still count as a batch taken.
@@ -150,6 +170,14 @@ class Backfill:
         column = self.target.c[self.column]
         query = sa.select(sa.func.count()).select_from(self.target).where(column.is_(None))
         return int(self.connection.scalar(query) or 0)
+
+    def check_before_changes(self, zone: tzinfo) -> None:
+        """Refuse, before any DDL, a key the walk cannot use, then undatable times."""
+        if self.key_refusal is not None:
+            raise ValueError(
+                f"{self.key_refusal}. Nothing was changed; run the op without online=True"
+            )
+        self.check_times(zone)
 
     def check_times(self, zone: tzinfo) -> None:
         """Refuse, before any DDL, a NULL or undatable time in a row without an id.
@@ -236,6 +264,9 @@ class Backfill:
             id_type=id_type,
             keys=[row[0] for row in rows],
             ids=ids if bind is None else [bind(i) for i in ids],
+            time=quote(dialect, self.time_column),
+            time_type=self.target.c[self.time_column].type,
+            times=[row[1] for row in rows],
         )
         return database_for(dialect).fill_batch(self.connection, batch)
 
@@ -257,6 +288,18 @@ class Backfill:
                 f"Give the row a valid {self.time_column} (or delete it) and rerun "
                 "the migration: it carries on from where it stopped"
             ) from None
+
+
+def exact_key_type(key_type: Any) -> Any:
+    """``key_type`` reading its values exactly as stored, to find their rows again.
+
+    A reflected MariaDB ``DOUBLE`` reads as a ``Decimal`` rounded to 10
+    places: ``1e-11`` and ``2e-11`` would both read as ``0``.
+    """
+    if isinstance(key_type, sa.Float) and key_type.asdecimal:
+        key_type = copy.copy(key_type)
+        key_type.asdecimal = False
+    return key_type
 
 
 def error_code(error: sa.exc.DBAPIError) -> object:

@@ -25,7 +25,7 @@ from alembic.util import CommandError
 from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.exc import CompileError
 
-from .._backfill import Backfill
+from .._backfill import Backfill, exact_key_type
 from .._inspect import check_identifier, quote, safe_name, strict_mode, utc_session
 from .._locks import DEFAULT_LOCK_TIMEOUT
 from .._online import check_online_context, phases_block
@@ -163,7 +163,7 @@ def add_online(operations: Operations, op: AddULIDColumnOp, millis: Callable[[An
                 progress=op.progress,
                 sized_by_time=op.sized_by_time,
                 late_error=lambda: _late_rows_error(op, backfill.missing()),
-                before_changes=lambda: backfill.check_times(op.timezone),
+                before_changes=lambda: backfill.check_before_changes(op.timezone),
             )
 
 
@@ -174,12 +174,20 @@ def _backfill(
     """The online fill's Python body, on the table as it is (reflected once)."""
     table = sa.Table(op.table_name, sa.MetaData(), schema=op.schema, autoload_with=connection)
     keys = list(table.primary_key.columns)
+    refusal = None
     if len(keys) != 1 or op.from_column not in table.c:
-        # The plan's checks say which, in their own words, before any change.
+        # The plan's checks say which, in their own words, before any change;
+        # if they pass, reflection read the table otherwise than the catalog:
+        # the fill refuses then, rather than walk a column it guessed.
         key_type: Any = sa.Integer()
-        key = keys[0].name if keys else "id"
+        key = keys[0].name if len(keys) == 1 else "id"
+        refusal = (
+            f"reflection found {len(keys)} primary-key columns on {op.table_name} and "
+            f"{'a' if op.from_column in table.c else 'no'} column {op.from_column}"
+        )
     else:
-        key, key_type = keys[0].name, keys[0].type
+        key, key_type = keys[0].name, exact_key_type(keys[0].type)
+        refusal = database_for(connection.dialect).fill_key_refusal(key_type)
     column_type = op.column_type(connection.dialect)
     time_type = table.c[op.from_column].type if op.from_column in table.c else sa.DateTime()
     target = sa.Table(
@@ -200,6 +208,7 @@ def _backfill(
         op.from_column,
         op.batch_size,
         op.id_maker,
+        key_refusal=None if refusal is None else f"{op.op_name}(online=True): {refusal}",
     )
 
 

@@ -21,6 +21,7 @@ from sqlalchemy.engine import Connection, Dialect
 
 from ..._dialects import dialect_row
 from ..._time import check_ms, to_ms
+from .._backfill import exact_key_type
 from .._inspect import (
     ColumnState,
     check_identifier,
@@ -114,7 +115,7 @@ def add_ulid_column(operations: Operations, op: AddULIDColumnOp) -> None:
     target = sa.Table(
         op.table_name,
         sa.MetaData(),
-        *(sa.Column(k.name, k.type, primary_key=True) for k in keys),
+        *(sa.Column(k.name, exact_key_type(k.type), primary_key=True) for k in keys),
         sa.Column(op.from_column, table.c[op.from_column].type),
         sa.Column(op.column_name, column_type),
         schema=op.schema,
@@ -122,7 +123,10 @@ def add_ulid_column(operations: Operations, op: AddULIDColumnOp) -> None:
     staging = sa.Table(
         STAGING,
         sa.MetaData(),
-        *(sa.Column(k.name, k.type, primary_key=True, autoincrement=False) for k in keys),
+        *(
+            sa.Column(k.name, exact_key_type(k.type), primary_key=True, autoincrement=False)
+            for k in keys
+        ),
         sa.Column("ulid", column_type, nullable=False),
         prefixes=["TEMPORARY"],
     )
@@ -132,7 +136,7 @@ def add_ulid_column(operations: Operations, op: AddULIDColumnOp) -> None:
         staging.create(connection)
         try:
             # Every ULID is computed before the first DDL statement.
-            stage(connection, table if existing is None else target, staging, op, existing)
+            stage(connection, target, staging, op, existing)
             if existing is None:
                 # On PostgreSQL the lock taken here is held to commit: only
                 # this statement waits for it, and only lock_timeout long.

@@ -13,6 +13,7 @@ import contextlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple
 
+import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Dialect
 
 from ..._dialects import LockSQL
@@ -24,6 +25,12 @@ if TYPE_CHECKING:
     from .step import Plan, Step
 
 __all__ = ["DDLFrame", "Database", "FillRows", "UnsupportedDatabase", "database_for"]
+
+#: A key type whose values cannot go back to the server as they were read.
+_UNWALKABLE = (
+    "a primary key of type {name} cannot be sent back as the values read from it, "
+    "so the backfill could not find its rows again by their key"
+)
 
 
 class DDLFrame(NamedTuple):
@@ -52,6 +59,11 @@ class FillRows(NamedTuple):
     #: the batch's keys in key order, as read, and each one's id, bound
     keys: list[Any]
     ids: list[Any]
+    #: the time column (quoted), its type, and each row's time as read: a
+    #: row whose time changed since is left for a later pass
+    time: str
+    time_type: Any
+    times: list[Any]
 
 
 _REGISTRY: dict[str, type[Database]] = {}
@@ -110,6 +122,26 @@ class Database:
     def fill_batch(self, connection: Connection, rows: FillRows) -> int:
         """Give a backfill batch's rows still without an id theirs; return how many."""
         raise NotImplementedError
+
+    def fill_key_refusal(self, key_type: Any) -> str | None:
+        """Why the online backfill cannot walk a primary key of ``key_type`` (None: it can).
+
+        The backfill reads each batch's keys into Python and finds the rows
+        again by them (``key = value``, ``key > last``): a single-precision
+        float reads back rounded (``0.1`` for ``0.100000001...``), matches no
+        row, and the walk would read the same rows for ever. A JSON, array
+        or boolean key does not go back as the value it was read as, and a
+        type SQLAlchemy does not know cannot be named in the batch's SQL.
+        """
+        name = key_type.__class__.__name__
+        if isinstance(key_type, sa.Float) and not isinstance(key_type, sa.Double):
+            return (
+                f"a single-precision floating-point primary key ({name}) reads back "
+                "rounded, so its rows cannot be found again by their key"
+            )
+        if isinstance(key_type, (sa.types.Indexable, sa.Boolean, sa.types.NullType)):
+            return _UNWALKABLE.format(name=name)
+        return None
 
     def render(self, plan: Plan) -> str:
         """The plan as a script for the database's client."""

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection
 
 from .._inspect import run
@@ -55,6 +57,19 @@ class MariaDB(Database):
     def fill_batch(self, connection: Connection, rows: FillRows) -> int:
         """See :meth:`Database.fill_batch`."""
         return fill_batch(connection, rows, mariadb=getattr(self.dialect, "is_mariadb", False))
+
+    def fill_key_refusal(self, key_type: Any) -> str | None:
+        """See :meth:`Database.fill_key_refusal`; and an ENUM or SET key.
+
+        Such a key sorts by its members' numbers but compares with a text
+        by the text: the walk in key order (``key > last``) would skip rows.
+        """
+        if isinstance(key_type, (sa.Enum, mysql.SET)):
+            return (
+                f"a primary key of type {key_type.__class__.__name__} sorts by its members' "
+                "numbers but compares with text as text, so a walk in key order would skip rows"
+            )
+        return super().fill_key_refusal(key_type)
 
     def render(self, plan: Plan) -> str:
         """See :meth:`Database.render`."""

@@ -50,6 +50,9 @@ def _no_restore(row: tuple[Any, ...], in_transaction: bool) -> tuple[str, ...]:
 #: and INNODB_TRX lists those (a transaction that only read is there too).
 LOCKS = replace(MYSQL_LOCKS, set=_no_set, restore=_no_restore)
 
+#: The sql_mode names that stand for a set of modes including ANSI_QUOTES.
+_QUOTING_MODES = ("ANSI", "DB2", "MAXDB", "MSSQL", "ORACLE", "POSTGRESQL")
+
 #: The name of the state table's lock (``{database}``: SQL of its database),
 #: and of a run's own lock (``{schema}``: SQL of the table's database,
 #: ``{name}``: the op and target, hashed).
@@ -328,14 +331,16 @@ class MariaDBCatalog(Catalog):
         reflection then does not parse: no columns, no primary key (a drop
         did nothing, the ops named columns missing). ``NO_BACKSLASH_ESCAPES``
         makes the server keep the backslashes SQLAlchemy doubles in a
-        literal (a carried comment). Both are put back after the block. A
+        literal (a carried comment). Both are put back after the block. The
+        modes that stand for a set including ``ANSI_QUOTES`` (``ANSI``,
+        ``ORACLE``, ...) go too, or setting the rest would bring it back. A
         connection outside a transaction is left outside one.
         """
         outside = not connection.in_transaction()
         mode = str(connection.exec_driver_sql("SELECT @@SESSION.sql_mode").scalar() or "")
         drop = {"NO_BACKSLASH_ESCAPES"}
         if not getattr(connection.dialect, "_server_ansiquotes", False):
-            drop.add("ANSI_QUOTES")
+            drop |= {"ANSI_QUOTES", *_QUOTING_MODES}
         parts = [part for part in mode.split(",") if part]
         kept = [part for part in parts if part not in drop]
         if outside:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import logging
 from typing import Any, Literal
 
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.dialects.postgresql.ranges import AbstractRange
 from sqlalchemy.engine import Connection
 
 from .._inspect import run
@@ -73,6 +75,19 @@ class PostgreSQL(Database):
     def fill_batch(self, connection: Connection, rows: FillRows) -> int:
         """See :meth:`Database.fill_batch`."""
         return fill_batch(connection, rows)
+
+    def fill_key_refusal(self, key_type: Any) -> str | None:
+        """See :meth:`Database.fill_key_refusal`; and a money, tsvector or range key.
+
+        Their values come back from the driver as text or objects that go
+        back as another type (``money >= numeric`` has no operator).
+        """
+        if isinstance(key_type, (postgresql.MONEY, postgresql.TSVECTOR, AbstractRange)):
+            return (
+                f"a primary key of type {key_type.__class__.__name__} cannot be sent back as "
+                "the values read from it, so the backfill could not find its rows again"
+            )
+        return super().fill_key_refusal(key_type)
 
     def render(self, plan: Plan) -> str:
         """See :meth:`Database.render`."""

@@ -2,7 +2,8 @@
 
 Run: ``.venv/bin/python benchmarks/bench_targets.py [--rows 1000000] [--writers 4]``
 (URLs from SQLALCHEMY_ULID_POSTGRESQL_URL / SQLALCHEMY_ULID_MYSQL_URL, else the
-local test servers).
+local test servers; ``--servers PostgreSQL`` and ``--ops storage`` measure a
+part).
 
 The targets, with ``--writers`` threads inserting single rows throughout,
 each INSERT timed:
@@ -92,6 +93,10 @@ TARGETS: dict[str, list[tuple[str, str, float, Any]]] = {
 }
 
 
+#: --ops name -> the op of TARGETS
+OPS = {"storage": "alter_ulid_storage", "backfill": "add_ulid_column backfill"}
+
+
 def _clean(engine: sa.Engine) -> None:
     if engine.dialect.name == "mysql":
         bench_storage_mariadb._drop(engine)
@@ -105,6 +110,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--writers", type=int, default=4)
     parser.add_argument("--servers", nargs="+", default=list(URLS), choices=list(URLS))
+    parser.add_argument("--ops", nargs="+", default=list(OPS), choices=list(OPS))
     args = parser.parse_args()
     print(f"load average before: {os.getloadavg()[0]:.1f}", flush=True)
     lines = []
@@ -114,6 +120,8 @@ def main() -> None:
             Operations(MigrationContext.configure(conn)).create_ulid_function()
         try:
             for op, against, target, timed in TARGETS[server]:
+                if not any(op == OPS[name] for name in args.ops):
+                    continue
                 _, small_wait = timed(engine, SMALL, True, args.writers)
                 base, _ = timed(engine, args.rows, False, args.writers)
                 online, wait = timed(engine, args.rows, True, args.writers)

@@ -37,11 +37,11 @@ import bench_storage_mariadb
 import bench_storage_online
 import sqlalchemy as sa
 from _servers import URLS  # benchmarks/ is on sys.path when a script runs
-from _writer_threads import Writers
 from alembic.migration import MigrationContext
 from alembic.operations import Operations
 
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
+from _writers import Inserters  # tests/_writers.py: _servers put tests/ on sys.path
 
 #: The table size at which the INSERT wait is also measured, to see it not grow.
 SMALL = 100_000
@@ -71,7 +71,7 @@ def _backfill(engine: sa.Engine, rows: int, online: bool, writers: int) -> Timed
         if online
         else functools.partial(bench_backfill._plain_sql, engine)
     )
-    with Writers(engine, writers, bench_backfill._insert_row, pause=0.01, join=600) as crew:
+    with Inserters(engine, writers, bench_backfill._insert_row, pause=0.01, join=600) as crew:
         time.sleep(0.2)
         began = time.perf_counter()
         run()

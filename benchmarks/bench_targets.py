@@ -2,7 +2,8 @@
 
 Run: ``.venv/bin/python benchmarks/bench_targets.py [--rows 1000000] [--writers 4]``
 (URLs from SQLALCHEMY_ULID_POSTGRESQL_URL / SQLALCHEMY_ULID_MYSQL_URL, else the
-local test servers).
+local test servers; ``--servers PostgreSQL`` and ``--ops storage`` measure a
+part).
 
 The targets, with ``--writers`` threads inserting single rows throughout,
 each INSERT timed:
@@ -36,11 +37,11 @@ import bench_storage_mariadb
 import bench_storage_online
 import sqlalchemy as sa
 from _servers import URLS  # benchmarks/ is on sys.path when a script runs
-from _writer_threads import Writers
 from alembic.migration import MigrationContext
 from alembic.operations import Operations
 
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
+from _writers import Inserters  # tests/_writers.py: _servers put tests/ on sys.path
 
 #: The table size at which the INSERT wait is also measured, to see it not grow.
 SMALL = 100_000
@@ -70,7 +71,7 @@ def _backfill(engine: sa.Engine, rows: int, online: bool, writers: int) -> Timed
         if online
         else functools.partial(bench_backfill._plain_sql, engine)
     )
-    with Writers(engine, writers, bench_backfill._insert_row, pause=0.01, join=600) as crew:
+    with Inserters(engine, writers, bench_backfill._insert_row, pause=0.01, join=600) as crew:
         time.sleep(0.2)
         began = time.perf_counter()
         run()
@@ -92,6 +93,10 @@ TARGETS: dict[str, list[tuple[str, str, float, Any]]] = {
 }
 
 
+#: --ops name -> the op of TARGETS
+OPS = {"storage": "alter_ulid_storage", "backfill": "add_ulid_column backfill"}
+
+
 def _clean(engine: sa.Engine) -> None:
     if engine.dialect.name == "mysql":
         bench_storage_mariadb._drop(engine)
@@ -105,6 +110,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--writers", type=int, default=4)
     parser.add_argument("--servers", nargs="+", default=list(URLS), choices=list(URLS))
+    parser.add_argument("--ops", nargs="+", default=list(OPS), choices=list(OPS))
     args = parser.parse_args()
     print(f"load average before: {os.getloadavg()[0]:.1f}", flush=True)
     lines = []
@@ -114,6 +120,8 @@ def main() -> None:
             Operations(MigrationContext.configure(conn)).create_ulid_function()
         try:
             for op, against, target, timed in TARGETS[server]:
+                if not any(op == OPS[name] for name in args.ops):
+                    continue
                 _, small_wait = timed(engine, SMALL, True, args.writers)
                 base, _ = timed(engine, args.rows, False, args.writers)
                 online, wait = timed(engine, args.rows, True, args.writers)

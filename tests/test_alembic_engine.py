@@ -47,6 +47,7 @@ from sqlalchemy_ulid.alembic._plan.render_mariadb import lock_wrapped
 from sqlalchemy_ulid.alembic._plan.run import run_plan
 from sqlalchemy_ulid.alembic._plan.state import STATE_TABLE, literal
 from sqlalchemy_ulid.alembic._plan.step import Plan, Step
+from sqlalchemy_ulid.alembic._storage._shadow import AUTO_INC_BATCH_SECONDS
 
 #: Long enough that the default constraint and check names are hashed.
 TABLE = "engine_orders_with_a_name_long_enough_for_hashed_constraint_names"[:60]
@@ -323,18 +324,20 @@ def test_a_step_waits_for_its_lock_only_lock_timeout_long_then_tries_again(
     size=st.integers(min_value=1, max_value=1_000_000),
     elapsed=st.floats(min_value=0.0, max_value=600.0, allow_nan=False),
     cap=st.integers(min_value=100, max_value=1_000_000),
+    seconds=st.sampled_from([BATCH_SECONDS, AUTO_INC_BATCH_SECONDS]),
 )
 def test_batches_sized_by_time_move_toward_the_target_by_half_or_double_at_most(
-    size: int, elapsed: float, cap: int
+    size: int, elapsed: float, cap: int, seconds: float
 ) -> None:
-    # The oracle: 150 ms a batch, a step of at most x2 or /2, within [100, cap].
+    # The oracle: `seconds` a batch (150 ms, or the MariaDB copy's shorter
+    # aim), a step of at most x2 or /2, within [100, cap].
     size = min(size, cap)
-    new = _next_size(size, elapsed, cap)
+    new = _next_size(size, elapsed, cap, seconds)
     assert _MIN_BATCH <= new <= cap
     assert new <= max(_MIN_BATCH, size * 2)
     assert new >= min(cap, max(_MIN_BATCH, size // 2))
     if elapsed > 0:
-        wanted = size * BATCH_SECONDS / elapsed
+        wanted = size * seconds / elapsed
         if size / 2 <= wanted <= size * 2 and _MIN_BATCH <= wanted <= cap:
             assert abs(new - wanted) <= 1
 

@@ -13,8 +13,9 @@ the same for all of them:
   :class:`~.._backfill.BackfillProgress`, and Alembic's logger a line at
   most every :data:`LOG_EVERY` seconds;
 * ``pause`` seconds between batches;
-* sized by time, each batch aims at :data:`BATCH_SECONDS` (at most double or
-  half the last one, never below :data:`_MIN_BATCH` rows).
+* sized by time, each batch aims at :data:`BATCH_SECONDS` (or the loop's
+  own ``seconds``; at most double or half the last one, never below
+  :data:`_MIN_BATCH` rows).
 """
 
 from __future__ import annotations
@@ -79,6 +80,9 @@ class BatchLoop:
     cap: int = MAX_ROWS
     #: the log line's first word
     what: str = "backfill"
+    #: what a batch should take, sized by time (a batch that writers wait
+    #: for whole, such as one holding a table's AUTO-INC lock, aims lower)
+    seconds: float = BATCH_SECONDS
 
 
 def run_batches(loop: BatchLoop, batch: Callable[[int], int | None]) -> tuple[int, int]:
@@ -100,7 +104,7 @@ def run_batches(loop: BatchLoop, batch: Callable[[int], int | None]) -> tuple[in
         done += rows
         now = time.monotonic()
         if loop.sized_by_time:
-            size = _next_size(size, now - began, loop.cap)
+            size = _next_size(size, now - began, loop.cap, loop.seconds)
         report = _report(loop, done, max(loop.total, done), now - started)
         if loop.progress is not None:
             loop.progress(report)
@@ -129,13 +133,13 @@ def retry_batch(what: str, batch: Callable[[], _T]) -> _T:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _next_size(size: int, elapsed: float, cap: int) -> int:
-    """The next batch's rows: toward :data:`BATCH_SECONDS`, at most double or half.
+def _next_size(size: int, elapsed: float, cap: int, seconds: float = BATCH_SECONDS) -> int:
+    """The next batch's rows: toward ``seconds`` a batch, at most double or half.
 
     Never fewer than ``_MIN_BATCH`` rows (a batch too small costs its round
     trips more than its rows), never more than ``cap``.
     """
-    wanted = size * 2.0 if elapsed <= 0 else size * BATCH_SECONDS / elapsed
+    wanted = size * 2.0 if elapsed <= 0 else size * seconds / elapsed
     stepped = min(size * 2.0, max(size / 2.0, wanted))
     return min(cap, max(_MIN_BATCH, int(stepped)))
 

@@ -63,6 +63,9 @@ __all__ = ["alter_shadow"]
 
 #: The triggers, in the order they are created (see the module docstring).
 _EVENTS = ("delete", "update", "insert")
+#: What a copy batch should take when writers wait for it whole (see
+#: ``_Shadow._holds_auto_inc_lock``): their longest wait is about one batch.
+AUTO_INC_BATCH_SECONDS = 0.05
 
 
 def alter_shadow(
@@ -343,7 +346,24 @@ class _Shadow:
             return
         op, total = self.op, int(self._table_field("TABLE_ROWS") or 0)
         loop = BatchLoop(op.table_name, self.column, op.batch_size, op.pause, op.progress, total)
-        run_batches(replace(loop, what="copy", sized_by_time=op.sized_by_time), batch)
+        loop = replace(loop, what="copy", sized_by_time=op.sized_by_time)
+        if self._holds_auto_inc_lock():
+            loop = replace(loop, seconds=AUTO_INC_BATCH_SECONDS)
+        run_batches(loop, batch)
+
+    def _holds_auto_inc_lock(self) -> bool:
+        """Whether a copy batch holds the shadow's AUTO-INC lock to its end.
+
+        With ``innodb_autoinc_lock_mode`` 0 or 1 (MariaDB's default), an
+        ``INSERT ... SELECT`` into a table with an ``AUTO_INCREMENT`` column
+        takes the table's AUTO-INC lock for the whole statement, and every
+        writer's trigger inserting into the shadow meanwhile waits for it:
+        such batches aim at :data:`AUTO_INC_BATCH_SECONDS`.
+        """
+        if self._table_field("AUTO_INCREMENT") is None:
+            return False
+        mode = self.connection.execute(sa.text("SELECT @@innodb_autoinc_lock_mode")).scalar()
+        return mode is None or int(mode) < 2
 
     def _carry_auto_increment(self) -> None:
         """Give the shadow the table's AUTO_INCREMENT counter before the swap.

@@ -76,9 +76,11 @@ class Target:
     to_kind: str
     new_type: str
     #: SQL converting the column (``converted``), ``NEW``'s column
-    #: (``converted_new``), and a format() template converting %1$s
+    #: (``converted_new``), the column of the table aliased ``t``
+    #: (``converted_t``), and a format() template converting %1$s
     converted: str
     converted_new: str
+    converted_t: str
     convert_template: str
     #: SQL true for a non-NULL value (at the slot) that may not be converted
     #: (None: none); see :meth:`bad_value`
@@ -172,6 +174,7 @@ def target_of(op: AlterULIDStorageOp, dialect: Any) -> Target:
         new_type=_compiled(op.column_type(op.to_storage, dialect), dialect),
         converted=sql.convert(column, from_kind, to_kind),
         converted_new=sql.convert(f"NEW.{column}", from_kind, to_kind),
+        converted_t=sql.convert(f"t.{column}", from_kind, to_kind),
         convert_template=template,
         bad=sql.bad_text(_SLOT, from_kind) if checked else None,
         col_kind=kind_of(op.column_name),

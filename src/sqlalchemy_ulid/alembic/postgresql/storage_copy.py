@@ -1,7 +1,9 @@
 """The copy of ``alter_ulid_storage(online=True)`` on PostgreSQL: one batch, two loops.
 
-Each batch touches the rows after the last key copied (the trigger converts
-them) and records its own last key in the state table, in a row of its own
+Each batch sets the shadow of the rows after the last key copied to their
+column converted (the conversion SQL that the trigger runs; a row the
+trigger has done is skipped: its shadow is set) and records its own last
+key in the state table, in a row of its own
 (``<op>:copy``): a rerun goes on after it. The online loop (Python, in
 ``_storage/_online``) and the script's loop (PL/pgSQL, here) send the same
 batch, :func:`copy_batch`.
@@ -41,7 +43,7 @@ _HIGH, _LAST = "\x00high\x00", "\x00last\x00"
 
 
 def copy_batch(t: Target, key: str, key_type: str, after: bool, size: str) -> str:
-    """One copy batch: the rows after the last key, touched (the trigger converts them).
+    """One copy batch: the rows after the last key, their shadow set to the converted column.
 
     ``key`` and ``key_type`` are SQL (or format() slots), ``size`` the row
     count; the slots ``high`` (the highest key when the copy began: later
@@ -55,7 +57,7 @@ def copy_batch(t: Target, key: str, key_type: str, after: bool, size: str) -> st
     return (
         f"WITH batch AS (SELECT {key} AS k FROM {table} WHERE {where} ORDER BY {key} "
         f"LIMIT {size}), top AS (SELECT k FROM batch ORDER BY k DESC LIMIT 1), "
-        f"moved AS (UPDATE {table} AS t SET {column} = t.{column} FROM batch "
+        f"moved AS (UPDATE {table} AS t SET {shadow} = {t.converted_t} FROM batch "
         f"WHERE t.{key} = batch.k AND t.{shadow} IS NULL AND t.{column} IS NOT NULL "
         f"RETURNING 1), mark AS (INSERT INTO {t.state} (op, target, plan, step) "
         f"SELECT {literal(t.copy_op)}, {literal(t.target)}, 'copy', CAST(k AS TEXT) FROM top "

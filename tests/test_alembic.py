@@ -210,6 +210,9 @@ def test_alembic_cli_check_is_clean(tmp_path: Path, engine: Engine, backend: Bac
     # argument; the subprocess (a second of interpreter start-up) only checks.
     config = Config(str(ini), cmd_opts=Namespace(x=[f"url={backend.url}"]))
     sys.path.insert(0, str(tmp_path))
+    # Another test in this process (the tutorial's page) may have imported a
+    # module of the same name: env.py must import this project's.
+    sys.modules.pop("models", None)
     _clean(engine)
     try:
         command.revision(config, autogenerate=True, message="ulids")

@@ -52,14 +52,18 @@ TABLE = "stmt_t"
 _CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE", "SET", "SHOW", "RESET")
 #: Statements that read no table and never wait, left to the session's timeout:
 #: the run's lock taken and given back without waiting (on a session of its
-#: own), and the session's settings read before they are changed.
+#: own), the session's id and its settings, read before they are changed.
 _INSTANT = (
     "SELECT pg_try_advisory_xact_lock(",
+    "SELECT pg_backend_pid()",
+    "SELECT CONNECTION_ID()",
     "SELECT COALESCE(GET_LOCK(",
     "DO RELEASE_LOCK(",
     "SELECT inet_client_port(), current_setting(",
     "SELECT current_setting('lock_timeout'), current_setting('statement_timeout')",
     "SELECT @@SESSION.",
+    # the key conversion's temporary table: the session's own, no one else locks it
+    "DROP TABLE IF EXISTS _ulid_backfill",
 )
 
 
@@ -81,6 +85,43 @@ def _make_table(engine: Engine) -> None:
                 for i in range(1, ROWS + 1)
             ],
         )
+
+
+def _make_key_tables(engine: Engine) -> None:
+    """A parent with an integer key, and a child whose rows reference it."""
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            "CREATE TABLE stmt_parent (id integer PRIMARY KEY, created_at timestamp NOT NULL)"
+        )
+        conn.exec_driver_sql(
+            "CREATE TABLE stmt_child (id integer PRIMARY KEY, parent_id integer NOT NULL, "
+            "CONSTRAINT fk_stmt_child_parent FOREIGN KEY (parent_id) REFERENCES stmt_parent (id))"
+        )
+        conn.execute(
+            sa.text("INSERT INTO stmt_parent (id, created_at) VALUES (:id, :at)"),
+            [{"id": i, "at": f"2024-01-01 00:00:{i % 60:02d}"} for i in range(1, ROWS + 1)],
+        )
+        conn.execute(
+            sa.text("INSERT INTO stmt_child (id, parent_id) VALUES (:id, :parent)"),
+            [{"id": i, "parent": i % ROWS + 1} for i in range(1, ROWS + 1)],
+        )
+
+
+def _key_conversion(ops: Operations) -> None:
+    ops.convert_primary_key_to_ulid("stmt_parent", from_time="created_at", batch_size=500)
+    ops.restore_legacy_primary_key("stmt_parent")
+
+
+def _check_key_tables(engine: Engine) -> None:
+    """Back where the conversion and its reverse started: the same keys, references intact."""
+    with engine.connect() as conn:
+        columns = [c["name"] for c in sa.inspect(conn).get_columns("stmt_parent")]
+        joined = conn.exec_driver_sql(
+            "SELECT count(*) FROM stmt_child c JOIN stmt_parent p ON p.id = c.parent_id "
+            f"WHERE c.parent_id = MOD(c.id, {ROWS}) + 1"
+        ).scalar()
+    assert columns == ["id", "created_at"]
+    assert joined == ROWS
 
 
 def _cancelled_behind_a_lock(engine: Engine, lock: str, unlock: str) -> str:
@@ -213,6 +254,19 @@ def test_postgresql_ops_run_no_statement_under_the_database_statement_timeout(
     assert _pg_setting(pg_app) == PG_TIMEOUT  # a new session: nothing stayed behind
 
 
+def test_postgresql_key_conversion_runs_no_statement_under_the_database_statement_timeout(
+    pg_app: Engine,
+) -> None:
+    _make_key_tables(pg_app)
+    with _timeouts(pg_app, "SHOW statement_timeout") as seen:
+        _migrate(pg_app, _key_conversion)
+    assert len(seen) > 20, "the listener saw hardly anything: the test proves nothing"
+    late = [" ".join(s[1].split())[:150] for s in seen if s[0] != "0"]
+    assert late == [], "\n".join(late)
+    _check_key_tables(pg_app)
+    assert _pg_setting(pg_app) == PG_TIMEOUT  # a new session: nothing stayed behind
+
+
 def test_postgresql_online_ops_through_the_pooler_leave_the_timeout_on_every_session(
     pg_app: Engine, pgbouncer: Any
 ) -> None:
@@ -321,6 +375,18 @@ def test_mariadb_ops_run_no_statement_under_the_users_max_statement_time(
     assert late == [], "\n".join(late)
     _check_data(mariadb_app)
     assert _mariadb_setting(mariadb_app) == MARIADB_TIMEOUT
+
+
+def test_mariadb_key_conversion_runs_no_statement_under_the_users_max_statement_time(
+    mariadb_app: Engine,
+) -> None:
+    _make_key_tables(mariadb_app)
+    with _timeouts(mariadb_app, "SELECT @@SESSION.max_statement_time") as seen:
+        _migrate(mariadb_app, _key_conversion)
+    assert len(seen) > 20, "the listener saw hardly anything: the test proves nothing"
+    late = [" ".join(s[1].split())[:150] for s in seen if float(s[0]) != 0]
+    assert late == [], "\n".join(late)
+    _check_key_tables(mariadb_app)
 
 
 def test_mariadb_offline_script_runs_under_the_users_max_statement_time(

@@ -104,8 +104,9 @@ class PostgreSQL(Database):
         if behind_a_proxy(connection):
             logger.warning(
                 "%s: the connection goes through a proxy or pooler; it runs under the "
-                "server's own lock_timeout. Run migrations on a direct connection for a "
-                "bounded wait",
+                "server's own lock_timeout and statement_timeout (a statement_timeout of "
+                "the role or database can cancel it). Run migrations on a direct "
+                "connection for a bounded wait and no statement timeout",
                 " ".join(statement.split())[:80],
             )
             run(connection, statement)

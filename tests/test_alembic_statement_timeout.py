@@ -290,6 +290,26 @@ def test_postgresql_online_ops_through_the_pooler_leave_the_timeout_on_every_ses
         engine.dispose()
 
 
+def _one_transaction_script(dialect: str, to_storage: str) -> str:
+    """The ``--sql`` output of the one-transaction storage conversion."""
+    buffer = io.StringIO()
+    context = MigrationContext.configure(
+        dialect_name=dialect,
+        opts={"as_sql": True, "output_buffer": buffer, "transactional_ddl": dialect != "mysql"},
+    )
+    Operations(context).alter_ulid_storage(
+        TABLE, "ref", from_storage="text", to_storage=to_storage, nullable=False
+    )
+    return buffer.getvalue()
+
+
+def _check_refs(engine: Engine) -> None:
+    with engine.connect() as conn:
+        refs = conn.execute(sa.text(f"SELECT id, ref FROM {TABLE} ORDER BY id")).all()
+    assert [_ulid(ref) for _, ref in refs] == [_ref(key) for key, _ in refs]
+    assert len(refs) == ROWS
+
+
 def _script(dialect: str, to_storage: str) -> str:
     buffer = io.StringIO()
     context = MigrationContext.configure(
@@ -313,6 +333,18 @@ def test_postgresql_offline_script_runs_under_the_database_statement_timeout(
         done = _clients.psql(pg_app, script, timeout=120)
         assert done.returncode == 0, done.stderr[-2000:]
     _check_data(pg_app, dropped=False)
+    assert _pg_setting(pg_app) == PG_TIMEOUT
+
+
+def test_postgresql_one_transaction_script_runs_under_the_database_statement_timeout(
+    pg_app: Engine,
+) -> None:
+    script = _one_transaction_script("postgresql", "native")
+    assert "SET statement_timeout = 0;" in script
+    for _ in range(2):  # and again: it does nothing the second time
+        done = _clients.psql(pg_app, script, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+    _check_refs(pg_app)
     assert _pg_setting(pg_app) == PG_TIMEOUT
 
 
@@ -400,3 +432,14 @@ def test_mariadb_offline_script_runs_under_the_users_max_statement_time(
         done = _clients.mariadb(mariadb_app, script)
         assert done.returncode == 0, done.stderr[-2000:]
     _check_data(mariadb_app, dropped=False)
+
+
+def test_mariadb_one_transaction_script_runs_under_the_users_max_statement_time(
+    mariadb_app: Engine,
+) -> None:
+    script = _one_transaction_script("mysql", "binary")
+    assert "max_statement_time = 0" in script
+    for _ in range(2):  # and again: it does nothing the second time
+        done = _clients.mariadb(mariadb_app, script)
+        assert done.returncode == 0, done.stderr[-2000:]
+    _check_refs(mariadb_app)

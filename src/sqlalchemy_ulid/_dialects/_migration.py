@@ -108,14 +108,22 @@ class LockSQL:
 
 
 def _pg_lock_set(seconds: float, in_transaction: bool) -> tuple[str, ...]:
+    # statement_timeout off too: a role's or database's would cancel a
+    # statement of ours that takes long on a big table (its lock waits stay
+    # bounded by lock_timeout).
     scope = "LOCAL " if in_transaction else ""
-    return (f"SET {scope}lock_timeout = '{max(1, round(seconds * 1000))}ms'",)
+    return (
+        f"SET {scope}lock_timeout = '{max(1, round(seconds * 1000))}ms'",
+        f"SET {scope}statement_timeout = 0",
+    )
 
 
 def _pg_lock_restore(row: tuple[Any, ...], in_transaction: bool) -> tuple[str, ...]:
     scope = "LOCAL " if in_transaction else ""
-    value = str(row[0]).replace("'", "''")
-    return (f"SET {scope}lock_timeout = '{value}'",)
+    return tuple(
+        f"SET {scope}{name} = '" + str(value).replace("'", "''") + "'"
+        for name, value in zip(("lock_timeout", "statement_timeout"), row, strict=True)
+    )
 
 
 def _mysql_lock_set(seconds: float, in_transaction: bool) -> tuple[str, ...]:
@@ -137,7 +145,7 @@ def _mysql_lock_restore(row: tuple[Any, ...], in_transaction: bool) -> tuple[str
 
 PG_LOCKS = LockSQL(
     session_id="SELECT pg_backend_pid()",
-    read="SELECT current_setting('lock_timeout')",
+    read="SELECT current_setting('lock_timeout'), current_setting('statement_timeout')",
     set=_pg_lock_set,
     restore=_pg_lock_restore,
     timeout_codes=frozenset({"55P03"}),  # lock_not_available

@@ -219,8 +219,10 @@ def lock_safe(
         logger.warning(
             "%s: the connection goes through a proxy or pooler, where a session setting "
             "could stay behind on a server session the application gets next; it runs "
-            "under the server's own lock_timeout (its lock never makes reads or writes "
-            "wait). Run migrations on a direct connection for a bounded wait",
+            "under the server's own lock_timeout and statement_timeout (its lock never "
+            "makes reads or writes wait; a statement_timeout of the role or database can "
+            "cancel it). Run migrations on a direct connection for a bounded wait and no "
+            "statement timeout",
             " ".join(what.split())[:80],
         )
         action()

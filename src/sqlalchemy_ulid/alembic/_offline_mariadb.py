@@ -24,4 +24,7 @@ _SAVED = (
     ("time_zone", "@sqlalchemy_ulid_time_zone"),
     ("lock_wait_timeout", "@sqlalchemy_ulid_lock_wait"),
     ("innodb_lock_wait_timeout", "@sqlalchemy_ulid_row_wait"),
+    # 0 while the script runs: a user's or the server's limit would cancel
+    # a copy or a fill (one statement) on a big table.
+    ("max_statement_time", "@sqlalchemy_ulid_statement_time"),
 )

@@ -30,7 +30,7 @@ from .._inspect import check_identifier, quote, safe_name, strict_mode, utc_sess
 from .._locks import DEFAULT_LOCK_TIMEOUT
 from .._online import check_online_context, phases_block
 from .._plan.database import Database, UnsupportedDatabase, database_for
-from .._plan.run import run_plan
+from .._plan.run import run_plan, unbounded
 
 if TYPE_CHECKING:
     from .op import AddULIDColumnOp
@@ -151,11 +151,10 @@ def add_online(operations: Operations, op: AddULIDColumnOp, millis: Callable[[An
     with utc_session(connection):
         if names.default_sql is not None:
             _check_default_runs(connection, op, names.default_sql)
-        with (
-            phases_block(operations),
-            strict_mode(connection),
-            _backfill(connection, op, millis) as backfill,
-        ):
+        with phases_block(operations), strict_mode(connection), contextlib.ExitStack() as stack:
+            # The table is reflected in a transaction without the statement timeout.
+            with unbounded(connection, database):
+                backfill = stack.enter_context(_backfill(connection, op, millis))
             run_plan(
                 connection,
                 database.add_column(names, backfill),

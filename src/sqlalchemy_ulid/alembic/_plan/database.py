@@ -173,6 +173,19 @@ class Database:
         """Run a statement that must not be in a transaction."""
         raise NotImplementedError
 
+    def unbounded_frame(self) -> DDLFrame:
+        """How the runner's other statements run without the session's statement timeout.
+
+        A role's or database's statement timeout (PostgreSQL
+        ``statement_timeout``) would cancel a whole-table check or a batch
+        on a big table. The frame opens a transaction that turns it off
+        until its end (PostgreSQL: ``BEGIN; SET LOCAL statement_timeout =
+        0``), so nothing stays on the session, through a pooler too. Empty
+        here: the database has no such timeout, or the op's session
+        (``Catalog.plain_session``) already runs without it.
+        """
+        return DDLFrame([], lambda statement: statement, [], [])
+
     def watching(
         self, connection: Connection, pid: list[int], seconds: float, found: dict[int, Blocker]
     ) -> contextlib.AbstractContextManager[None]:

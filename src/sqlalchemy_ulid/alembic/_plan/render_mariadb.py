@@ -18,8 +18,9 @@ stopped at any statement (it goes on from there):
 
 The session's ``sql_mode`` (strict, so that ``NOT NULL`` refuses a NULL
 rather than store empty bytes; no ``NO_BACKSLASH_ESCAPES``, which the
-literals assume) and ``time_zone`` (UTC) are set at the start and put back
-at the end.
+literals assume), ``time_zone`` (UTC) and ``max_statement_time`` (0: a
+user's or the server's limit would cancel a check or a batch loop on a big
+table) are set at the start and put back at the end.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ __all__ = ["compound", "lock_wrapped", "render_mariadb", "run_lock_sql", "signal
 SAVED = (
     ("sql_mode", "@sqlalchemy_ulid_sql_mode"),
     ("time_zone", "@sqlalchemy_ulid_time_zone"),
+    ("max_statement_time", "@sqlalchemy_ulid_statement_time"),
 )
 
 
@@ -119,7 +121,8 @@ def render_mariadb(plan: Plan, state: StateSQL, state_table: str) -> str:
         "run again, whole, after an interruption (it goes on where it stopped) or after it "
         f"finished (it does nothing). The state of the run is in {STATE_TABLE}.",
         f"SET {saved};",
-        "SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION', time_zone = '+00:00';",
+        "SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION', time_zone = '+00:00', "
+        "max_statement_time = 0;",
         take_lock,
         f"-- {comment(plan.op)}: what the op refuses, checked before any change\n"
         + compound("  DECLARE message VARCHAR(512) CHARACTER SET utf8mb4;\n" + checks),

@@ -5,6 +5,9 @@ The script runs outside a transaction, as psql runs a file, and sets
 script can be run again after it finished (it does nothing) or after it
 was stopped at any statement (it goes on from there):
 
+* ``SET statement_timeout = 0`` first and ``RESET statement_timeout`` last:
+  a role's or database's timeout would cancel a whole-table check or a
+  batch loop (one ``DO`` statement);
 * the run's own lock, a session advisory lock on the key an online run of
   the op on the column takes: the script stops at once, before any change,
   while another run holds it, and holds it itself until its end;
@@ -100,6 +103,9 @@ def render_pg(plan: Plan, state: StateSQL, state_table: str) -> str:
         f"after it finished (it does nothing). The state of the run is in {STATE_TABLE}.",
         # Without it psql would go on past a refusal.
         "\\set ON_ERROR_STOP on",
+        "-- no statement timeout of the role's or the database's: it would cancel a check "
+        "or a batch loop on a big table (each lock wait stays bounded by lock_timeout)\n"
+        "SET statement_timeout = 0;",
         take_lock,
         _checks(plan),
         "-- the state row, under the state table's lock\n"
@@ -118,7 +124,7 @@ def render_pg(plan: Plan, state: StateSQL, state_table: str) -> str:
         + _do(f"  IF {empty} THEN\n    {drop};\n  END IF;\n")
         + "".join(f"\n{s};" for s in lock.give_back)
     )
-    out.append(give_back_lock)
+    out.append(give_back_lock + "\nRESET statement_timeout;")
     return "\n\n".join(out) + "\n"
 
 

@@ -13,6 +13,11 @@ each step makes its own short transactions.
      wait that times out is retried after a backoff, the sessions in the
      way named in :class:`~.._locks.LockTimeoutError` at the last try.
    * ``concurrent``: outside a transaction.
+   * every other statement (the checks, the guards, each batch, the state
+     rows) in the database's ``unbounded_frame``: on PostgreSQL a
+     transaction that turns the session's ``statement_timeout`` off with
+     ``SET LOCAL``, so that a role's or database's timeout cancels no
+     whole-table check or batch, and nothing stays on the session.
    * ``batch`` and ``fill``: one batch a transaction until a batch changes
      no row, each batch sized to take about 150 ms (unless the op fixed
      its ``batch_size``), with progress after every batch: the engine's
@@ -56,6 +61,7 @@ __all__ = [
     "run_checks",
     "run_lock",
     "run_plan",
+    "unbounded",
 ]
 
 logger = logging.getLogger("alembic.runtime.migration")
@@ -92,10 +98,15 @@ class _Run:
     def sql(self, statement: str) -> Any:
         return run(self.connection, statement)
 
+    def unbounded(self) -> contextlib.AbstractContextManager[None]:
+        """The block's statements in the database's ``unbounded_frame`` (no statement timeout)."""
+        return unbounded(self.connection, self.database)
+
     def still_to_do(self, step: Step) -> bool:
         if step.guard is None:
             return True
-        return bool(self.sql(f"SELECT CASE WHEN ({step.guard}) THEN 1 ELSE 0 END").scalar())
+        with self.unbounded():
+            return bool(self.sql(f"SELECT CASE WHEN ({step.guard}) THEN 1 ELSE 0 END").scalar())
 
     def mark(self, step: str, done: bool = False) -> str:
         return self.database.state.mark_sql(
@@ -105,7 +116,8 @@ class _Run:
     # -- the plan ------------------------------------------------------------------
 
     def checks(self) -> None:
-        run_checks(self.connection, self.plan.checks)
+        with self.unbounded():
+            run_checks(self.connection, self.plan.checks)
 
     def steps(self) -> None:
         state = self.database.state
@@ -166,13 +178,15 @@ class _Run:
         elif step.kind == "concurrent":
             for statement in step.statements:
                 if step.generated:
-                    for (made,) in self.sql(statement).all():
+                    with self.unbounded():
+                        made_all = self.sql(statement).all()
+                    for (made,) in made_all:
                         self.concurrent(str(made))
                 else:
                     self.concurrent(statement)
-            self.sql(self.mark(step.label))
         else:
             self.batches(step)
+        with self.unbounded():
             self.sql(self.mark(step.label))
         self.last_step = step.label
 
@@ -249,10 +263,16 @@ class _Run:
                 fill.table,
                 fill.column,
                 self.sizes.get(step.label, self.plan.batch_size),
-                total=fill.estimate(self.connection) if fill.estimate is not None else 0,
+                total=self.estimate(fill.estimate),
                 cap=fill.max_batch,
             )
-            one = fill.online(self.connection)
+            with self.unbounded():
+                fill_one = fill.online(self.connection)
+
+            def one(limit: int) -> int:
+                with self.unbounded():
+                    return int(fill_one(limit))
+
         else:
             loop = BatchLoop(
                 self.plan.target, step.label, self.sizes.get(step.label, self.plan.batch_size)
@@ -260,7 +280,8 @@ class _Run:
             statement = step.statements[0]
 
             def one(limit: int) -> int:
-                return int(self.sql(statement.replace(LIMIT, str(limit))).rowcount)
+                with self.unbounded():
+                    return int(self.sql(statement.replace(LIMIT, str(limit))).rowcount)
 
         loop = replace(
             loop,
@@ -270,6 +291,12 @@ class _Run:
         )
         # A batch that changed no row: the step is done.
         _, self.sizes[step.label] = run_batches(loop, lambda limit: one(limit) or None)
+
+    def estimate(self, estimate: Callable[[Connection], int] | None) -> int:
+        if estimate is None:
+            return 0
+        with self.unbounded():
+            return estimate(self.connection)
 
 
 def run_plan(
@@ -299,8 +326,31 @@ def run_plan(
     with run_lock(connection, database, plan.op, plan.target, plan.schema):
         runner.checks()
         if before_changes is not None:
-            before_changes()
+            with runner.unbounded():
+                before_changes()
         runner.steps()
+
+
+@contextlib.contextmanager
+def unbounded(connection: Connection, database: Database) -> Iterator[None]:
+    """Run the block in ``database.unbounded_frame`` (no statement timeout).
+
+    After a failure the frame's transaction is rolled back (unless the
+    connection was lost with it) and the error goes on.
+    """
+    frame = database.unbounded_frame()
+    for statement in frame.begin:
+        run(connection, statement)
+    try:
+        yield
+    except BaseException:
+        if frame.abort and not connection.invalidated:
+            with contextlib.suppress(sa.exc.SQLAlchemyError):
+                for statement in frame.abort:
+                    run(connection, statement)
+        raise
+    for statement in frame.end:
+        run(connection, statement)
 
 
 def check_statement(step: Step) -> str:

@@ -145,17 +145,27 @@ def _stage_now(
         connection.execute(staging.insert(), rows)
 
 
-def add_shadows(connection: Connection, plan: Plan, lock_timeout: float) -> None:
-    """Add the missing shadow columns, nullable (a metadata change on both servers)."""
-    for column in plan.columns:
-        if column.parent is None and plan.direction == "legacy":
-            continue
-        if column.shadow in columns_of(connection, plan, column.table):
-            continue
-        statement = (
+def add_shadows(
+    connection: Connection,
+    plan: Plan,
+    lock_timeout: float,
+    reading: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
+) -> None:
+    """Add the missing shadow columns, nullable (a metadata change on both servers).
+
+    The tables are read first, in ``reading()`` (the op's transaction
+    without the statement timeout); each ``ALTER`` then waits for its lock
+    only ``lock_timeout``.
+    """
+    with reading():
+        statements = [
             f"ALTER TABLE {quoted_table(connection, plan, column.table)} ADD COLUMN "
             f"{quoted(connection, column.shadow)} {plan.new_type} NULL"
-        )
+            for column in plan.columns
+            if not (column.parent is None and plan.direction == "legacy")
+            and column.shadow not in columns_of(connection, plan, column.table)
+        ]
+    for statement in statements:
         lock_safe_ddl(connection, [statement], lock_timeout=lock_timeout)
 
 

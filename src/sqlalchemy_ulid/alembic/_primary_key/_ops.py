@@ -21,12 +21,13 @@ from alembic.util import CommandError
 from sqlalchemy.engine import Connection
 
 from ..._types import Storage, _check_storage
+from .._catalog import catalog_for
 from .._inspect import plain_session, safe_name, strict_mode, unique_on
 from .._invoke import invoke
 from .._locks import DEFAULT_LOCK_TIMEOUT, check_lock_timeout
 from .._online import phases_block
 from .._plan.database import Database, UnsupportedDatabase, database_for
-from .._plan.run import run_lock
+from .._plan.run import run_lock, unbounded
 from .._proxy import DIRECT_CONNECTION, behind_a_proxy
 from ._fill import add_shadows, fill_referencing, staged_key
 from ._offline import write_offline
@@ -322,7 +323,8 @@ def _run_locked(
             with strict_mode(autocommit):
                 _prepare_and_fill(autocommit, plan, done, op, fill, stored=state is not None)
     connection = operations.get_bind()
-    with strict_mode(connection):
+    # The swap's transaction runs without the statement timeout, as the first did.
+    with catalog_for(connection.dialect).plain_session(connection), strict_mode(connection):
         swap(
             connection,
             plan,
@@ -358,20 +360,33 @@ def _prepare_and_fill(
     *,
     stored: bool,
 ) -> None:
-    """Phases 1 to 3, each committed on its own (the caller's autocommit block)."""
+    """Phases 1 to 3, each committed on its own (the caller's autocommit block).
+
+    Each one runs in a transaction without the statement timeout
+    (``unbounded``); a fill is one statement over the whole table.
+    """
+    database = database_for(connection.dialect)
+
+    def free() -> contextlib.AbstractContextManager[None]:
+        return unbounded(connection, database)
+
     if "prepare" not in done:
         if not stored:
-            save_state(connection, plan)
-        add_shadows(connection, plan, op.lock_timeout)
-        mark_done(connection, plan, done, "prepare")
+            with free():
+                save_state(connection, plan)
+        add_shadows(connection, plan, op.lock_timeout, free)
+        with free():
+            mark_done(connection, plan, done, "prepare")
     if fill is not None:
-        fill()
-        mark_done(connection, plan, done, f"fill:{plan.table}")
+        with free():
+            fill()
+            mark_done(connection, plan, done, f"fill:{plan.table}")
     for column in plan.columns[1:]:
         step = f"fill:{column.table}.{column.column}"
         if step not in done:
-            fill_referencing(connection, plan, column, catch_up=False)
-            mark_done(connection, plan, done, step)
+            with free():
+                fill_referencing(connection, plan, column, catch_up=False)
+                mark_done(connection, plan, done, step)
 
 
 def _catch_up(connection: Connection, plan: Plan, op: _KeyOp, zone: tzinfo) -> None:

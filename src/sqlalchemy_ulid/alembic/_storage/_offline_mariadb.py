@@ -86,7 +86,7 @@ def alter_shadow_offline(
     out("SET NAMES utf8mb4;")
     out(
         "SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION', "
-        "time_zone = '+00:00', group_concat_max_len = 4294967295;"
+        "time_zone = '+00:00', group_concat_max_len = 4294967295, max_statement_time = 0;"
     )
     # Whole seconds, at least one: offline no retry follows a lock wait of 0.
     for statement in locks.set(max(1.0, timeout), False):

@@ -39,7 +39,10 @@ if TYPE_CHECKING:
 __all__ = ["alter_in_place_script", "refuse_in_place"]
 
 #: What the script's session changes, saved in user variables and restored.
-_SAVED = (("sql_mode", "@sqlalchemy_ulid_sql_mode"),)
+_SAVED = (
+    ("sql_mode", "@sqlalchemy_ulid_sql_mode"),
+    ("max_statement_time", "@sqlalchemy_ulid_statement_time"),
+)
 
 
 def refuse_in_place(
@@ -84,7 +87,9 @@ def alter_in_place_script(
         "finished."
     )
     out(f"SET {saved};")
-    out("SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION';")
+    out(
+        "SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION', max_statement_time = 0;"
+    )
     out(f"-- {label}: what the op refuses, checked before any change")
     out(checks_block(one_transaction_checks(n)))
     # The DEFAULT as found (MariaDB's COLUMN_DEFAULT is SQL: a quoted literal,

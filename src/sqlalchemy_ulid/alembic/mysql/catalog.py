@@ -331,10 +331,13 @@ class MariaDBCatalog(Catalog):
         reflection then does not parse: no columns, no primary key (a drop
         did nothing, the ops named columns missing). ``NO_BACKSLASH_ESCAPES``
         makes the server keep the backslashes SQLAlchemy doubles in a
-        literal (a carried comment). Both are put back after the block. The
-        modes that stand for a set including ``ANSI_QUOTES`` (``ANSI``,
-        ``ORACLE``, ...) go too, or setting the rest would bring it back. A
-        connection outside a transaction is left outside one.
+        literal (a carried comment). The modes that stand for a set
+        including ``ANSI_QUOTES`` (``ANSI``, ``ORACLE``, ...) go too, or
+        setting the rest would bring it back. A statement timeout of the
+        user's or the server's (MariaDB ``max_statement_time``, MySQL
+        ``max_execution_time``) is turned off: it would cancel a whole-table
+        check or a batch of ours on a big table. All are put back after the
+        block. A connection outside a transaction is left outside one.
         """
         outside = not connection.in_transaction()
         mode = str(connection.exec_driver_sql("SELECT @@SESSION.sql_mode").scalar() or "")
@@ -343,11 +346,12 @@ class MariaDBCatalog(Catalog):
             drop |= {"ANSI_QUOTES", *_QUOTING_MODES}
         parts = [part for part in mode.split(",") if part]
         kept = [part for part in parts if part not in drop]
+        timeout = _statement_timeout(connection)
         if outside:
             connection.commit()
-        if kept == parts:
+        if kept == parts and timeout is None:
             return contextlib.nullcontext()
-        return _sql_mode(connection, ",".join(kept), mode)
+        return _plain(connection, timeout, None if kept == parts else (",".join(kept), mode))
 
     def utc_session(self, connection: Connection) -> contextlib.AbstractContextManager[None]:
         """Set the session's ``time_zone`` to UTC (``DATETIME`` is not converted either way)."""
@@ -360,6 +364,42 @@ class MariaDBCatalog(Catalog):
             sa.text("SET SESSION time_zone = :value"),
             zone,
         )
+
+
+@contextlib.contextmanager
+def _plain(
+    connection: Connection,
+    timeout: tuple[str, object] | None,
+    mode: tuple[str, str] | None,
+) -> Iterator[None]:
+    """The block without the session's statement timeout, in ``sql_mode`` ``mode[0]``."""
+    with contextlib.ExitStack() as stack:
+        if timeout is not None:
+            name, value = timeout
+            stack.enter_context(
+                _session_setting(
+                    connection,
+                    f"SET SESSION {name} = 0",
+                    sa.text(f"SET SESSION {name} = :value"),
+                    value,
+                )
+            )
+        if mode is not None:
+            stack.enter_context(_sql_mode(connection, *mode))
+        yield
+
+
+def _statement_timeout(connection: Connection) -> tuple[str, object] | None:
+    """(its name, its value): the session's statement timeout; None: it has none."""
+    # MariaDB: max_statement_time, any statement; MySQL: max_execution_time,
+    # SELECTs only (its DDL and writes have none).
+    name = (
+        "max_statement_time"
+        if getattr(connection.dialect, "is_mariadb", False)
+        else "max_execution_time"
+    )
+    value = connection.exec_driver_sql(f"SELECT @@SESSION.{name}").scalar()
+    return None if not value else (name, value)
 
 
 @contextlib.contextmanager
@@ -384,7 +424,7 @@ def _sql_mode(connection: Connection, mode: str, saved: str) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _session_setting(
-    connection: Connection, change: str, restore: sa.TextClause, value: str
+    connection: Connection, change: str, restore: sa.TextClause, value: object
 ) -> Iterator[None]:
     """Run ``change``, then the block, then ``restore`` with the setting's old value."""
     connection.exec_driver_sql(change)

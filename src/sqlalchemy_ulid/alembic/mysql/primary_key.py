@@ -95,7 +95,7 @@ def mariadb_script(
         out(f"SET {saved};")
         out(
             "SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION', "
-            "time_zone = '+00:00';"
+            "time_zone = '+00:00', max_statement_time = 0;"
         )
         # READ COMMITTED: the statements that read the tables to fill them
         # (INSERT ... SELECT, CREATE ... SELECT) read without locking their rows.

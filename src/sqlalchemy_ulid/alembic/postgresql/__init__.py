@@ -19,7 +19,7 @@ from .._plan.render_pg import render_pg
 from .._plan.step import Plan, Step
 from .._proxy import behind_a_proxy
 from .add_column import plan_add_column
-from .catalog import LOCKS, STATE, KeyCatalog
+from .catalog import LOCKS, RUNNER, STATE, UNBOUNDED, KeyCatalog
 from .fill import fill_batch
 from .primary_key import postgresql_script
 from .storage import plan_storage
@@ -95,12 +95,18 @@ class PostgreSQL(Database):
 
     def ddl_frame(self, seconds: float) -> DDLFrame:
         """See :meth:`Database.ddl_frame`."""
-        # SET LOCAL: the timeout ends with the step's transaction, on any pooler.
+        # SET LOCAL: the timeouts end with the step's transaction, on any pooler.
         return DDLFrame(
-            ["BEGIN", f"SET LOCAL lock_timeout = {_ms(seconds)}"],
+            ["BEGIN", f"SET LOCAL lock_timeout = {_ms(seconds)}", UNBOUNDED],
             lambda statement: statement,
             ["COMMIT"],
             ["ROLLBACK"],
+        )
+
+    def unbounded_frame(self) -> DDLFrame:
+        """See :meth:`Database.unbounded_frame`."""
+        return DDLFrame(
+            ["BEGIN", UNBOUNDED, RUNNER], lambda statement: statement, ["COMMIT"], ["ROLLBACK"]
         )
 
     def run_concurrent(self, connection: Connection, statement: str, seconds: float) -> None:
@@ -113,8 +119,9 @@ class PostgreSQL(Database):
         if behind_a_proxy(connection):
             logger.warning(
                 "%s: the connection goes through a proxy or pooler; it runs under the "
-                "server's own lock_timeout. Run migrations on a direct connection for a "
-                "bounded wait",
+                "server's own lock_timeout and statement_timeout (a statement_timeout of "
+                "the role or database can cancel it). Run migrations on a direct "
+                "connection for a bounded wait and no statement timeout",
                 " ".join(statement.split())[:80],
             )
             run(connection, statement)

@@ -8,6 +8,8 @@ that a guard reads the same online (``SELECT <guard>``) and in a script
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -21,8 +23,11 @@ from .._plan.state import StateSQL, literal
 
 __all__ = [
     "INDEX_ROWS",
+    "IN_RUNNER",
     "LOCKS",
+    "RUNNER",
     "STATE",
+    "UNBOUNDED",
     "KeyCatalog",
     "PostgreSQLCatalog",
     "column_default_missing",
@@ -35,6 +40,16 @@ __all__ = [
     "literal",
     "unique_elsewhere",
 ]
+
+
+#: Our statements run without the role's or database's statement_timeout
+#: (a whole-table check or a batch on a big table would be cancelled), until
+#: the end of their transaction only: nothing stays on a pooled session.
+UNBOUNDED = "SET LOCAL statement_timeout = 0"
+#: Marks a transaction the online runner opened for its checks, which the
+#: script's "outside a transaction" check (for ``psql -1``) must let through.
+RUNNER = "SET LOCAL sqlalchemy_ulid.runner = 'on'"
+IN_RUNNER = "current_setting('sqlalchemy_ulid.runner', true) = 'on'"
 
 
 def _lock_set(seconds: float, in_transaction: bool) -> tuple[str, ...]:
@@ -68,6 +83,7 @@ STATE = StateSQL(
     # table (the storage op's earlier state table took it too).
     lock=(
         "BEGIN",
+        UNBOUNDED,
         "SELECT pg_advisory_xact_lock(hashtext('sqlalchemy_ulid.ulid_storage_conversions'))",
     ),
     unlock=("COMMIT",),
@@ -331,6 +347,22 @@ class PostgreSQLCatalog(Catalog):
         found = connection.execute(sa.text(query), {"table": table_sql, "column": column})
         return [str(name) for name in found.scalars()]
 
+    def plain_session(self, connection: Connection) -> contextlib.AbstractContextManager[None]:
+        """Turn a role's or database's ``statement_timeout`` off for the op's transaction.
+
+        ``SET LOCAL``: it ends with the migration's transaction, so nothing
+        stays on the session (a pooler may hand it on), and it is put back
+        when the op is done, for the migration's next statements. An online
+        op's own transactions (after ``autocommit_block()`` committed this
+        one) each turn it off again (``unbounded_frame``).
+        """
+        if not connection.in_transaction():
+            return contextlib.nullcontext()
+        saved = str(connection.exec_driver_sql("SHOW statement_timeout").scalar())
+        if saved == "0":
+            return contextlib.nullcontext()
+        return _unbounded_transaction(connection, saved)
+
     def column_users_check(
         self,
         dialect: Dialect,
@@ -352,3 +384,22 @@ class PostgreSQLCatalog(Catalog):
             "    END IF;\n  END IF;\nEND\n"
         )
         return f"DO {dollar_quoted('check', body)};"
+
+
+@contextlib.contextmanager
+def _unbounded_transaction(connection: Connection, saved: str) -> Iterator[None]:
+    """``SET LOCAL statement_timeout = 0`` for the block, ``saved`` again after it.
+
+    After a failure nothing is put back: the transaction is rolled back,
+    and its ``SET LOCAL`` with it.
+    """
+    connection.exec_driver_sql(UNBOUNDED)
+    yield
+    # Not when autocommit_block() ended the transaction (the next one has the session's).
+    if (
+        connection.in_transaction()
+        and str(connection.exec_driver_sql("SHOW statement_timeout").scalar()) == "0"
+    ):
+        connection.execute(
+            sa.text("SELECT set_config('statement_timeout', :value, true)"), {"value": saved}
+        )

@@ -5,7 +5,8 @@ convert the column with one ``ALTER TABLE ... ALTER COLUMN ... TYPE ...
 USING``. Online the op reads the column first; the script is one ``DO``
 block that reads the catalog as it runs, so it ends as the online op does
 and can be run again, whole, after it finished or was stopped anywhere
-(the block commits all or nothing):
+(the block commits all or nothing). It runs without the session's
+``statement_timeout`` (reset after it):
 
 1. the refusals the online op makes before any change (no table, no
    column, a type of neither storage; while still to convert: foreign keys
@@ -85,7 +86,11 @@ BEGIN
   END IF;
 END
 """
+    # The ALTER rewrites the table in one statement: a role's or database's
+    # statement_timeout would cancel it on a big table.
     return (
         f"-- {t.op}: one block, all or nothing; a rerun after it finished does nothing\n"
+        "SET statement_timeout = 0;\n"
         f"DO {dollar_quoted('ulid', body)};\n"
+        "RESET statement_timeout;\n"
     )

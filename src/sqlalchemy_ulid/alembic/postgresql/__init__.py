@@ -105,8 +105,16 @@ class PostgreSQL(Database):
 
     def unbounded_frame(self) -> DDLFrame:
         """See :meth:`Database.unbounded_frame`."""
+        # READ COMMITTED whatever the engine's level: each statement sees the
+        # rows committed before it, as in autocommit, and the session keeps
+        # no snapshot between statements (one would hold back VACUUM and the
+        # concurrent index builds, and a batch would fail on a row a writer
+        # changed since the transaction's first statement).
         return DDLFrame(
-            ["BEGIN", UNBOUNDED, RUNNER], lambda statement: statement, ["COMMIT"], ["ROLLBACK"]
+            ["BEGIN ISOLATION LEVEL READ COMMITTED", UNBOUNDED, RUNNER],
+            lambda statement: statement,
+            ["COMMIT"],
+            ["ROLLBACK"],
         )
 
     def run_concurrent(self, connection: Connection, statement: str, seconds: float) -> None:

@@ -153,19 +153,22 @@ def add_shadows(
 ) -> None:
     """Add the missing shadow columns, nullable (a metadata change on both servers).
 
-    The tables are read first, in ``reading()`` (the op's transaction
-    without the statement timeout); each ``ALTER`` then waits for its lock
-    only ``lock_timeout``.
+    Each table is read just before its ``ALTER`` (a column added to a
+    partitioned table is on its partitions already), in ``reading()`` (the
+    op's transaction without the statement timeout); each ``ALTER`` then
+    waits for its lock only ``lock_timeout``.
     """
-    with reading():
-        statements = [
+    for column in plan.columns:
+        if column.parent is None and plan.direction == "legacy":
+            continue
+        with reading():
+            present = column.shadow in columns_of(connection, plan, column.table)
+        if present:
+            continue
+        statement = (
             f"ALTER TABLE {quoted_table(connection, plan, column.table)} ADD COLUMN "
             f"{quoted(connection, column.shadow)} {plan.new_type} NULL"
-            for column in plan.columns
-            if not (column.parent is None and plan.direction == "legacy")
-            and column.shadow not in columns_of(connection, plan, column.table)
-        ]
-    for statement in statements:
+        )
         lock_safe_ddl(connection, [statement], lock_timeout=lock_timeout)
 
 

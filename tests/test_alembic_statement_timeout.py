@@ -59,6 +59,8 @@ _INSTANT = (
     "SELECT CONNECTION_ID()",
     "SELECT COALESCE(GET_LOCK(",
     "DO RELEASE_LOCK(",
+    "SELECT RELEASE_LOCK(",
+    "SELECT GET_LOCK(",
     "SELECT inet_client_port(), current_setting(",
     "SELECT current_setting('lock_timeout'), current_setting('statement_timeout')",
     "SELECT @@SESSION.",

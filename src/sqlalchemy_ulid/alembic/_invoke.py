@@ -37,7 +37,5 @@ def invoke(
         >>> drop_table(Operations(), "orders", schema="shop")
         'shop.orders'
     """
-    options = {
-        name: value for name, value in arguments.items() if name not in ("cls", "operations")
-    }
+    options = {name: value for name, value in arguments.items() if name not in _NOT_OPTIONS}
     return operations.invoke(op_class(**options))

@@ -20,7 +20,6 @@ import io
 import itertools
 import logging
 import re
-import subprocess
 import uuid
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
@@ -107,15 +106,8 @@ def _script(engine: Engine) -> str:
     return buffer.getvalue()
 
 
-def _client(engine: Engine, script: str) -> subprocess.CompletedProcess[str]:
-    if engine.dialect.name == "postgresql":
-        return _clients.psql(engine, script, stop=False, timeout=120)
-    return _clients.mariadb(engine, script)
-
-
 def _ok(engine: Engine, script: str) -> None:
-    done = _client(engine, script)
-    assert done.returncode == 0, done.stderr
+    _clients.run(engine, script, check=True)
 
 
 def _schema(engine: Engine) -> dict[str, Any]:
@@ -407,7 +399,7 @@ def test_a_batch_step_runs_online_and_in_the_script_to_the_same_end(server: Engi
         conn.execution_options(isolation_level="AUTOCOMMIT")
         with pytest.raises(ValueError, match="mark_rows: a negative id"):
             run_plan(conn, plan, database)
-    refused = _client(server, database.render(plan))
+    refused = _clients.run(server, database.render(plan))
     assert refused.returncode != 0
     assert "mark_rows: a negative id" in refused.stderr
     with server.connect() as conn:

@@ -162,12 +162,6 @@ def _id_type(engine: Engine) -> str:
         )
 
 
-def _client(engine: Engine, script: str) -> Any:
-    if engine.dialect.name == "postgresql":
-        return _clients.psql(engine, script, timeout=BOUND)
-    return _clients.mariadb(engine, script, timeout=BOUND)
-
-
 _INTEGER = ("int", "integer")
 
 
@@ -205,7 +199,7 @@ def test_a_second_storage_run_online_or_a_script_is_refused_while_one_runs(
         before = _snapshot(server)
         with pytest.raises(ValueError, match="is under way") as refused:
             _online(server, _storage())
-        done = _client(server, script)
+        done = _clients.run(server, script, timeout=BOUND)
         tried.append((refused.value, done, before, _snapshot(server)))
 
     _online(server, _storage(progress=meanwhile))
@@ -217,7 +211,7 @@ def test_a_second_storage_run_online_or_a_script_is_refused_while_one_runs(
     assert _id_type(server) == "binary"
     # The first run over: the lock was given back, and a run proceeds (it has nothing to do).
     _online(server, _storage())
-    assert _client(server, script).returncode == 0
+    assert _clients.run(server, script, timeout=BOUND).returncode == 0
 
 
 def test_a_second_key_conversion_online_or_a_script_is_refused_while_one_runs(
@@ -232,7 +226,7 @@ def test_a_second_key_conversion_online_or_a_script_is_refused_while_one_runs(
         before = _snapshot(server)
         with pytest.raises(ConversionRefused, match="is under way"):
             _online(server, _key())
-        done = _client(server, script)
+        done = _clients.run(server, script, timeout=BOUND)
         tried.append((done, before, _snapshot(server)))
 
     _paused_key_conversion(server, meanwhile)

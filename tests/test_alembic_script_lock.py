@@ -91,12 +91,6 @@ def _script(engine: Engine) -> str:
     return buffer.getvalue()
 
 
-def _client(engine: Engine, script: str) -> subprocess.CompletedProcess[str]:
-    if engine.dialect.name == "postgresql":
-        return _clients.psql(engine, script, timeout=BOUND)
-    return _clients.mariadb(engine, script, timeout=BOUND)
-
-
 def _table(engine: Engine) -> tuple[list[tuple[str, bool]], int]:
     """The table's columns (name, nullable), and its rows with an id."""
     with engine.connect() as conn:
@@ -145,7 +139,7 @@ def test_a_script_is_refused_before_any_change_while_an_online_run_is_under_way(
         if seen:
             return
         before = (_table(server), _state_rows(server))
-        done = _client(server, script)
+        done = _clients.run(server, script, timeout=BOUND)
         seen.append((done, before, (_table(server), _state_rows(server))))
 
     _online(server, progress=meanwhile)
@@ -156,7 +150,7 @@ def test_a_script_is_refused_before_any_change_while_an_online_run_is_under_way(
     assert after == before
     _done(server)
     # The run over, the script finds everything done.
-    assert _client(server, script).returncode == 0
+    assert _clients.run(server, script, timeout=BOUND).returncode == 0
     _done(server)
 
 

@@ -201,8 +201,7 @@ def test_update_triggers_fire_as_documented(server: Engine, name: str, mode: str
     try:
         if mode.endswith("script"):
             script = _script(server, op)
-            run = _clients.psql if dialect == "postgresql" else _clients.mariadb
-            done = run(server, script, timeout=BOUND)
+            done = _clients.run(server, script, timeout=BOUND)
             if done.returncode != 0:
                 raise ValueError(done.stderr)
         else:

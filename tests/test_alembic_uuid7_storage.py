@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import subprocess
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -250,13 +249,6 @@ def _offline(backend: Backend, from_storage: str, to_storage: str) -> str:
     return buffer.getvalue()
 
 
-def _client(engine: Engine, script: str) -> subprocess.CompletedProcess[str]:
-    """Run a script with the database's own command-line client."""
-    if engine.dialect.name == "postgresql":
-        return _clients.psql(engine, script, timeout=60)
-    return _clients.mariadb(engine, script, timeout=60)
-
-
 def _run_script(engine: Engine, script: str) -> None:
     if engine.dialect.name == "sqlite":
         with engine.begin() as conn:
@@ -266,7 +258,7 @@ def _run_script(engine: Engine, script: str) -> None:
                 if statement.strip():
                     conn.exec_driver_sql(statement)
         return
-    done = _client(engine, script)
+    done = _clients.run(engine, script)
     if done.returncode:
         raise RuntimeError(done.stderr)
 

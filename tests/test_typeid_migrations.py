@@ -273,9 +273,7 @@ def test_the_offline_script_adds_a_typed_id_column(clean: Engine, backend: Backe
     assert f"public_id {storage}" in script
     # The script, run by the database's own client, fills the typed ids.
     _seed(clean, TIMES)
-    run = _clients.psql if backend.name == "postgresql" else _clients.mariadb
-    done = run(clean, script)
-    assert done.returncode == 0, done.stderr
+    _clients.run(clean, script, check=True)
     table = _model(backend)
     with clean.connect() as conn:
         ids = conn.scalars(sa.select(table.c.public_id).order_by(table.c.id)).all()

@@ -6,19 +6,26 @@ revision``) and returns its ``Config``: the one way the suite writes one.
 ``alembic_sql()`` is what a real ``alembic upgrade/downgrade --sql`` writes
 for one op: a project whose ``env.py`` writes the script for the URL, and
 one revision running the op (its downgrade the reverse conversion).
+``upgrade()`` and ``run_online()`` run an op as ``alembic upgrade`` does,
+``op_sql()`` writes its script as ``--sql`` does, without a project.
 """
 
 from __future__ import annotations
 
 import io
 import textwrap
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy.engine import Engine
+from alembic.migration import MigrationContext
+from alembic.operations import MigrateOperation, Operations
+from sqlalchemy.engine import Connection, Engine
+
+#: An op to run: the op itself, or a call on ``Operations`` (``lambda op: op.add_ulid_column()``).
+Op = MigrateOperation | Callable[[Operations], Any]
 
 #: The example project, whose revision template ``project(..., template=True)`` copies.
 EXAMPLE = Path(__file__).resolve().parent.parent / "migrations_example"
@@ -95,3 +102,38 @@ def alembic_sql(engine: Engine, tmp_path: Path, call: str, *, down: bool = False
     else:
         command.upgrade(config, "head", sql=True)
     return buffer.getvalue()
+
+
+def upgrade(conn: Connection, op: Op) -> None:
+    """Run ``op`` on ``conn`` as ``alembic upgrade`` does, in the transactions it nests.
+
+    Alembic's ``run_migrations()`` begins two: the outer one is the
+    migration's transaction on PostgreSQL, the inner one on MariaDB.
+    """
+    context = MigrationContext.configure(conn)
+    with context.begin_transaction(), context.begin_transaction(_per_migration=True):
+        _apply(Operations(context), op)
+
+
+def run_online(engine: Engine, op: Op) -> None:
+    """Run ``op`` as ``alembic upgrade`` does, on a connection of its own."""
+    with engine.connect() as conn:
+        upgrade(conn, op)
+
+
+def op_sql(dialect: str | Engine, op: Op, **opts: Any) -> str:
+    """The script ``alembic upgrade --sql`` writes for ``op`` on ``dialect`` (a name, an engine)."""
+    buffer = io.StringIO()
+    name = dialect if isinstance(dialect, str) else dialect.dialect.name
+    context = MigrationContext.configure(
+        dialect_name=name, opts={"as_sql": True, "output_buffer": buffer, **opts}
+    )
+    _apply(Operations(context), op)
+    return buffer.getvalue()
+
+
+def _apply(operations: Operations, op: Op) -> None:
+    if isinstance(op, MigrateOperation):
+        operations.invoke(op)
+    else:
+        op(operations)

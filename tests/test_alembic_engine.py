@@ -36,6 +36,7 @@ from sqlalchemy.engine import Engine
 import _clients
 import _databases
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
+from _offline_scripts import op_sql, run_online
 from conftest import Backend, private_engine, recording
 from sqlalchemy_ulid import ULID
 from sqlalchemy_ulid._time import to_ms
@@ -89,21 +90,9 @@ def _op(**options: Any) -> AddULIDColumnOp:
 
 def _online(engine: Engine) -> list[str]:
     """Run the op online; return the statements sent."""
-    with recording(engine) as seen, engine.connect() as conn:
-        context = MigrationContext.configure(conn)
-        # As Alembic's run_migrations() nests them.
-        with context.begin_transaction(), context.begin_transaction(_per_migration=True):
-            Operations(context).invoke(_op())
+    with recording(engine) as seen:
+        run_online(engine, _op())
     return seen
-
-
-def _script(engine: Engine) -> str:
-    buffer = io.StringIO()
-    context = MigrationContext.configure(
-        dialect_name=engine.dialect.name, opts={"as_sql": True, "output_buffer": buffer}
-    )
-    Operations(context).invoke(_op())
-    return buffer.getvalue()
 
 
 def _ok(engine: Engine, script: str) -> None:
@@ -166,7 +155,7 @@ def test_online_sends_the_plans_ddl_and_the_script_holds_it(server: Engine) -> N
     sent = [s for s in unwrapped if s in wanted]
     # Every step was still to do on a new table (the INVALID index's drop aside).
     assert sent == [s for s in wanted if not s.startswith("DROP INDEX")]
-    script = _script(server)
+    script = op_sql(server, _op())
     for statement in wanted:
         if server.dialect.name == "postgresql":
             assert statement in script or literal(statement) in script, statement
@@ -187,7 +176,7 @@ def test_online_and_offline_end_in_the_same_schema(server: Engine) -> None:
     assert not online["state"]  # a finished op leaves no state table
     assert any(name != name[:40] for name, *_ in online["unique"] + online["indexes"])
     _seed(server)
-    script = _script(server)
+    script = op_sql(server, _op())
     _ok(server, script)
     _check_ids(server)
     assert _schema(server) == online
@@ -209,7 +198,7 @@ def test_the_script_stopped_after_each_step_then_run_again_finishes(server: Engi
     _seed(server)
     _online(server)
     reference = _schema(server)
-    script = _script(server)
+    script = op_sql(server, _op())
     starts = _steps(script)
     assert len(starts) >= 4
     for stop in [*starts, len(script)]:

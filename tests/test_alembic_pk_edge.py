@@ -22,6 +22,7 @@ from sqlalchemy.engine import Engine
 import _clients
 import _databases
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
+from _offline_scripts import run_online
 from conftest import Backend, private_engine
 from sqlalchemy_ulid.alembic import ConversionRefused
 from test_alembic_primary_key_offline_postgresql import APP, _ok, _project, _script
@@ -52,10 +53,7 @@ def maria_converting(backends: dict[str, Backend]) -> Iterator[Engine]:
 
 def _convert(engine: Engine, table: str, **options: Any) -> None:
     """Run the op as `alembic upgrade` does."""
-    with engine.connect() as conn:
-        context = MigrationContext.configure(conn)
-        with context.begin_transaction(), context.begin_transaction(_per_migration=True):
-            Operations(context).convert_primary_key_to_ulid(table, **options)
+    run_online(engine, lambda op: op.convert_primary_key_to_ulid(table, **options))
 
 
 def _columns(engine: Engine, table: str) -> list[str]:

@@ -36,6 +36,7 @@ from sqlalchemy.engine import Engine, make_url
 
 import _clients
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
+from _offline_scripts import op_sql, run_online
 from conftest import Backend, private_engine
 from sqlalchemy_ulid.alembic import AddULIDColumnOp
 from sqlalchemy_ulid.alembic._plan.database import database_for
@@ -75,20 +76,7 @@ def _op(**options: Any) -> AddULIDColumnOp:
 
 
 def _online(engine: Engine, **options: Any) -> None:
-    with engine.connect() as conn:
-        context = MigrationContext.configure(conn)
-        # As Alembic's run_migrations() nests them.
-        with context.begin_transaction(), context.begin_transaction(_per_migration=True):
-            Operations(context).invoke(_op(**options))
-
-
-def _script(engine: Engine) -> str:
-    buffer = io.StringIO()
-    context = MigrationContext.configure(
-        dialect_name=engine.dialect.name, opts={"as_sql": True, "output_buffer": buffer}
-    )
-    Operations(context).invoke(_op())
-    return buffer.getvalue()
+    run_online(engine, _op(**options))
 
 
 def _table(engine: Engine) -> tuple[list[tuple[str, bool]], int]:
@@ -131,7 +119,7 @@ def test_a_script_is_refused_before_any_change_while_an_online_run_is_under_way(
     server: Engine,
 ) -> None:
     _seed(server)
-    script = _script(server)
+    script = op_sql(server, _op())
     seen: list[Any] = []
 
     def meanwhile(progress: Any) -> None:
@@ -178,7 +166,7 @@ def test_an_online_run_is_refused_before_any_change_while_a_script_is_under_way(
     server: Engine, tmp_path: Path
 ) -> None:
     _seed(server)
-    script = _script(server)
+    script = op_sql(server, _op())
     app = "script_lock_test"
     if server.dialect.name == "postgresql":
         args = _clients.psql_args(server)

@@ -31,7 +31,7 @@ import _databases
 import _sessions
 import _writers
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
-from _offline_scripts import VERSION_TABLE, alembic_sql
+from _offline_scripts import VERSION_TABLE, alembic_sql, op_sql, run_online
 from conftest import Backend, private_engine
 from sqlalchemy_ulid import ULID, new_ulid, new_uuid7
 
@@ -136,23 +136,21 @@ def _call(op: str, column: str, from_: str, to: str, **options: Any) -> str:
 
 def _op_sql(op: str, column: str, from_: str, to: str, **options: Any) -> str:
     """The op's own part of the script (rerun whole, without Alembic's bookkeeping)."""
-    buffer = io.StringIO()
-    context = MigrationContext.configure(
-        dialect_name="mysql", opts={"as_sql": True, "output_buffer": buffer}
+    return op_sql(
+        "mysql",
+        lambda ops: getattr(ops, op)(
+            TABLE, column, from_storage=from_, to_storage=to, online=True, **options
+        ),
     )
-    getattr(Operations(context), op)(
-        TABLE, column, from_storage=from_, to_storage=to, online=True, **options
-    )
-    return buffer.getvalue()
 
 
 def _online(engine: Engine, op: str, column: str, from_: str, to: str) -> None:
-    with engine.connect() as conn:
-        context = MigrationContext.configure(conn)
-        with context.begin_transaction(), context.begin_transaction(_per_migration=True):
-            getattr(Operations(context), op)(
-                TABLE, column, from_storage=from_, to_storage=to, online=True, batch_size=7
-            )
+    run_online(
+        engine,
+        lambda ops: getattr(ops, op)(
+            TABLE, column, from_storage=from_, to_storage=to, online=True, batch_size=7
+        ),
+    )
 
 
 def _expected_rows(

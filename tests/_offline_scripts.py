@@ -39,12 +39,15 @@ def project(
     engine: Engine | None = None,
     template: bool = False,
     output_buffer: TextIO | None = None,
+    ini: str | None = None,
 ) -> Config:
     """An Alembic project in ``where`` (made if missing), and its ``Config``.
 
     ``revisions`` maps a file name in ``versions/`` (without ``.py``) to its
     source; ``engine`` sets ``sqlalchemy.url``; ``template`` copies the
-    example project's ``script.py.mako`` (``alembic revision`` needs it).
+    example project's ``script.py.mako`` (``alembic revision`` needs it);
+    ``ini`` (the lines after ``script_location``) writes ``alembic.ini``, for
+    the ``alembic`` command line, and the ``Config`` reads it.
     Alembic's logging set-up is off (``configure_logger``), for env.py files
     that read it.
     """
@@ -55,7 +58,11 @@ def project(
         (versions / f"{name}.py").write_text(source)
     if template:
         (where / "script.py.mako").write_text((EXAMPLE / "script.py.mako").read_text())
-    config = Config(output_buffer=output_buffer)
+    file = None
+    if ini is not None:
+        file = str(where / "alembic.ini")
+        Path(file).write_text(f"[alembic]\nscript_location = {where}\n{ini}")
+    config = Config(file, output_buffer=output_buffer)
     config.set_main_option("script_location", str(where))
     if engine is not None:
         config.set_main_option("sqlalchemy.url", engine.url.render_as_string(hide_password=False))

@@ -21,7 +21,6 @@ import itertools
 import logging
 import re
 import uuid
-from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -37,7 +36,7 @@ import _clients
 import _databases
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from _offline_scripts import op_sql, run_online
-from conftest import Backend, private_engine, recording
+from conftest import recording
 from sqlalchemy_ulid import ULID
 from sqlalchemy_ulid._time import to_ms
 from sqlalchemy_ulid.alembic._add import AddULIDColumnOp, AddUUID7ColumnOp, add_names
@@ -54,12 +53,6 @@ TABLE = "engine_orders_with_a_name_long_enough_for_hashed_constraint_names"[:60]
 COLUMN = "public_id"
 BASE = datetime(2024, 1, 1)
 ROWS = 40
-
-
-@pytest.fixture(params=["postgresql", "mysql"])
-def server(request: pytest.FixtureRequest, backends: dict[str, Backend]) -> Iterator[Engine]:
-    with private_engine(backends[request.param], _drop) as engine:
-        yield engine
 
 
 def _drop(engine: Engine) -> None:

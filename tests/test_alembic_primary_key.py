@@ -19,7 +19,6 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -71,13 +70,6 @@ def downgrade():
 
 class Interrupted(Exception):
     """The fault a hook raises in place of a statement."""
-
-
-@pytest.fixture(params=["postgresql", "mysql"])
-def server(request: pytest.FixtureRequest, backends: dict[str, Backend]) -> Iterator[Engine]:
-    """A private engine (no pool) on PostgreSQL or MariaDB."""
-    with private_engine(backends[request.param], _drop) as engine:
-        yield engine
 
 
 def _drop(engine: Engine) -> None:

@@ -48,12 +48,6 @@ ROWS = 40
 BOUND = 60.0
 
 
-@pytest.fixture(params=["postgresql", "mysql"])
-def server(request: pytest.FixtureRequest, backends: dict[str, Backend]) -> Iterator[Engine]:
-    with private_engine(backends[request.param], _drop) as engine:
-        yield engine
-
-
 def _drop(engine: Engine) -> None:
     with engine.begin() as conn:
         conn.exec_driver_sql(f"DROP TABLE IF EXISTS {TABLE}")

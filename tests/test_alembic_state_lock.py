@@ -23,7 +23,6 @@ the table ends as one run leaves it.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -40,12 +39,6 @@ from sqlalchemy_ulid.alembic._plan.state import STATE_TABLE
 RUNNERS = 4
 ROWS = 30
 TABLES = [f"lock_orders_{i}" for i in range(RUNNERS)]
-
-
-@pytest.fixture(params=["postgresql", "mysql"])
-def server(request: pytest.FixtureRequest, backends: dict[str, Backend]) -> Iterator[Engine]:
-    with private_engine(backends[request.param], _drop) as engine:
-        yield engine
 
 
 def _drop(engine: Engine) -> None:

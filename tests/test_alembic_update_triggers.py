@@ -12,7 +12,6 @@ script agree for every op.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -25,7 +24,6 @@ import _clients
 import _databases
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from _offline_scripts import op_sql, run_online
-from conftest import Backend, private_engine
 from sqlalchemy_ulid.alembic import (
     AddULIDColumnOp,
     AddUUID7ColumnOp,
@@ -79,12 +77,6 @@ FIRINGS: dict[tuple[str, str, str], tuple[int, int] | str] = {
         for mode in ("online", "script")
     },
 }
-
-
-@pytest.fixture(params=["postgresql", "mysql"])
-def server(request: pytest.FixtureRequest, backends: dict[str, Backend]) -> Iterator[Engine]:
-    with private_engine(backends[request.param], _drop) as engine:
-        yield engine
 
 
 def _drop(engine: Engine) -> None:

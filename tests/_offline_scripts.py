@@ -70,6 +70,43 @@ def project(
     return config
 
 
+_REVISION = """{imports}
+revision = {revision!r}
+down_revision = {down_revision!r}
+branch_labels = None
+depends_on = None
+
+
+def upgrade():
+    {up}
+
+
+def downgrade():
+    {down}
+"""
+
+
+def key_revisions(table: str, up: str, down: str = "") -> dict[str, str]:
+    """``project()``'s revisions for a key conversion: ``pk0000`` (nothing), then ``pk0001``.
+
+    ``pk0001`` converts ``table``'s key with the options ``up`` and restores
+    it with ``down``; a test stamps the database at ``pk0000`` to get the
+    script between the two.
+    """
+    return {
+        "pk0000_base": _REVISION.format(
+            imports="", revision="pk0000", down_revision=None, up="pass", down="pass"
+        ),
+        "pk0001_convert": _REVISION.format(
+            imports="from alembic import op\n",
+            revision="pk0001",
+            down_revision="pk0000",
+            up=f"op.convert_primary_key_to_ulid({table!r}, {up})",
+            down=f"op.restore_legacy_primary_key({table!r}, {down})",
+        ),
+    }
+
+
 #: The revisions' table: not ``alembic_version``, which a database may hold for another project.
 VERSION_TABLE = "alembic_version_offline"
 
@@ -78,10 +115,12 @@ def alembic_sql(engine: Engine, tmp_path: Path, call: str, *, down: bool = False
     """What a real ``alembic upgrade head --sql`` (or ``downgrade``) writes for ``call``."""
     reverse = call.replace('from_storage="', 'X="').replace('to_storage="', 'from_storage="')
     reverse = reverse.replace('X="', 'to_storage="')
-    revision = (
-        "from alembic import op\n\nrevision = '0001'\ndown_revision = None\n"
-        "branch_labels = None\ndepends_on = None\n\n\n"
-        f"def upgrade() -> None:\n    op.{call}\n\n\ndef downgrade() -> None:\n    op.{reverse}\n"
+    revision = _REVISION.format(
+        imports="from alembic import op\n",
+        revision="0001",
+        down_revision=None,
+        up=f"op.{call}",
+        down=f"op.{reverse}",
     )
     buffer = io.StringIO()
     config = project(

@@ -58,38 +58,6 @@ with context.begin_transaction():
     context.run_migrations()
 """
 
-BASE_REVISION = """
-revision = "pk0000"
-down_revision = None
-branch_labels = None
-depends_on = None
-
-
-def upgrade():
-    pass
-
-
-def downgrade():
-    pass
-"""
-
-REVISION = """
-from alembic import op
-
-revision = "pk0001"
-down_revision = "pk0000"
-branch_labels = None
-depends_on = None
-
-
-def upgrade():
-    op.convert_primary_key_to_ulid({table!r}, {extra})
-
-
-def downgrade():
-    op.restore_legacy_primary_key({table!r}, {down})
-"""
-
 
 def _drop(engine: Engine) -> None:
     with engine.begin() as conn:
@@ -122,8 +90,7 @@ def _project(
     tmp_path: Path, engine: Engine, extra: str = "", table: str = "pk_customers"
 ) -> Config:
     down = ", ".join(p for p in extra.split(", ") if p.startswith(("legacy_id", "schema")))
-    revision = REVISION.format(table=table, extra=extra, down=down)
-    revisions = {"pk0000_base": BASE_REVISION, "pk0001_convert": revision}
+    revisions = _offline_scripts.key_revisions(table, extra, down)
     return _offline_scripts.project(tmp_path, ENV_PY, revisions, engine=engine)
 
 

@@ -64,38 +64,6 @@ with context.begin_transaction():
     context.run_migrations()
 """
 
-BASE_REVISION = """
-revision = "pk0000"
-down_revision = None
-branch_labels = None
-depends_on = None
-
-
-def upgrade():
-    pass
-
-
-def downgrade():
-    pass
-"""
-
-REVISION = """
-from alembic import op
-
-revision = "pk0001"
-down_revision = "pk0000"
-branch_labels = None
-depends_on = None
-
-
-def upgrade():
-    op.convert_primary_key_to_ulid({table!r}, {up})
-
-
-def downgrade():
-    op.restore_legacy_primary_key({table!r}, {down})
-"""
-
 
 @pytest.fixture
 def pg(backends: dict[str, Backend]) -> Iterator[Engine]:
@@ -108,8 +76,7 @@ def _project(
 ) -> Config:
     """An Alembic project in tmp_path; the database stamped at the base revision."""
     up = up or "from_time='created_at'"
-    text = REVISION.format(table=table, up=up, down=down)
-    revisions = {"pk0000_base": BASE_REVISION, "pk0001_convert": text}
+    revisions = _offline_scripts.key_revisions(table, up, down)
     config = _offline_scripts.project(tmp_path, ENV_PY, revisions)
     config.attributes["url"] = engine.url.render_as_string(hide_password=False)
     with engine.connect() as conn:

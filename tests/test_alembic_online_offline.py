@@ -26,7 +26,7 @@ from sqlalchemy.engine import Connection, Engine
 import _clients
 import _writers
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
-from _offline_scripts import VERSION_TABLE, alembic_sql
+from _offline_scripts import VERSION_TABLE, alembic_sql, op_sql
 from conftest import Backend, private_engine
 from sqlalchemy_ulid import ULID
 from sqlalchemy_ulid._time import to_ms
@@ -44,13 +44,11 @@ def pg(backends: dict[str, Backend]) -> Iterator[Engine]:
 
 def _script(table: str) -> str:
     """The ``--sql`` output of ``add_ulid_column(table, ..., online=True)``."""
-    buffer = io.StringIO()
-    context = MigrationContext.configure(
-        dialect_name="postgresql",
-        opts={"as_sql": True, "output_buffer": buffer, "transactional_ddl": True},
+    return op_sql(
+        "postgresql",
+        lambda ops: ops.add_ulid_column(table, "public_id", "created_at", online=True),
+        transactional_ddl=True,
     )
-    Operations(context).add_ulid_column(table, "public_id", "created_at", online=True)
-    return buffer.getvalue()
 
 
 def _make(engine: Engine, table: str, time_type: str, values: list[str]) -> str:

@@ -30,7 +30,7 @@ import _clients
 import _databases
 import _writers
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
-from _offline_scripts import VERSION_TABLE, alembic_sql
+from _offline_scripts import VERSION_TABLE, alembic_sql, op_sql
 from conftest import Backend, private_engine
 from sqlalchemy_ulid import ULID, ULIDType, new_ulid, new_uuid7
 
@@ -155,15 +155,13 @@ def _online(engine: Engine, name: str, op: str, from_: str, to: str) -> None:
 
 def _op_sql(op: str, from_: str, to: str, **options: Any) -> str:
     """The op's own part of the script (rerun whole, without Alembic's bookkeeping)."""
-    buffer = io.StringIO()
-    context = MigrationContext.configure(
-        dialect_name="postgresql",
-        opts={"as_sql": True, "output_buffer": buffer, "transactional_ddl": True},
+    return op_sql(
+        "postgresql",
+        lambda ops: getattr(ops, op)(
+            TABLE, "ref", from_storage=from_, to_storage=to, online=True, **options
+        ),
+        transactional_ddl=True,
     )
-    getattr(Operations(context), op)(
-        TABLE, "ref", from_storage=from_, to_storage=to, online=True, **options
-    )
-    return buffer.getvalue()
 
 
 def _call(op: str, from_: str, to: str, **options: Any) -> str:
@@ -545,14 +543,13 @@ def test_the_primary_key_itself_converted(engine: Engine) -> None:
     literal = ", ".join(f"'{k}'" for k in keys)
     for name in (TABLE, TWIN):
         assert _clients.psql(engine, statements.format(t=name, keys=literal)).returncode == 0
-    buffer = io.StringIO()
-    context = MigrationContext.configure(
-        dialect_name="postgresql", opts={"as_sql": True, "output_buffer": buffer}
+    script = op_sql(
+        "postgresql",
+        lambda ops: ops.alter_ulid_storage(
+            TABLE, "id", from_storage="text", to_storage="auto", online=True, batch_size=20
+        ),
     )
-    Operations(context).alter_ulid_storage(
-        TABLE, "id", from_storage="text", to_storage="auto", online=True, batch_size=20
-    )
-    done = _clients.psql(engine, buffer.getvalue())
+    done = _clients.psql(engine, script)
     assert done.returncode == 0, done.stderr
     with engine.connect() as conn:
         context = MigrationContext.configure(conn, opts={"transactional_ddl": True})

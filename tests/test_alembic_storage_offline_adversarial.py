@@ -27,7 +27,7 @@ from sqlalchemy.engine import Engine
 
 import _clients
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
-from _offline_scripts import VERSION_TABLE, alembic_sql
+from _offline_scripts import VERSION_TABLE, alembic_sql, op_sql
 from conftest import Backend, private_engine
 from sqlalchemy_ulid import ULID, new_ulid
 
@@ -99,15 +99,13 @@ def _shape(engine: Engine, table: str = TABLE) -> dict[str, Any]:
 
 def _op_sql(table: str = TABLE, **options: Any) -> str:
     """The op's own part of an ``--sql`` script (the ULID ``ref``, text to uuid)."""
-    buffer = io.StringIO()
-    context = MigrationContext.configure(
-        dialect_name="postgresql",
-        opts={"as_sql": True, "output_buffer": buffer, "transactional_ddl": True},
+    return op_sql(
+        "postgresql",
+        lambda ops: ops.alter_ulid_storage(
+            table, "ref", from_storage="text", to_storage="auto", online=True, **options
+        ),
+        transactional_ddl=True,
     )
-    Operations(context).alter_ulid_storage(
-        table, "ref", from_storage="text", to_storage="auto", online=True, **options
-    )
-    return buffer.getvalue()
 
 
 def _online(engine: Engine, table: str = TABLE, search_path: str | None = None) -> None:

@@ -488,6 +488,19 @@ def private_engine(
         engine.dispose()
 
 
+@pytest.fixture(params=SERVERS)
+def server(request: pytest.FixtureRequest, backends: dict[str, Backend]) -> Iterator[Engine]:
+    """A private engine (``private_engine``) on PostgreSQL, then on MariaDB.
+
+    The test's module's ``_drop(engine)``, where it has one, is the clean-up
+    that runs before and after. A module needing more (a table made first)
+    defines a ``server`` fixture of its own.
+    """
+    drop = getattr(request.module, "_drop", None)
+    with private_engine(backends[request.param], drop) as engine:
+        yield engine
+
+
 def connection_env_py(version_table: str) -> str:
     """An Alembic ``env.py`` running the migrations on the connection the test hands in.
 

@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import io
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -22,6 +21,7 @@ from alembic.operations import Operations
 from sqlalchemy.engine import Engine
 
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
+from _offline_scripts import op_sql
 from conftest import Backend, private_engine
 from sqlalchemy_ulid.alembic._plan.database import database_for
 from sqlalchemy_ulid.alembic._plan.state import STATE_TABLE, literal
@@ -83,12 +83,7 @@ def _plan(engine: Engine) -> Plan:
 
 
 def _script(engine: Engine) -> str:
-    buffer = io.StringIO()
-    context = MigrationContext.configure(
-        dialect_name="postgresql", opts={"as_sql": True, "output_buffer": buffer}
-    )
-    Operations(context).invoke(_op())
-    return buffer.getvalue()
+    return op_sql("postgresql", _op())
 
 
 def test_online_sends_the_plans_ddl_and_batches_and_the_script_holds_them(pg: Engine) -> None:

@@ -143,8 +143,7 @@ def _reset(engine: Engine, op: str, model: Any) -> None:
 def test_online_sends_the_plan_the_script_renders(
     server: Engine, op: str, column: str, from_: str, to: str
 ) -> None:
-    model = _model(op, 30)
-    _create(server, op, model)
+    _create(server, op, _model(op, 30))
     with recording(server) as seen:
         _run_online(server, op, column, from_, to, batch_size=7)
     script = _op_sql(op, column, from_, to, batch_size=7)
@@ -190,3 +189,28 @@ def test_the_statements_made_as_it_runs_are_the_same(
     assert offline == online
     with server.connect() as conn:
         assert conn.execute(sa.text(f"SELECT COUNT(*) FROM _{TABLE}__new")).scalar() == 0
+
+
+def test_the_copy_aims_at_short_batches_while_they_hold_the_auto_inc_lock(server: Engine) -> None:
+    """A table with AUTO_INCREMENT (MariaDB's default lock mode 1): 50 ms a batch, else 150 ms."""
+    from sqlalchemy_ulid._dialects import dialect_row
+    from sqlalchemy_ulid.alembic import AlterULIDStorageOp
+    from sqlalchemy_ulid.alembic._plan.batches import BATCH_SECONDS
+    from sqlalchemy_ulid.alembic._plan.database import database_for
+    from sqlalchemy_ulid.alembic.mysql.storage_copy import AUTO_INC_BATCH_SECONDS
+    from sqlalchemy_ulid.alembic.mysql.storage_target import Names
+
+    op = "alter_ulid_storage"
+    _create(server, op, _model(op, 3))
+    ulid_op = AlterULIDStorageOp(TABLE, "id", from_storage="text", to_storage="binary", online=True)
+    with server.connect() as conn:
+        sql = ulid_op.convert_sql(dialect_row(conn.dialect))
+        names = Names(conn.dialect, ulid_op, sql, "text", "binary")
+        plan = database_for(conn.dialect).alter_storage(names, None)
+        [copy] = [step for step in plan if step.kind == "fill"]
+        assert copy.fill is not None
+        assert copy.fill.seconds is not None
+        mode = conn.exec_driver_sql("SELECT @@innodb_autoinc_lock_mode").scalar()
+        assert copy.fill.seconds(conn) == (AUTO_INC_BATCH_SECONDS if mode < 2 else BATCH_SECONDS)
+        conn.exec_driver_sql(f"ALTER TABLE {TABLE} MODIFY seq BIGINT NOT NULL")
+        assert copy.fill.seconds(conn) == BATCH_SECONDS

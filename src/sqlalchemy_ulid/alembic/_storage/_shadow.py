@@ -20,19 +20,15 @@ from ..._convert_sql import ConvertSQL
 from .._inspect import run, strict_mode
 from .._online import check_online_context, phases_block
 from .._plan.database import database_for
-from .._plan.run import run_plan
 from ..mysql.storage import done_sql
 from ..mysql.storage_copy import copy_online
 from ..mysql.storage_target import Names
+from ._online import Done, run_storage_plan
 
 if TYPE_CHECKING:
     from ._op import AlterULIDStorageOp
 
 __all__ = ["alter_shadow"]
-
-
-class _Done(Exception):
-    """The column is converted and nothing of a run is left: nothing to do."""
 
 
 def alter_shadow(
@@ -51,17 +47,7 @@ def alter_shadow(
 
     def before_changes() -> None:
         if run(connection, f"SELECT {done_sql(n)}").scalar():
-            raise _Done
+            raise Done
 
     with phases_block(operations), strict_mode(connection):
-        try:
-            run_plan(
-                connection,
-                plan,
-                database,
-                progress=op.progress,
-                sized_by_time=op.sized_by_time,
-                before_changes=before_changes,
-            )
-        except _Done:
-            return
+        run_storage_plan(connection, plan, database, op, before_changes)

@@ -98,6 +98,7 @@ SERVER_TIER = frozenset(
         "test_alembic_state_lock",
         "test_alembic_statement_timeout",
         "test_alembic_storage_adversarial",
+        "test_alembic_storage_golden_mariadb",
         "test_alembic_storage_offline",
         "test_alembic_storage_offline_adversarial",
         "test_alembic_storage_offline_mariadb",

@@ -46,7 +46,7 @@ from sqlalchemy_ulid.alembic._plan.render_mariadb import lock_wrapped
 from sqlalchemy_ulid.alembic._plan.run import run_plan
 from sqlalchemy_ulid.alembic._plan.state import STATE_TABLE, literal
 from sqlalchemy_ulid.alembic._plan.step import Plan, Step
-from sqlalchemy_ulid.alembic._storage._shadow import AUTO_INC_BATCH_SECONDS
+from sqlalchemy_ulid.alembic.mysql.storage_copy import AUTO_INC_BATCH_SECONDS
 
 #: Long enough that the default constraint and check names are hashed.
 TABLE = "engine_orders_with_a_name_long_enough_for_hashed_constraint_names"[:60]

@@ -10,7 +10,8 @@ renders as the ``psql`` script.
    and function dropped; the column and its values were never changed);
 3. ``ADD COLUMN <col>__ulid`` (nullable, the new type: no rewrite), the
    trigger that sets it from the column on every INSERT and every UPDATE
-   that changes the column (the conversion SQL fails on a value that is
+   that changes the column (``UPDATE OF`` the column: the copy's own
+   UPDATE does not fire it; the conversion SQL fails on a value that is
    not an id: no write stores a wrong one);
 4. the copy, in key order: each batch sets the shadow of the rows still
    without one to their converted column, and records its last key in
@@ -146,7 +147,9 @@ def plan_storage(t: Target, copy: Any = None) -> Plan:
             "trigger",
             "ddl",
             (
-                f"CREATE TRIGGER {t.trigger} BEFORE INSERT OR UPDATE ON {table} "
+                # OF the column: an UPDATE that does not set it (the copy's)
+                # does not call the function at all.
+                f"CREATE TRIGGER {t.trigger} BEFORE INSERT OR UPDATE OF {t.column} ON {table} "
                 f"FOR EACH ROW EXECUTE FUNCTION {t.function}()",
             ),
             guard=f"{going} AND NOT {trigger_exists}",

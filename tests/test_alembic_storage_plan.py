@@ -70,10 +70,7 @@ def _online(engine: Engine) -> list[tuple[str, Any]]:
 
     sa.event.listen(engine, "before_cursor_execute", hook)
     try:
-        with engine.connect() as conn:
-            context = MigrationContext.configure(conn, opts={"transactional_ddl": True})
-            with context.begin_transaction():
-                Operations(context).invoke(_op())
+        _online_op(engine)
     finally:
         sa.event.remove(engine, "before_cursor_execute", hook)
     # psycopg's pyformat: a % in SQL text is sent doubled.
@@ -82,6 +79,20 @@ def _online(engine: Engine) -> list[tuple[str, Any]]:
 
 def _plan(engine: Engine) -> Plan:
     return database_for(engine.dialect).alter_storage(target_of(_op(), engine.dialect), None)
+
+
+def _run_step(conn: sa.Connection, plan: Plan, label: str) -> None:
+    """The first statement of the plan's step ``label``, sent by hand."""
+    step = next(s for s in plan.steps if s.label == label)
+    conn.exec_driver_sql(step.statements[0].replace("%", "%%"))
+
+
+def _start_by_hand(conn: sa.Connection, plan: Plan) -> None:
+    """The shadow column and its trigger, as a run killed in its copy left them."""
+    for statement in next(s for s in plan.steps if s.label == "add shadow").statements[1:]:
+        conn.exec_driver_sql(statement)
+    for label in ("trigger function", "trigger"):
+        _run_step(conn, plan, label)
 
 
 def _script(engine: Engine) -> str:
@@ -170,11 +181,7 @@ def test_a_conversion_begun_by_the_previous_release_is_resumed(pg: Engine) -> No
     plan = _plan(pg)
     t = target_of(_op(), pg.dialect)
     with pg.begin() as conn:
-        for statement in next(s for s in plan.steps if s.label == "add shadow").statements[1:]:
-            conn.exec_driver_sql(statement)
-        for label in ("trigger function", "trigger"):
-            step = next(s for s in plan.steps if s.label == label)
-            conn.exec_driver_sql(step.statements[0].replace("%", "%%"))
+        _start_by_hand(conn, plan)
         conn.exec_driver_sql(f"UPDATE {q} SET ref = ref WHERE id <= 50")
     sent = _online(pg)
     batches = [p for s, p in sent if s.startswith("WITH batch AS")]
@@ -255,15 +262,10 @@ def test_an_equality_check_without_not_null_gets_its_own_not_null_check(pg: Engi
     # As an earlier release left it: the copy done, its equality check
     # (without the shadow's NOT NULL) validated.
     with pg.begin() as conn:
-        for statement in next(s for s in plan.steps if s.label == "add shadow").statements[1:]:
-            conn.exec_driver_sql(statement)
-        for label in ("trigger function", "trigger"):
-            step = next(s for s in plan.steps if s.label == label)
-            conn.exec_driver_sql(step.statements[0].replace("%", "%%"))
+        _start_by_hand(conn, plan)
         conn.exec_driver_sql(f'UPDATE "{TABLE}" SET ref = ref')
         conn.exec_driver_sql(f'UPDATE "{TABLE}" SET {t.shadow} = {t.converted.replace("%", "%%")}')
-        step = next(s for s in plan.steps if s.label == "same check")
-        conn.exec_driver_sql(step.statements[0].replace("%", "%%"))
+        _run_step(conn, plan, "same check")
         conn.exec_driver_sql(f'ALTER TABLE "{TABLE}" VALIDATE CONSTRAINT {t.same}')
     scans = _scans_of(pg, ("SET NOT NULL", t.check))
     assert _values(pg, TABLE, "auto") == before

@@ -30,12 +30,12 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+import _clients
 from conftest import recording
 from sqlalchemy_ulid.alembic import BackfillProgress
 from test_alembic_storage_offline_mariadb import (
     TABLE,
     _create,
-    _mariadb,
     _model,
     _op_sql,
     server,
@@ -182,7 +182,7 @@ def test_the_statements_made_as_it_runs_are_the_same(
     script = _op_sql(op, column, from_, to, batch_size=7)
     marker = "-- Phase 3:"
     assert script.count(marker) == 1
-    cut = _mariadb(server, script.replace(marker, "KILL CONNECTION_ID();\n" + marker))
+    cut = _clients.mariadb(server, script.replace(marker, "KILL CONNECTION_ID();\n" + marker))
     assert cut.returncode != 0
     offline = _made(server)
     assert len(online["triggers"]) == 3

@@ -49,17 +49,22 @@ def mysql_generated_columns(column: str, table: str, what: str = GENERATED_COLUM
     )
 
 
-def mysql_check_constraints(column: str, table: str, what: str = CHECK_CONSTRAINT) -> str:
+def mysql_check_constraints(
+    column: str, table: str, what: str = CHECK_CONSTRAINT, schema: str | None = None
+) -> str:
     """MariaDB/MySQL: a query of the CHECK constraints whose clause names a column.
 
     As :func:`mysql_generated_columns` (``g`` is the constraint's row of
     ``TABLE_CONSTRAINTS``). The swap's ``DROP COLUMN`` drops such a
     constraint without a word (MariaDB, one naming only the column) or
-    fails on it (one naming other columns too; MySQL).
+    fails on it (one naming other columns too; MySQL). ``schema`` (an
+    expression) names ``k``'s database too, so that the server reads that
+    database's constraints only, not every database's.
     """
+    only = f"k.CONSTRAINT_SCHEMA = {schema} AND " if schema else ""
     return (
         f"SELECT {what} FROM information_schema.TABLE_CONSTRAINTS g "
-        "JOIN information_schema.CHECK_CONSTRAINTS k ON k.CONSTRAINT_SCHEMA = "
+        f"JOIN information_schema.CHECK_CONSTRAINTS k ON {only}k.CONSTRAINT_SCHEMA = "
         "g.CONSTRAINT_SCHEMA AND k.CONSTRAINT_NAME = g.CONSTRAINT_NAME "
         "WHERE g.CONSTRAINT_TYPE = 'CHECK' "
         f"AND k.CHECK_CLAUSE LIKE CONCAT('%`', REPLACE({column}, '`', '``'), '`%') "

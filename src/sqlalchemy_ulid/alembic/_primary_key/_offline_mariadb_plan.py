@@ -45,11 +45,9 @@ _DECLARATIONS = """\
   DECLARE CONTINUE HANDLER FOR 1684 SET v_skipped = 1;
 """
 
-#: The catalog is read again while information_schema skipped a table (error
-#: 1684): a session holding a lock (the script's GET_LOCK) does not wait for
-#: a table another session is changing, in this database or in another one
-#: that has a table of the same name; what it read would lack that table.
-#: Nothing is stored before the read is whole.
+#: The catalog is read again while information_schema skipped a table another
+#: session was changing (1684: the script's GET_LOCK makes the server skip, not
+#: wait); nothing is stored before a whole read.
 _WHOLE = """    IF v_skipped = 0 THEN
       LEAVE catalog;
     END IF;
@@ -79,10 +77,7 @@ _TEMPORARY = """\
 """
 
 
-_SKIPPED = lit(
-    "information_schema skipped tables that other sessions were changing, 50 times; "
-    "run the script again when their DDL is done"
-)
+_SKIPPED = lit("other sessions kept changing tables (read 50 times); run the script again")
 
 
 def _refuse(n: Names, message: str) -> str:
@@ -239,7 +234,8 @@ def _closure(n: Names) -> str:
     SELECT MIN(CONCAT(k.CONSTRAINT_NAME, ' on ', k.TABLE_NAME)) INTO v_found
       FROM information_schema.KEY_COLUMN_USAGE k WHERE {referencing}
       AND (SELECT COUNT(*) FROM information_schema.KEY_COLUMN_USAGE k2
-        WHERE k2.CONSTRAINT_SCHEMA = k.CONSTRAINT_SCHEMA AND k2.TABLE_NAME = k.TABLE_NAME
+        WHERE k2.TABLE_SCHEMA = v_schema AND k2.CONSTRAINT_SCHEMA = k.CONSTRAINT_SCHEMA
+        AND k2.TABLE_NAME = k.TABLE_NAME
         AND k2.CONSTRAINT_NAME = k.CONSTRAINT_NAME AND k2.REFERENCED_TABLE_NAME IS NOT NULL) > 1;
     IF v_found IS NOT NULL THEN
       {_refuse(n, "CONCAT('the composite foreign key ', v_found, ' references ', v_ptbl, ': only single-column foreign keys are converted')")}
@@ -247,8 +243,9 @@ def _closure(n: Names) -> str:
     INSERT INTO sqlalchemy_ulid_pk_fks (name, tbl, col, rtbl, rcol, del, upd)
       SELECT k.CONSTRAINT_NAME, k.TABLE_NAME, k.COLUMN_NAME, v_ptbl, v_pcol, r.DELETE_RULE,
         r.UPDATE_RULE FROM information_schema.KEY_COLUMN_USAGE k
-      JOIN information_schema.REFERENTIAL_CONSTRAINTS r ON r.CONSTRAINT_SCHEMA = k.CONSTRAINT_SCHEMA
-        AND r.TABLE_NAME = k.TABLE_NAME AND r.CONSTRAINT_NAME = k.CONSTRAINT_NAME
+      JOIN information_schema.REFERENTIAL_CONSTRAINTS r ON r.CONSTRAINT_SCHEMA = v_schema
+        AND r.CONSTRAINT_SCHEMA = k.CONSTRAINT_SCHEMA AND r.TABLE_NAME = k.TABLE_NAME
+        AND r.CONSTRAINT_NAME = k.CONSTRAINT_NAME
       WHERE {referencing} ORDER BY k.TABLE_NAME, k.CONSTRAINT_NAME;
     INSERT INTO sqlalchemy_ulid_pk_cols (tbl, col, ptbl, pcol, shadow, nullable, comment, in_pk, pk_cols)
       SELECT DISTINCT k.TABLE_NAME, k.COLUMN_NAME, v_ptbl, v_pcol,
@@ -319,11 +316,14 @@ def _plan_checks(n: Names) -> str:
             "'. Drop them first')",
         ),
         (
+            # Other databases: a table being changed there is skipped (own handler);
+            # a foreign key from it would fail the swap, which then changes nothing.
+            "BEGIN DECLARE CONTINUE HANDLER FOR 1684 SET v_n = v_n; "
             "SELECT GROUP_CONCAT(DISTINCT CONCAT(CONSTRAINT_NAME, ' on ', CONSTRAINT_SCHEMA, '.', "
             "TABLE_NAME) SEPARATOR ', ') INTO v_found "
             "FROM information_schema.REFERENTIAL_CONSTRAINTS "
             "WHERE UNIQUE_CONSTRAINT_SCHEMA = v_schema AND CONSTRAINT_SCHEMA <> v_schema "
-            f"AND REFERENCED_TABLE_NAME IN {tables}",
+            f"AND REFERENCED_TABLE_NAME IN {tables}; END",
             "CONCAT('foreign keys in other schemas reference the tables: ', v_found, "
             "'. Drop them first')",
         ),
@@ -363,6 +363,7 @@ def _taken_by_drop_column() -> tuple[str, str]:
             here,
             f"GROUP_CONCAT(DISTINCT {CHECK_CONSTRAINT} ORDER BY BINARY g.CONSTRAINT_NAME "
             "SEPARATOR ', ')",
+            schema="v_schema",
         )
     )
     generated = "({})".format(

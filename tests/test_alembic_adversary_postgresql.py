@@ -18,6 +18,7 @@ import pytest
 from sqlalchemy.engine import Engine
 
 import _clients
+import _databases
 from _adversary import execute, refused_before_ddl, rows, run_op, scalar
 from _offline_scripts import VERSION_TABLE, alembic_sql
 from conftest import Backend, private_engine
@@ -26,16 +27,19 @@ TABLE = "adv_t"
 STATE_TABLES = ("sqlalchemy_ulid_migrations", "ulid_storage_conversions", "ulid_key_conversions")
 
 
-def _drop(engine: Engine) -> None:
-    execute(
-        engine,
-        "DROP VIEW IF EXISTS adv_v",
-        f"DROP TABLE IF EXISTS {TABLE}, adv_log, adv_child CASCADE",
-        "DROP FUNCTION IF EXISTS adv_f()",
-        'DROP TABLE IF EXISTS "Order", "Bücher", "adv""we.ird" CASCADE',
-        "DROP SCHEMA IF EXISTS adv_other CASCADE",
-        *(f"DROP TABLE IF EXISTS {name}" for name in (*STATE_TABLES, VERSION_TABLE)),
-    )
+_drop = _databases.dropper(
+    TABLE,
+    "adv_log",
+    "adv_child",
+    '"Order"',
+    '"Bücher"',
+    '"adv""we.ird"',
+    *STATE_TABLES,
+    VERSION_TABLE,
+    views=["adv_v"],
+    functions=["adv_f()"],
+    schemas=["adv_other"],
+)
 
 
 @pytest.fixture

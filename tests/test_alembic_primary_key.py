@@ -80,10 +80,9 @@ def server(request: pytest.FixtureRequest, backends: dict[str, Backend]) -> Iter
         yield engine
 
 
-def _drop(engine: Engine) -> None:
-    with engine.begin() as conn:
-        conn.execute(sa.text("DROP VIEW IF EXISTS pk_customer_names"))
-        _databases.drop_tables(conn, *TABLES, "pk_pairs", VERSION_TABLE, STATE_TABLE)
+_drop = _databases.dropper(
+    *TABLES, "pk_pairs", VERSION_TABLE, STATE_TABLE, views=["pk_customer_names"]
+)
 
 
 def _seed(engine: Engine) -> None:

@@ -28,6 +28,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+import _databases
 from conftest import Backend, private_engine
 from sqlalchemy_ulid.alembic import ConversionRefused
 from test_alembic_primary_key_offline_postgresql import (
@@ -49,16 +50,15 @@ TABLES = ("adv_events", "adv_slots", "adv_orders", "adv_regions", "adv_customers
 READER = f"adv_reader_{os.getpid()}"
 
 
-def _drop(engine: Engine) -> None:
-    with engine.begin() as conn:
-        for name in TABLES:
-            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name} CASCADE")
-        conn.exec_driver_sql("DROP TABLE IF EXISTS alembic_version_pk_test")
-        conn.exec_driver_sql("DROP TABLE IF EXISTS ulid_key_conversions")  # online's state
-        conn.exec_driver_sql(
-            f"DO $$ BEGIN IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{READER}') "
-            f"THEN DROP OWNED BY {READER}; DROP ROLE {READER}; END IF; END $$"
-        )
+_drop = _databases.dropper(
+    *TABLES,
+    "alembic_version_pk_test",
+    "ulid_key_conversions",  # online's state
+    also=[
+        f"DO $$ BEGIN IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{READER}') "
+        f"THEN DROP OWNED BY {READER}; DROP ROLE {READER}; END IF; END $$"
+    ],
+)
 
 
 @pytest.fixture

@@ -30,6 +30,7 @@ from alembic.util import CommandError
 from sqlalchemy.engine import Engine
 
 import _clients
+import _databases
 import _offline_scripts
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from conftest import Backend, private_engine
@@ -91,14 +92,12 @@ def downgrade():
 """
 
 
-def _drop(engine: Engine) -> None:
-    with engine.begin() as conn:
-        conn.exec_driver_sql("DROP VIEW IF EXISTS pk_customer_names")
-        conn.exec_driver_sql("DROP TRIGGER IF EXISTS pk_orders_touch")
-        for name in (
-            "pk_pairs", "pk_texts", *TABLES, "pk_regions", VERSION_TABLE, STATE_TABLE, STEPS_TABLE
-        ):  # fmt: skip
-            conn.exec_driver_sql(f"DROP TABLE IF EXISTS `{name}`")
+_drop = _databases.dropper(
+    *(f"`{name}`" for name in ("pk_pairs", "pk_texts", *TABLES, "pk_regions")),
+    *(f"`{name}`" for name in (VERSION_TABLE, STATE_TABLE, STEPS_TABLE)),
+    views=["pk_customer_names"],
+    triggers=["pk_orders_touch"],
+)
 
 
 @pytest.fixture

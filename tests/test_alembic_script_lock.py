@@ -35,6 +35,7 @@ from alembic.operations import Operations
 from sqlalchemy.engine import Engine, make_url
 
 import _clients
+import _databases
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from conftest import Backend, private_engine
 from sqlalchemy_ulid.alembic import AddULIDColumnOp
@@ -53,10 +54,7 @@ def server(request: pytest.FixtureRequest, backends: dict[str, Backend]) -> Iter
         yield engine
 
 
-def _drop(engine: Engine) -> None:
-    with engine.begin() as conn:
-        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {TABLE}")
-        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {STATE_TABLE}")
+_drop = _databases.dropper(TABLE, STATE_TABLE)
 
 
 def _seed(engine: Engine) -> None:

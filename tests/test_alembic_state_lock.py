@@ -33,6 +33,7 @@ from alembic.migration import MigrationContext
 from alembic.operations import Operations
 from sqlalchemy.engine import Engine
 
+import _databases
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from conftest import Backend, private_engine
 from sqlalchemy_ulid.alembic._plan.database import database_for
@@ -49,11 +50,7 @@ def server(request: pytest.FixtureRequest, backends: dict[str, Backend]) -> Iter
         yield engine
 
 
-def _drop(engine: Engine) -> None:
-    with engine.begin() as conn:
-        for table in TABLES:
-            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {table}")
-        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {STATE_TABLE}")
+_drop = _databases.dropper(*TABLES, STATE_TABLE)
 
 
 def _seed(engine: Engine, table: str) -> None:

@@ -64,12 +64,13 @@ def engine(backends: dict[str, Backend]) -> Iterator[Engine]:
         yield engine
 
 
-def _drop(engine: Engine) -> None:
-    with engine.begin() as conn:
-        _databases.drop_tables(conn, TABLE, TWIN, VERSION_TABLE, cascade=True)
-        for name in (TABLE, TWIN):
-            conn.exec_driver_sql(f"DROP FUNCTION IF EXISTS {name}_ref__ulid_sync()")
-        _databases.forget_conversions(conn, TABLE, TWIN)
+_drop = _databases.dropper(
+    TABLE,
+    TWIN,
+    VERSION_TABLE,
+    functions=[f"{name}_ref__ulid_sync()" for name in (TABLE, TWIN)],
+    conversions=[TABLE, TWIN],
+)
 
 
 def _new(op: str) -> str:

@@ -26,6 +26,7 @@ from alembic.operations import Operations
 from sqlalchemy.engine import Engine
 
 import _clients
+import _databases
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from _offline_scripts import VERSION_TABLE, alembic_sql
 from conftest import Backend, private_engine
@@ -42,19 +43,13 @@ def engine(backends: dict[str, Backend]) -> Iterator[Engine]:
         yield engine
 
 
-def _drop(engine: Engine) -> None:
-    with engine.begin() as conn:
-        for name in (TABLE, f"{TABLE}_a", f"{TABLE}_b", f"{TABLE}_kid", VERSION_TABLE):
-            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name} CASCADE")
-        conn.exec_driver_sql(f"DROP SCHEMA IF EXISTS {OTHER_SCHEMA} CASCADE")
-        conn.exec_driver_sql(f"DROP FUNCTION IF EXISTS {TABLE}_ref__ulid_sync()")
-        conn.exec_driver_sql(f"DROP PUBLICATION IF EXISTS {TABLE}_pub")
-        conn.exec_driver_sql(
-            "DO $$ BEGIN IF to_regclass('sqlalchemy_ulid_migrations') IS NOT NULL THEN "
-            f"DELETE FROM sqlalchemy_ulid_migrations WHERE target LIKE '{TABLE}%%'; "
-            "IF NOT EXISTS (SELECT 1 FROM sqlalchemy_ulid_migrations) THEN "
-            "DROP TABLE sqlalchemy_ulid_migrations; END IF; END IF; END $$"
-        )
+_drop = _databases.dropper(
+    *(TABLE, f"{TABLE}_a", f"{TABLE}_b", f"{TABLE}_kid", VERSION_TABLE),
+    functions=[f"{TABLE}_ref__ulid_sync()"],
+    schemas=[OTHER_SCHEMA],
+    conversions=[TABLE, f"{TABLE}_a", f"{TABLE}_b", f"{TABLE}_kid"],
+    also=[f"DROP PUBLICATION IF EXISTS {TABLE}_pub"],
+)
 
 
 def _create(engine: Engine, ddl: str = "", *, nullable: bool = False) -> None:

@@ -54,12 +54,14 @@ def server(backends: dict[str, Backend]) -> Iterator[Engine]:
         yield engine
 
 
-def _drop(engine: Engine) -> None:
-    with engine.begin() as conn:
-        conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {TABLE}_mine")
-        _databases.drop_tables(conn, f"{TABLE}_child", TABLE)
-        _databases.drop_conversion_leftovers(conn, TABLE)
-        _databases.drop_tables(conn, VERSION_TABLE, f"{TABLE}_session")
+_drop = _databases.dropper(
+    f"{TABLE}_child",
+    TABLE,
+    VERSION_TABLE,
+    f"{TABLE}_session",
+    triggers=[f"{TABLE}_mine"],
+    conversions=[TABLE],
+)
 
 
 def _value(op: str) -> str:

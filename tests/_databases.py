@@ -225,8 +225,8 @@ def drop_tables(
     """A test's clean-up: drop what it made, each only if it is there.
 
     In this order: ``views``; ``triggers`` (MariaDB, SQLite: PostgreSQL's go
-    with their table); the tables ``names``; ``functions`` (PostgreSQL, with
-    their arguments: ``"f()"``); ``schemas``; what the online ops left of the
+    with their table); the tables ``names``; ``functions`` (PostgreSQL's,
+    with their arguments: ``"f()"``); ``schemas``; what the online ops left of the
     tables ``conversions`` (PostgreSQL: their state rows, MariaDB: their
     triggers and copies); then ``also``, statements or functions of the
     connection. PostgreSQL drops with ``CASCADE``; MariaDB with its foreign
@@ -247,34 +247,32 @@ def drop_tables(
             )
         return
     conn = target
-    name = conn.dialect.name
-    cascade = " CASCADE" if name == "postgresql" else ""
-    run = conn.exec_driver_sql
-    if name == "mysql":
-        run("SET SESSION foreign_key_checks = 0")
+    postgresql = conn.dialect.name == "postgresql"
+    mariadb = conn.dialect.name == "mysql"
+    cascade = " CASCADE" if postgresql else ""
+    statements = [f"DROP VIEW IF EXISTS {view}{cascade}" for view in views]
+    statements += [f"DROP TRIGGER IF EXISTS {t}" for t in triggers if not postgresql]
+    statements += [f"DROP TABLE IF EXISTS {table}{cascade}" for table in names]
+    statements += [f"DROP FUNCTION IF EXISTS {f} CASCADE" for f in functions if postgresql]
+    statements += [f"DROP SCHEMA IF EXISTS {schema}{cascade}" for schema in schemas]
+    if mariadb:
+        conn.exec_driver_sql("SET SESSION foreign_key_checks = 0")
     try:
-        statements = [f"DROP VIEW IF EXISTS {view}{cascade}" for view in views]
-        if name != "postgresql":
-            statements += [f"DROP TRIGGER IF EXISTS {trigger}" for trigger in triggers]
-        statements += [f"DROP TABLE IF EXISTS {table}{cascade}" for table in names]
-        statements += [f"DROP FUNCTION IF EXISTS {function}{cascade}" for function in functions]
-        statements += [f"DROP SCHEMA IF EXISTS {schema}{cascade}" for schema in schemas]
         for statement in statements:
-            run(statement)
+            conn.exec_driver_sql(statement)
         conversions = tuple(conversions)
-        if conversions and name == "postgresql":
+        if conversions and postgresql:
             forget_conversions(conn, *conversions)
-        elif name == "mysql":
-            for table in conversions:
-                drop_conversion_leftovers(conn, table)
+        for table in conversions if mariadb else ():
+            drop_conversion_leftovers(conn, table)
         for step in also:
             if isinstance(step, str):
-                run(step)
+                conn.exec_driver_sql(step)
             else:
                 step(conn)
     finally:
-        if name == "mysql":
-            run("SET SESSION foreign_key_checks = 1")
+        if mariadb:
+            conn.exec_driver_sql("SET SESSION foreign_key_checks = 1")
 
 
 def dropper(*names: str, **options: Any) -> Callable[[Engine], None]:

@@ -29,6 +29,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 import _databases
+import _writers
 from conftest import Backend, private_engine
 from sqlalchemy_ulid.alembic import ConversionRefused
 from test_alembic_primary_key_offline_postgresql import (
@@ -578,49 +579,32 @@ def test_writers_moving_and_deleting_references_throughout_lose_nothing(
     )
     up = _script(config, "upgrade")
     wanted: dict[int, int | None] = {}  # order id -> the customer it got last (None: deleted)
-    errors: list[BaseException] = []
-    stop = threading.Event()
+    picks = [random.Random(seed) for seed in (1, 2)]
 
-    def write(seed: int) -> None:
-        pick = random.Random(seed)
-        raw = pg.raw_connection()  # the driver's own: as fast as an application's loop
-        try:
-            raw.driver_connection.autocommit = True
-            cursor = raw.cursor()
-            while not stop.is_set():
-                order = 2 * pick.randint(1, 5000) - seed % 2  # its own orders
-                customer = pick.randint(1, 20000)
-                try:
-                    if pick.random() < 0.75:
-                        cursor.execute(
-                            "UPDATE adv_orders SET customer_id = %s WHERE id = %s",
-                            (customer, order),
-                        )
-                        if cursor.rowcount:
-                            wanted[order] = customer
-                    else:
-                        cursor.execute("DELETE FROM adv_orders WHERE id = %s", (order,))
-                        wanted[order] = None
-                except psycopg.errors.DatatypeMismatch:
-                    return  # swapped: the column is a ULID now
-                except BaseException as exc:  # reported by the test
-                    errors.append(exc)
-                    return
-        finally:
-            raw.close()
+    def autocommit(conn: sa.Connection, n: int) -> None:
+        # The driver's own cursor: as fast as an application's loop.
+        conn.connection.driver_connection.autocommit = True  # type: ignore[union-attr]
 
-    threads = [threading.Thread(target=write, args=(seed,)) for seed in (1, 2)]
-    for thread in threads:
-        thread.start()
-    try:
-        time.sleep(0.2)
+    def write(conn: sa.Connection, n: int, i: int) -> None:
+        pick, seed = picks[n], n + 1
+        order = 2 * pick.randint(1, 5000) - seed % 2  # its own orders
+        customer = pick.randint(1, 20000)
+        cursor = conn.connection.cursor()
+        if pick.random() < 0.75:
+            cursor.execute(
+                "UPDATE adv_orders SET customer_id = %s WHERE id = %s", (customer, order)
+            )
+            if cursor.rowcount:
+                wanted[order] = customer
+        else:
+            cursor.execute("DELETE FROM adv_orders WHERE id = %s", (order,))
+            wanted[order] = None
+
+    # A writer ends once swapped: the column is a ULID now.
+    ends = psycopg.errors.DatatypeMismatch
+    with _writers.Loop(pg, 2, write, begin=autocommit, ends=ends, settle=0.2, join=30) as writers:
         log = _ok(pg, up)
-        time.sleep(0.2)
-    finally:
-        stop.set()
-        for thread in threads:
-            thread.join(timeout=30)
-    assert not errors, errors
+    writers.check()
     assert "adv_customers done" in log
     assert len(wanted) > 100
     found = dict(

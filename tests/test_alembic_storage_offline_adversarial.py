@@ -23,10 +23,11 @@ import pytest
 import sqlalchemy as sa
 from alembic.migration import MigrationContext
 from alembic.operations import Operations
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 import _clients
 import _databases
+import _writers
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from _offline_scripts import VERSION_TABLE, alembic_sql
 from conftest import Backend, private_engine
@@ -294,7 +295,7 @@ def _ulid_values(engine: Engine) -> dict[int, str]:
     }
 
 
-class _Writers:
+class _Writers(_writers.Writers):
     """Four writers inserting, updating and deleting rows of their own, timed.
 
     They write ``ref`` (bound as text) until the copy is proved, then only
@@ -302,69 +303,51 @@ class _Writers:
     """
 
     def __init__(self, engine: Engine, seeded: dict[int, str]) -> None:
-        self.engine = engine
+        super().__init__(engine, 4, settle=0, join=30)
         self.expected = dict(seeded)
-        self.stop = threading.Event()
-        self.errors: list[BaseException] = []
         self.waits: list[float] = []
         self.lock = threading.Lock()
-        self.threads = [threading.Thread(target=self._run, args=(w,)) for w in range(4)]
 
-    def _run(self, writer: int) -> None:
+    def write(self, conn: Connection, writer: int) -> None:
         mine = [k for k in self.expected if k % 4 == writer]
         next_id = 1_000_000 * (writer + 1)
-        try:
-            with self.engine.connect() as conn:
-                while not self.stop.is_set():
-                    proved = conn.exec_driver_sql(
-                        f"SELECT count(*) FROM pg_constraint WHERE conname = "
-                        f"'ck_{TABLE}_ref__ulid_same' OR (conrelid = to_regclass('{TABLE}') "
-                        "AND contype = 'u' AND conname = 'uq_ref' AND (SELECT atttypid FROM "
-                        f"pg_attribute WHERE attrelid = to_regclass('{TABLE}') AND attname = "
-                        "'ref') = 'uuid'::regtype)"
-                    ).scalar()
-                    conn.rollback()
-                    started = time.monotonic()
-                    with conn.begin():
-                        if proved:
-                            conn.execute(
-                                sa.text(f"UPDATE {TABLE} SET n = n + 1 WHERE id = :i"),
-                                {"i": mine[len(self.waits) % len(mine)]},
-                            )
-                            gone = mine.pop()
-                            conn.execute(sa.text(f"DELETE FROM {TABLE} WHERE id = :i"), {"i": gone})
-                        else:
-                            new, changed, gone = str(new_ulid()), str(new_ulid()), mine.pop()
-                            target = mine[len(self.waits) % len(mine)]
-                            conn.execute(
-                                sa.text(f"INSERT INTO {TABLE} (id, ref, n) VALUES (:i, :r, 0)"),
-                                {"i": next_id, "r": new},
-                            )
-                            conn.execute(
-                                sa.text(f"UPDATE {TABLE} SET ref = :r WHERE id = :i"),
-                                {"i": target, "r": changed},
-                            )
-                            conn.execute(sa.text(f"DELETE FROM {TABLE} WHERE id = :i"), {"i": gone})
-                    with self.lock:
-                        self.waits.append(time.monotonic() - started)
-                        self.expected.pop(gone)
-                        if not proved:
-                            self.expected[next_id], self.expected[target] = new, changed
-                    next_id += 1
-                    time.sleep(0.003)
-        except BaseException as exc:  # reported by the test
-            self.errors.append(exc)
-
-    def __enter__(self) -> _Writers:
-        for thread in self.threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(timeout=30)
-            assert not thread.is_alive()
+        while not self.stop.is_set():
+            proved = conn.exec_driver_sql(
+                f"SELECT count(*) FROM pg_constraint WHERE conname = "
+                f"'ck_{TABLE}_ref__ulid_same' OR (conrelid = to_regclass('{TABLE}') "
+                "AND contype = 'u' AND conname = 'uq_ref' AND (SELECT atttypid FROM "
+                f"pg_attribute WHERE attrelid = to_regclass('{TABLE}') AND attname = "
+                "'ref') = 'uuid'::regtype)"
+            ).scalar()
+            conn.rollback()
+            started = time.monotonic()
+            with conn.begin():
+                if proved:
+                    conn.execute(
+                        sa.text(f"UPDATE {TABLE} SET n = n + 1 WHERE id = :i"),
+                        {"i": mine[len(self.waits) % len(mine)]},
+                    )
+                    gone = mine.pop()
+                    conn.execute(sa.text(f"DELETE FROM {TABLE} WHERE id = :i"), {"i": gone})
+                else:
+                    new, changed, gone = str(new_ulid()), str(new_ulid()), mine.pop()
+                    target = mine[len(self.waits) % len(mine)]
+                    conn.execute(
+                        sa.text(f"INSERT INTO {TABLE} (id, ref, n) VALUES (:i, :r, 0)"),
+                        {"i": next_id, "r": new},
+                    )
+                    conn.execute(
+                        sa.text(f"UPDATE {TABLE} SET ref = :r WHERE id = :i"),
+                        {"i": target, "r": changed},
+                    )
+                    conn.execute(sa.text(f"DELETE FROM {TABLE} WHERE id = :i"), {"i": gone})
+            with self.lock:
+                self.waits.append(time.monotonic() - started)
+                self.expected.pop(gone)
+                if not proved:
+                    self.expected[next_id], self.expected[target] = new, changed
+            next_id += 1
+            time.sleep(0.003)
 
 
 def _reverse_sql() -> str:

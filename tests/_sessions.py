@@ -3,10 +3,13 @@
 A killed session is how the tests interrupt an op as a crash or an operator
 would: from another connection (``pg_terminate_backend`` on PostgreSQL,
 ``KILL`` on MariaDB), so the op meets the error on its next statement.
+``Release`` ends an application's open transaction, in a thread, once a
+statement waits for its locks.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -89,3 +92,72 @@ def mariadb_held_up(monitor: Connection, session: int, seconds: float = 1.0) -> 
     ).one()
     monitor.rollback()
     return bool(waiting) or float(running_ms or 0) >= seconds * 1000
+
+
+def waiting(conn: Connection, like: str = "%", application: str | None = None) -> bool:
+    """Whether another session of this database waits, in a statement ``LIKE like``.
+
+    PostgreSQL: waits for a lock (of ``application`` only, if given).
+    MariaDB's process list shows no lock waits: there, it runs.
+    """
+    if conn.dialect.name == "postgresql":
+        sql = (
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND wait_event_type = 'Lock' AND query LIKE :like "
+            "AND (CAST(:app AS text) IS NULL OR application_name = :app)"
+        )
+    else:
+        sql = (
+            "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = DATABASE() "
+            "AND ID <> CONNECTION_ID() AND INFO LIKE :like"
+        )
+    found = conn.execute(sa.text(sql), {"like": like, "app": application}).scalar()
+    conn.rollback()  # a fresh look each time
+    return bool(found)
+
+
+class Release:
+    """End an open transaction once a statement waits for its locks, in a thread.
+
+    ``release`` (the holder's commit or rollback) runs ``after`` seconds
+    after the wait is seen (``waiting(like, application)``), or after
+    ``bound`` seconds without it; ``seen`` says which.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        release: Callable[[], object],
+        *,
+        like: str = "%",
+        application: str | None = None,
+        after: float = 0.0,
+        bound: float = 30.0,
+    ) -> None:
+        self.seen = False
+        self.thread = threading.Thread(
+            target=self._run, args=(engine, release, like, application, after, bound)
+        )
+        self.thread.start()
+
+    def _run(
+        self,
+        engine: Engine,
+        release: Callable[[], object],
+        like: str,
+        application: str | None,
+        after: float,
+        bound: float,
+    ) -> None:
+        deadline = time.monotonic() + bound
+        with engine.connect() as conn:
+            while not self.seen and time.monotonic() < deadline:
+                self.seen = waiting(conn, like, application)
+                time.sleep(0.01)
+        if self.seen:
+            time.sleep(after)
+        release()
+
+    def join(self, timeout: float = 60) -> None:
+        """Wait for the release."""
+        self.thread.join(timeout)

@@ -30,6 +30,7 @@ from sqlalchemy.engine import Engine
 
 import _databases
 import _writers
+from _sessions import Release
 from conftest import Backend, private_engine
 from sqlalchemy_ulid.alembic import ConversionRefused
 from test_alembic_primary_key_offline_postgresql import (
@@ -359,20 +360,15 @@ def test_a_row_locked_for_a_while_during_a_fill_delays_the_script_only(
     try:
         holder.exec_driver_sql(hold).all()  # an application's transaction, open for a while
 
-        def release() -> None:
-            # Once the script waits for the row, past one lock_timeout.
-            _waiting(pg)
-            time.sleep(0.5)
-            holder.rollback()
-
-        releaser = threading.Thread(target=release)
-        releaser.start()
+        # Once the script waits for the row, past one lock_timeout.
+        releaser = Release(pg, holder.rollback, application=APP, after=0.5, bound=20)
         try:
             log = _ok(pg, up)
         finally:
             releaser.join(timeout=30)
     finally:
         holder.close()
+    assert releaser.seen, "the script never waited for the row"
     assert "lock timeout on" in log, log
     assert _version(pg) == "pk0001"
     assert _rows(pg, rows) == before
@@ -671,12 +667,8 @@ def test_a_repeatable_read_default_does_not_fail_a_batch_that_waited_for_a_write
     try:
         writer.exec_driver_sql("UPDATE adv_customers SET name = 'c7!' WHERE name = 'c7'")
 
-        def commit() -> None:
-            _waiting(pg)  # the batch waits for the writer's row
-            writer.commit()
-
-        committer = threading.Thread(target=commit)
-        committer.start()
+        # Once the batch waits for the writer's row.
+        committer = Release(pg, writer.commit, application=APP, bound=20)
         try:
             options = "-c default_transaction_isolation=repeatable\\ read"
             done = _psql_with(pg, up, options)
@@ -684,6 +676,7 @@ def test_a_repeatable_read_default_does_not_fail_a_batch_that_waited_for_a_write
             committer.join(timeout=30)
     finally:
         writer.close()
+    assert committer.seen, "the script never waited for the row"
     assert done.returncode == 0, done.stderr
     assert _version(pg) == "pk0001"
     assert _rows(pg, "SELECT name FROM adv_customers WHERE legacy_id = 7") == [("c7!",)]

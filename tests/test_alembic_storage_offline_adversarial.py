@@ -30,6 +30,7 @@ import _databases
 import _writers
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from _offline_scripts import VERSION_TABLE, alembic_sql
+from _sessions import Release
 from conftest import Backend, private_engine
 from sqlalchemy_ulid import ULID, new_ulid
 
@@ -511,30 +512,15 @@ def test_a_serializable_default_isolation_does_not_fail_the_copy_behind_a_writer
     script = _op_sql()
     serializable = {"PGOPTIONS": "-c default_transaction_isolation=serializable"}
     assert _psql(engine, script[: script.index("-- copy (fill)")], env=serializable).returncode == 0
-    with engine.connect() as writer, engine.connect() as watcher:
+    with engine.connect() as writer:
         writer.exec_driver_sql(f"UPDATE {TABLE} SET name = 'w' WHERE id = 1")
-        result: list[subprocess.CompletedProcess[str]] = []
-        thread = threading.Thread(
-            target=lambda: result.append(
-                _psql(engine, script, env={**serializable, "PGAPPNAME": "adv-iso"})
-            )
-        )
-        thread.start()
-        deadline = time.monotonic() + 30
-        while (
-            time.monotonic() < deadline
-            and not watcher.exec_driver_sql(
-                "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'adv-iso' "
-                "AND datname = current_database() "
-                "AND wait_event_type = 'Lock'"
-            ).scalar()
-        ):
-            watcher.rollback()
-            time.sleep(0.01)
-        writer.commit()  # the copy's batch waited for this row
-        thread.join(timeout=60)
-    assert result
-    assert result[0].returncode == 0, result[0].stderr
+        # Committed once the copy's batch waits for this row.
+        committer = Release(engine, writer.commit, application="adv-iso")
+        try:
+            done = _psql(engine, script, env={**serializable, "PGAPPNAME": "adv-iso"})
+        finally:
+            committer.join()
+    assert done.returncode == 0, done.stderr
     assert _ulid_values(engine) == seeded
 
 

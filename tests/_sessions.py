@@ -3,8 +3,8 @@
 A killed session is how the tests interrupt an op as a crash or an operator
 would: from another connection (``pg_terminate_backend`` on PostgreSQL,
 ``KILL`` on MariaDB), so the op meets the error on its next statement.
-``Release`` ends an application's open transaction, in a thread, once a
-statement waits for its locks.
+``When`` acts in a thread once a condition holds: ``Release`` ends an
+application's open transaction once a statement waits for its locks.
 """
 
 from __future__ import annotations
@@ -37,6 +37,15 @@ def kill_session(engine: Engine, session: int) -> None:
     with engine.connect() as admin:
         admin.exec_driver_sql(sql)
     time.sleep(0.05)
+
+
+def kill_application(engine: Engine, application: str) -> None:
+    """PostgreSQL: end the sessions of this database that ``application`` opened."""
+    with engine.connect() as admin:
+        admin.exec_driver_sql(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            f"WHERE application_name = '{application}' AND datname = current_database()"
+        )
 
 
 def session_killer(engine: Engine, when: Callable[[str, int], bool]) -> Callable[[], bool]:
@@ -111,17 +120,63 @@ def waiting(conn: Connection, like: str = "%", application: str | None = None) -
             "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = DATABASE() "
             "AND ID <> CONNECTION_ID() AND INFO LIKE :like"
         )
-    found = conn.execute(sa.text(sql), {"like": like, "app": application}).scalar()
-    conn.rollback()  # a fresh look each time
-    return bool(found)
+    return bool(conn.execute(sa.text(sql), {"like": like, "app": application}).scalar())
 
 
-class Release:
-    """End an open transaction once a statement waits for its locks, in a thread.
+class When:
+    """Run ``then()`` in a thread of its own once ``ready(conn)`` is true.
 
-    ``release`` (the holder's commit or rollback) runs ``after`` seconds
-    after the wait is seen (``waiting(like, application)``), or after
-    ``bound`` seconds without it; ``seen`` says which.
+    ``ready`` is asked every 10 ms, on a connection of its own, for
+    ``bound`` seconds at most; ``seen`` says whether it came true. ``then``
+    runs ``after`` seconds later, or at the bound with ``anyway`` (a
+    holder's commit: the test goes on either way). ``join()`` raises what
+    ``then`` raised.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        ready: Callable[[Connection], object],
+        then: Callable[[], object],
+        *,
+        after: float = 0.0,
+        bound: float = 30.0,
+        anyway: bool = False,
+    ) -> None:
+        self.engine, self.ready, self.then = engine, ready, then
+        self.after, self.bound, self.anyway = after, bound, anyway
+        self.seen = False
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            deadline = time.monotonic() + self.bound
+            with self.engine.connect() as conn:
+                while not self.seen and time.monotonic() < deadline:
+                    self.seen = bool(self.ready(conn))
+                    conn.rollback()  # a fresh look each time
+                    time.sleep(0.01)
+            if self.seen:
+                time.sleep(self.after)
+            if self.seen or self.anyway:
+                self.then()
+        except BaseException as exc:  # raised by join()
+            self.error = exc
+
+    def join(self, timeout: float = 60) -> None:
+        """Wait for the thread; raise what ``then`` raised."""
+        self.thread.join(timeout)
+        if self.error is not None:
+            raise self.error
+
+
+class Release(When):
+    """End an open transaction (``release``: its commit or rollback) once a statement waits.
+
+    The statement: ``waiting(like, application)``; ``release`` runs at the
+    bound too, so that the test goes on.
     """
 
     def __init__(
@@ -134,30 +189,11 @@ class Release:
         after: float = 0.0,
         bound: float = 30.0,
     ) -> None:
-        self.seen = False
-        self.thread = threading.Thread(
-            target=self._run, args=(engine, release, like, application, after, bound)
+        super().__init__(
+            engine,
+            lambda conn: waiting(conn, like, application),
+            release,
+            after=after,
+            bound=bound,
+            anyway=True,
         )
-        self.thread.start()
-
-    def _run(
-        self,
-        engine: Engine,
-        release: Callable[[], object],
-        like: str,
-        application: str | None,
-        after: float,
-        bound: float,
-    ) -> None:
-        deadline = time.monotonic() + bound
-        with engine.connect() as conn:
-            while not self.seen and time.monotonic() < deadline:
-                self.seen = waiting(conn, like, application)
-                time.sleep(0.01)
-        if self.seen:
-            time.sleep(after)
-        release()
-
-    def join(self, timeout: float = 60) -> None:
-        """Wait for the release."""
-        self.thread.join(timeout)

@@ -30,7 +30,7 @@ import _databases
 import _writers
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from _offline_scripts import VERSION_TABLE, alembic_sql
-from _sessions import Release
+from _sessions import Release, When, kill_application, waiting
 from conftest import Backend, private_engine
 from sqlalchemy_ulid import ULID, new_ulid
 
@@ -351,6 +351,16 @@ class _Writers(_writers.Writers):
             time.sleep(0.003)
 
 
+def _killed_waiting(engine: Engine, like: str, bound: float) -> When:
+    """psql's session (``adv-kill``) ended once it waits for a lock in a statement ``LIKE like``."""
+    return When(
+        engine,
+        lambda conn: waiting(conn, like, "adv-kill"),
+        lambda: kill_application(engine, "adv-kill"),
+        bound=bound,
+    )
+
+
 def _reverse_sql() -> str:
     buffer = io.StringIO()
     context = MigrationContext.configure(
@@ -385,27 +395,13 @@ def test_killed_in_an_index_build_then_downgraded_then_run_again_under_four_writ
     upto_builds = script[: script.index("-- indexes (concurrent)")]
     first = _psql(engine, upto_builds, "-v", "ON_ERROR_STOP=1")
     assert first.returncode == 0, first.stderr
-    with engine.connect() as writer, engine.connect() as watcher:
+    with engine.connect() as writer:
         writer.exec_driver_sql(f"UPDATE {TABLE} SET n = n WHERE id = 1")
-
-        def kill_in_build() -> None:
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                found = watcher.exec_driver_sql(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE application_name = 'adv-kill' AND datname = current_database() "
-                    "AND query LIKE 'CREATE %%INDEX CONCURRENTLY%%' AND wait_event_type = 'Lock'"
-                ).scalar()
-                watcher.rollback()
-                if found:
-                    return
-                time.sleep(0.01)
-
-        thread = threading.Thread(target=kill_in_build)
-        thread.start()
+        thread = _killed_waiting(engine, "CREATE %INDEX CONCURRENTLY%", bound=60)
         killed = _psql(engine, script, "-v", "ON_ERROR_STOP=1", env={"PGAPPNAME": "adv-kill"})
         thread.join(timeout=70)
         writer.rollback()
+    assert thread.seen
     assert killed.returncode != 0
     assert "terminating connection" in killed.stderr, killed.stderr
     assert _scalar(engine, "SELECT count(*) FROM pg_index WHERE NOT indisvalid") >= 1
@@ -471,28 +467,13 @@ def test_killed_inside_the_swap_waiting_for_its_lock_the_rerun_finishes(engine: 
     script = _op_sql(lock_timeout=20)
     assert _psql(engine, script[: script.index("-- swap (ddl)")]).returncode == 0
     # A writer's open transaction: the swap's LOCK TABLE waits, and is killed.
-    with engine.connect() as writer, engine.connect() as watcher:
+    with engine.connect() as writer:
         writer.exec_driver_sql(f"UPDATE {TABLE} SET name = 'w' WHERE id = 1")
-
-        def kill_in_swap() -> None:
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                found = watcher.exec_driver_sql(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE application_name = 'adv-kill' AND datname = current_database() "
-                    "AND query LIKE 'DO $ulid%%' "
-                    "AND wait_event_type = 'Lock'"
-                ).scalar()
-                watcher.rollback()
-                if found:
-                    return
-                time.sleep(0.01)
-
-        thread = threading.Thread(target=kill_in_swap)
-        thread.start()
+        thread = _killed_waiting(engine, "DO $ulid%", bound=30)
         killed = _psql(engine, script, env={"PGAPPNAME": "adv-kill"})
         thread.join(timeout=40)
         writer.rollback()
+    assert thread.seen
     assert "server closed the connection" in killed.stderr, killed.stderr
     assert "ref__ulid" in {column for column, *_ in _shape(engine)["columns"]}  # nothing swapped
     done = _psql(engine, script)

@@ -4,7 +4,8 @@ A killed session is how the tests interrupt an op as a crash or an operator
 would: from another connection (``pg_terminate_backend`` on PostgreSQL,
 ``KILL`` on MariaDB), so the op meets the error on its next statement.
 ``When`` acts in a thread once a condition holds: ``Release`` ends an
-application's open transaction once a statement waits for its locks.
+application's open transaction once a statement waits for its locks, and
+``hold`` opens that transaction.
 """
 
 from __future__ import annotations
@@ -123,6 +124,19 @@ def waiting(conn: Connection, like: str = "%", application: str | None = None) -
     return bool(conn.execute(sa.text(sql), {"like": like, "app": application}).scalar())
 
 
+def wait_for(engine: Engine, ready: Callable[[Connection], object], bound: float = 30) -> bool:
+    """Return once ``ready(conn)`` is true (asked every 10 ms), or False after ``bound`` s."""
+    deadline = time.monotonic() + bound
+    with engine.connect() as conn:
+        while time.monotonic() < deadline:
+            found = ready(conn)
+            conn.rollback()  # a fresh look each time
+            if found:
+                return True
+            time.sleep(0.01)
+    return False
+
+
 class When:
     """Run ``then()`` in a thread of its own once ``ready(conn)`` is true.
 
@@ -152,12 +166,7 @@ class When:
 
     def _run(self) -> None:
         try:
-            deadline = time.monotonic() + self.bound
-            with self.engine.connect() as conn:
-                while not self.seen and time.monotonic() < deadline:
-                    self.seen = bool(self.ready(conn))
-                    conn.rollback()  # a fresh look each time
-                    time.sleep(0.01)
+            self.seen = wait_for(self.engine, self.ready, self.bound)
             if self.seen:
                 time.sleep(self.after)
             if self.seen or self.anyway:
@@ -197,3 +206,23 @@ class Release(When):
             bound=bound,
             anyway=True,
         )
+
+
+def hold(engine: Engine, *statements: str, end: str = "commit", **options: Any) -> Release:
+    """``statements`` in an open transaction of their own, ended once a statement waits.
+
+    ``end``: ``"commit"`` or ``"rollback"``, then the connection is closed;
+    ``options``: ``Release``'s (``like``, ``application``, ``after``,
+    ``bound``).
+    """
+    conn = engine.connect()
+    for statement in statements:
+        conn.exec_driver_sql(statement)
+
+    def release() -> None:
+        try:
+            getattr(conn, end)()
+        finally:
+            conn.close()
+
+    return Release(engine, release, **options)

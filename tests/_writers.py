@@ -271,6 +271,16 @@ class Appenders(Loop):
             self.written.extend(result)
 
 
+def insert_and_change(
+    conn: Connection, table: str, key: int, ref: object, target: int, changed: object
+) -> None:
+    """A storage test's write: row ``key`` inserted with ``ref``, row ``target``'s changed."""
+    conn.execute(
+        sa.text(f"INSERT INTO {table} (id, ref, n) VALUES (:i, :r, 0)"), {"i": key, "r": ref}
+    )
+    conn.execute(sa.text(f"UPDATE {table} SET ref = :r WHERE id = :i"), {"i": target, "r": changed})
+
+
 class SwapFollowers(Writers):
     """Writers that bind for the new storage from the moment the op's swap begins.
 

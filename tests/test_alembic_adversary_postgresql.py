@@ -17,9 +17,9 @@ from sqlalchemy.engine import Engine
 
 import _clients
 import _databases
+import _sessions
 from _adversary import execute, refused_before_ddl, rows, run_op, scalar
 from _offline_scripts import VERSION_TABLE, alembic_sql
-from _sessions import Release
 from conftest import Backend, private_engine
 
 TABLE = "adv_t"
@@ -257,20 +257,20 @@ def test_every_op_on_names_that_need_quoting(
 # -- the session and other sessions ------------------------------------------------------
 
 
-def _hold_a_snapshot_past(engine: Engine, statement: str, hold: float) -> Release:
+def _hold_a_snapshot_past(engine: Engine, statement: str, hold: float) -> _sessions.Release:
     """A reader holding a snapshot until ``statement`` has waited on a lock ``hold`` s.
 
     A concurrent index build waits for every older snapshot, whoever holds it.
     """
-    conn = engine.connect()
-    conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-    conn.exec_driver_sql("SELECT 1")
-
-    def release() -> None:
-        conn.rollback()
-        conn.close()
-
-    return Release(engine, release, like=statement + "%", after=hold, bound=60)
+    return _sessions.hold(
+        engine,
+        "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ",
+        "SELECT 1",
+        end="rollback",
+        like=statement + "%",
+        after=hold,
+        bound=60,
+    )
 
 
 def test_a_database_statement_timeout_does_not_cancel_the_concurrent_build(pg: Engine) -> None:
@@ -344,22 +344,16 @@ def test_key_conversion_keeps_the_not_null_names_there_and_back(
 
 def _writer_in_the_next_batch(
     engine: Engine, row: int
-) -> tuple[Callable[[object], None], list[Release]]:
+) -> tuple[Callable[[object], None], list[_sessions.Release]]:
     """A progress callback: after the first batch a writer locks ``row`` (in the next
     batch) and commits once the op's batch waits for it."""
-    threads: list[Release] = []
+    threads: list[_sessions.Release] = []
 
     def progress(_: object) -> None:
         if threads:
             return
-        writer = engine.connect()
-        writer.exec_driver_sql(f"UPDATE {TABLE} SET created_at = created_at WHERE id = {row}")
-
-        def commit() -> None:
-            writer.commit()
-            writer.close()
-
-        threads.append(Release(engine, commit, bound=60))
+        update = f"UPDATE {TABLE} SET created_at = created_at WHERE id = {row}"
+        threads.append(_sessions.hold(engine, update, bound=60))
 
     return progress, threads
 

@@ -22,7 +22,7 @@ from sqlalchemy.engine import Connection, Engine
 
 import _databases
 import sqlalchemy_ulid.alembic
-from _sessions import Release
+from _sessions import Release, hold
 from conftest import Backend, private_engine
 from sqlalchemy_ulid import ULID
 from sqlalchemy_ulid.alembic import BackfillProgress
@@ -300,19 +300,13 @@ def test_a_row_whose_time_changes_while_its_batch_waits_gets_its_new_time(
     def after_first_batch(report: BackfillProgress) -> None:
         if releases:
             return
-        writer = server.connect()
-        writer.exec_driver_sql(f"UPDATE {TABLE} SET created_at = '2030-01-01 00:00:00' WHERE k = 2")
-
-        def commit() -> None:
-            writer.commit()
-            writer.close()
-
         # Commit once the backfill's UPDATE waits for this row (bounded); on
         # MariaDB, once it runs: with one row a batch, it waits for ours.
         like = (
             f"UPDATE {TABLE} AS t JOIN%" if server.dialect.name == "mysql" else f"UPDATE {TABLE} %"
         )
-        releases.append(Release(server, commit, like=like, bound=10))
+        update = f"UPDATE {TABLE} SET created_at = '2030-01-01 00:00:00' WHERE k = 2"
+        releases.append(hold(server, update, like=like, bound=10))
 
     with server.connect() as conn:
         context = MigrationContext.configure(conn)

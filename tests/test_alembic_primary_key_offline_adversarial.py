@@ -30,7 +30,7 @@ from sqlalchemy.engine import Engine
 
 import _databases
 import _writers
-from _sessions import Release
+from _sessions import Release, wait_for, waiting
 from conftest import Backend, private_engine
 from sqlalchemy_ulid.alembic import ConversionRefused
 from test_alembic_primary_key_offline_postgresql import (
@@ -309,24 +309,6 @@ def test_a_from_time_out_of_range_stops_the_script_naming_it(
     assert _schema(pg) == schema
 
 
-def _waiting(engine: Engine, wait: float = 20) -> None:
-    """Return once the script's session waits for a lock (or fail after ``wait`` s)."""
-    deadline = time.monotonic() + wait
-    with engine.connect() as conn:
-        while time.monotonic() < deadline:
-            found = conn.exec_driver_sql(
-                "SELECT 1 FROM pg_stat_activity WHERE application_name = %(app)s "
-                "AND datname = current_database() "
-                "AND wait_event_type = 'Lock'",
-                {"app": APP},
-            ).first()
-            conn.rollback()
-            if found is not None:
-                return
-            time.sleep(0.02)
-    pytest.fail("the script never waited for the row")
-
-
 # -- an application's row lock during the fills -------------------------------------------------
 
 
@@ -516,7 +498,9 @@ def test_the_swap_taking_its_locks_never_deadlocks_an_application_transaction(
             text=True, env=env,
         )  # fmt: skip
         try:
-            _waiting(pg)  # the swap holds adv_orders and waits for adv_events
+            # The swap holds adv_orders and waits for adv_events.
+            waited = wait_for(pg, lambda conn: waiting(conn, application=APP), 20)
+            assert waited, "the script never waited for the row"
             blocked = threading.Thread(target=read_customers)
             blocked.start()
             time.sleep(0.2)

@@ -276,14 +276,7 @@ class _Writers(_writers.Writers):
             new, changed = _new(self.op), _new(self.op)
             target = mine[self.writes % len(mine)]
             with conn.begin():
-                conn.execute(
-                    sa.text(f"INSERT INTO {TABLE} (id, ref, n) VALUES (:i, :r, 0)"),
-                    {"i": next_id, "r": new},
-                )
-                conn.execute(
-                    sa.text(f"UPDATE {TABLE} SET ref = :r WHERE id = :i"),
-                    {"i": target, "r": changed},
-                )
+                _writers.insert_and_change(conn, TABLE, next_id, new, target, changed)
             with self.lock:
                 self.expected[next_id], self.expected[target] = new, changed
                 self.writes += 1

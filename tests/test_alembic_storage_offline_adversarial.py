@@ -333,14 +333,7 @@ class _Writers(_writers.Writers):
                 else:
                     new, changed, gone = str(new_ulid()), str(new_ulid()), mine.pop()
                     target = mine[len(self.waits) % len(mine)]
-                    conn.execute(
-                        sa.text(f"INSERT INTO {TABLE} (id, ref, n) VALUES (:i, :r, 0)"),
-                        {"i": next_id, "r": new},
-                    )
-                    conn.execute(
-                        sa.text(f"UPDATE {TABLE} SET ref = :r WHERE id = :i"),
-                        {"i": target, "r": changed},
-                    )
+                    _writers.insert_and_change(conn, TABLE, next_id, new, target, changed)
                     conn.execute(sa.text(f"DELETE FROM {TABLE} WHERE id = :i"), {"i": gone})
             with self.lock:
                 self.waits.append(time.monotonic() - started)

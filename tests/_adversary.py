@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from alembic.migration import MigrationContext
 from alembic.operations import Operations
 from sqlalchemy.engine import Engine
 
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
+from _offline_scripts import upgrade
 from conftest import recording
 
 #: Statement heads that change the schema or the data.
@@ -45,9 +45,7 @@ def run_op(
             setup(conn)
             conn.commit()
             seen.clear()
-        context = MigrationContext.configure(conn)
-        with context.begin_transaction(), context.begin_transaction(_per_migration=True):
-            call(Operations(context))
+        upgrade(conn, call)
     return seen
 
 

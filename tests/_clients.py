@@ -3,7 +3,9 @@
 Both take the engine the test uses, so they follow its database (a
 pytest-xdist worker's own, or a database a test made). ``psql`` stops at the
 first error unless ``stop=False`` (as ``psql -f`` alone does); ``mariadb``
-always stops at the first error (``--batch``).
+always stops at the first error (``--batch``). ``run()`` runs the engine's own
+one; ``check=True`` fails the test, showing the client's stderr, if it did not
+succeed.
 """
 
 from __future__ import annotations
@@ -40,10 +42,11 @@ def psql(
     stop: bool = True,
     app: str | None = None,
     env: dict[str, str] | None = None,
-    timeout: float = 90,
+    timeout: float = 120,
+    check: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     """Run ``script`` with the real psql (``stop``: with ON_ERROR_STOP=1, as the docs say)."""
-    return subprocess.run(
+    done = subprocess.run(
         psql_args(engine, *options, stop=stop),
         input=script,
         text=True,
@@ -52,6 +55,7 @@ def psql(
         check=False,
         env=psql_env(engine, app, **(env or {})),
     )
+    return _checked(done) if check else done
 
 
 def mariadb_args(engine: Engine, *options: str) -> list[str]:
@@ -63,10 +67,10 @@ def mariadb_args(engine: Engine, *options: str) -> list[str]:
 
 
 def mariadb(
-    engine: Engine, script: str, *options: str, timeout: float = 120
+    engine: Engine, script: str, *options: str, timeout: float = 120, check: bool = False
 ) -> subprocess.CompletedProcess[str]:
     """Run ``script`` with the real mariadb client (it stops at the first error)."""
-    return subprocess.run(
+    done = subprocess.run(
         mariadb_args(engine, *options),
         input=script,
         capture_output=True,
@@ -74,3 +78,20 @@ def mariadb(
         check=False,
         timeout=timeout,
     )
+    return _checked(done) if check else done
+
+
+def run(
+    engine: Engine, script: str, *, timeout: float = 120, check: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` with the engine's own client (psql or mariadb), stopping at an error."""
+    client = _CLIENTS[engine.url.get_backend_name()]
+    return client(engine, script, timeout=timeout, check=check)
+
+
+_CLIENTS = {"postgresql": psql, "mysql": mariadb}
+
+
+def _checked(done: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+    assert done.returncode == 0, f"the client failed:\n{done.stderr[-3000:]}\n{done.stdout[-1500:]}"
+    return done

@@ -306,9 +306,17 @@ def drop_conversion_leftovers(conn: Connection, table: str) -> None:
     """MariaDB: what an online storage conversion of ``table`` cut short leaves.
 
     Its three triggers and its ``_<table>__new`` and ``_<table>__old`` copies;
-    drop the tables that reference them first.
+    drop the tables that reference them first. And its row in the ops' state
+    table (the table too, once empty).
     """
     for event in ("del", "upd", "ins"):
         conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS _{table}__ulid_{event}")
     for copy in ("new", "old"):
         conn.exec_driver_sql(f"DROP TABLE IF EXISTS _{table}__{copy}")
+    if sa.inspect(conn).has_table("sqlalchemy_ulid_migrations"):
+        conn.execute(
+            sa.text("DELETE FROM sqlalchemy_ulid_migrations WHERE target LIKE :t"),
+            {"t": f"{table}.%"},
+        )
+        if not conn.exec_driver_sql("SELECT 1 FROM sqlalchemy_ulid_migrations LIMIT 1").first():
+            conn.exec_driver_sql("DROP TABLE sqlalchemy_ulid_migrations")

@@ -17,7 +17,6 @@ import dataclasses
 import io
 import random
 import re
-import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,23 +118,11 @@ class Project:
 # --- running a script -------------------------------------------------------------------------
 
 
-def run_script(engine: Engine, script: str) -> subprocess.CompletedProcess[str]:
-    """Run ``script`` with the database's own client, stopping at the first error."""
-    runner = _RUNNERS[engine.url.get_backend_name()]
-    return runner(engine, script)
-
-
 def applied(engine: Engine, script: str, what: str = "script") -> str:
     """Run ``script``; fail the test, showing the client's output, if it did not succeed."""
-    done = run_script(engine, script)
+    done = _clients.run(engine, script)
     assert done.returncode == 0, f"{what} failed:\n{done.stderr[-3000:]}\n{done.stdout[-1500:]}"
     return done.stderr + done.stdout
-
-
-_RUNNERS: dict[str, Callable[[Engine, str], subprocess.CompletedProcess[str]]] = {
-    "postgresql": lambda engine, script: _clients.psql(engine, script, timeout=120),
-    "mysql": lambda engine, script: _clients.mariadb(engine, script, "--unbuffered"),
-}
 
 
 # --- one op on one database, and the checks every op gets ------------------------------------
@@ -348,7 +335,7 @@ def stopped_at(engine: Engine, n: int | None) -> Iterator[list[str]]:
 def _finish(run: Run, project: Project, mode: str) -> str | None:
     """Finish the op in ``mode``; None when done, else what refused (or failed)."""
     if mode == "offline":
-        done = run_script(run.engine, run.script(project))
+        done = _clients.run(run.engine, run.script(project))
         return None if done.returncode == 0 else (done.stderr + done.stdout)[-1500:]
     try:
         run.online(project)

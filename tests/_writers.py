@@ -329,8 +329,15 @@ class SwapFollowers(Writers):
     def watch(self, prefix: str) -> Callable[[], None]:
         """Raise the swap flag just before the op sends its swap; returns the undo."""
 
+        def swap(statement: str) -> bool:
+            # MariaDB's DDL comes framed by its lock timeout: SET STATEMENT ... FOR <it>.
+            text = statement.lstrip()
+            if text.startswith("SET STATEMENT "):
+                text = text.split(" FOR ", 1)[1]
+            return text.startswith(prefix)
+
         def hook(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-            if statement.lstrip().startswith(prefix) and not self.swapping.is_set():
+            if swap(statement) and not self.swapping.is_set():
                 self.swap_started = time.monotonic()
                 self.swapping.set()
                 if self.gate is not None:
@@ -338,7 +345,7 @@ class SwapFollowers(Writers):
                         pass
 
         def done(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-            if statement.lstrip().startswith(prefix):
+            if swap(statement):
                 self.swap_done = time.monotonic()
 
         sa.event.listen(self.engine, "before_cursor_execute", hook)

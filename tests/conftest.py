@@ -83,6 +83,7 @@ SERVER_TIER = frozenset(
         "test_alembic_adversary_postgresql",
         "test_alembic_concurrent_index",
         "test_alembic_faults",
+        "test_alembic_fill_adversarial",
         "test_alembic_locks",
         "test_alembic_online",
         "test_alembic_online_offline",
@@ -94,8 +95,10 @@ SERVER_TIER = frozenset(
         "test_alembic_primary_key_swap_lock_mariadb",
         "test_alembic_run_lock",
         "test_alembic_script_lock",
+        "test_alembic_state_lock",
         "test_alembic_statement_timeout",
         "test_alembic_storage_adversarial",
+        "test_alembic_storage_golden_mariadb",
         "test_alembic_storage_offline",
         "test_alembic_storage_offline_adversarial",
         "test_alembic_storage_offline_mariadb",
@@ -137,15 +140,26 @@ PROJECT_TIER = frozenset(
     }
 )
 #: Tests of a Python-tier module that are server tier all the same: a big
-#: table (100,000 rows through every op), and an op killed at each of its
-#: phases then rerun (one migration per phase; the op's state on the server
-#: is what they test, as in the server tier's other killed-and-rerun tests).
-#: The modules' other tests run the ops up and down on small tables in every
-#: job.
+#: table (100,000 rows through every op); an op or its script killed at each
+#: of its phases or steps then rerun (one migration per phase; the op's state
+#: on the server is what they test, as in the server tier's other
+#: killed-and-rerun tests); an op against another session's locks (a
+#: blocking reader, a deadlock with a writer, lock_timeout); the server's
+#: limit on bound parameters (an IN list longer than a statement takes);
+#: feeds under several concurrent writers, and settle="auto" reading the
+#: server's open transactions. The modules' other tests (the ops up and down
+#: on small tables, IN lists, feeds with a late commit) run in every job.
 SERVER_TESTS = (
     "test_alembic_ops.py::test_100k_rows_survive_backfill_and_conversion",
     "test_alembic_primary_key.py::test_interrupted_at_each_phase_then_rerun",
     "test_alembic_primary_key.py::test_downgrade_killed_at_each_phase_then_rerun",
+    "test_alembic_primary_key.py::test_a_blocking_reader_makes_the_ddl_give_up_then_the_rerun",
+    "test_alembic_primary_key.py::test_a_writer_between_two_tables_is_not_the_swaps_deadlock",
+    "test_alembic_engine.py::test_the_script_stopped_after_each_step_then_run_again_finishes",
+    "test_alembic_engine.py::test_a_step_waits_for_its_lock_only_lock_timeout_long_then_tries",
+    "test_comparator.py::test_in_with_more_ids_than_a_statement_takes_parameters",
+    "test_feed.py::test_concurrent_writers_",
+    "test_feed.py::test_auto_waits_for_the_oldest_writer",
 )
 #: Tests of a server-tier module that every job runs: they depend on the
 #: SQLAlchemy version (follow() survives kills through SQLAlchemy's
@@ -473,6 +487,19 @@ def private_engine(
             drop(engine)
     finally:
         engine.dispose()
+
+
+@pytest.fixture(params=SERVERS)
+def server(request: pytest.FixtureRequest, backends: dict[str, Backend]) -> Iterator[Engine]:
+    """A private engine (``private_engine``) on PostgreSQL, then on MariaDB.
+
+    The test's module's ``_drop(engine)``, where it has one, is the clean-up
+    that runs before and after. A module needing more (a table made first)
+    defines a ``server`` fixture of its own.
+    """
+    drop = getattr(request.module, "_drop", None)
+    with private_engine(backends[request.param], drop) as engine:
+        yield engine
 
 
 def connection_env_py(version_table: str) -> str:

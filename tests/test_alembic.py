@@ -198,17 +198,19 @@ def test_a_changed_storage_is_detected(project: Config, engine: Engine, backend:
 
 def test_alembic_cli_check_is_clean(tmp_path: Path, engine: Engine, backend: Backend) -> None:
     """The real `alembic check` command finds nothing after an upgrade."""
-    _offline_scripts.project(tmp_path, CLI_ENV_PY, template=True)
-    (tmp_path / "models.py").write_text(MODELS_PY)
-    ini = tmp_path / "alembic.ini"
-    ini.write_text(
-        f"[alembic]\nscript_location = {tmp_path}\nprepend_sys_path = {tmp_path}\n"
-        "path_separator = os\n"
+    config = _offline_scripts.project(
+        tmp_path,
+        CLI_ENV_PY,
+        template=True,
+        ini=f"prepend_sys_path = {tmp_path}\npath_separator = os\n",
     )
+    (tmp_path / "models.py").write_text(MODELS_PY)
+    ini = config.config_file_name
     assert backend.url is not None
+    assert ini is not None
     # revision and upgrade through the Python API with the same ini and -x
     # argument; the subprocess (a second of interpreter start-up) only checks.
-    config = Config(str(ini), cmd_opts=Namespace(x=[f"url={backend.url}"]))
+    config.cmd_opts = Namespace(x=[f"url={backend.url}"])
     sys.path.insert(0, str(tmp_path))
     # Another test in this process (the tutorial's page) may have imported a
     # module of the same name: env.py must import this project's.
@@ -218,7 +220,7 @@ def test_alembic_cli_check_is_clean(tmp_path: Path, engine: Engine, backend: Bac
         command.revision(config, autogenerate=True, message="ulids")
         command.upgrade(config, "head")
         result = subprocess.run(
-            [sys.executable, "-m", "alembic", "-c", str(ini), "-x", f"url={backend.url}", "check"],
+            [sys.executable, "-m", "alembic", "-c", ini, "-x", f"url={backend.url}", "check"],
             capture_output=True,
             text=True,
             cwd=tmp_path,

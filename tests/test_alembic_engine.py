@@ -20,9 +20,7 @@ import io
 import itertools
 import logging
 import re
-import subprocess
 import uuid
-from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -37,7 +35,8 @@ from sqlalchemy.engine import Engine
 import _clients
 import _databases
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
-from conftest import Backend, private_engine, recording
+from _offline_scripts import op_sql, run_online
+from conftest import recording
 from sqlalchemy_ulid import ULID
 from sqlalchemy_ulid._time import to_ms
 from sqlalchemy_ulid.alembic._add import AddULIDColumnOp, AddUUID7ColumnOp, add_names
@@ -47,19 +46,13 @@ from sqlalchemy_ulid.alembic._plan.render_mariadb import lock_wrapped
 from sqlalchemy_ulid.alembic._plan.run import run_plan
 from sqlalchemy_ulid.alembic._plan.state import STATE_TABLE, literal
 from sqlalchemy_ulid.alembic._plan.step import Plan, Step
-from sqlalchemy_ulid.alembic._storage._shadow import AUTO_INC_BATCH_SECONDS
+from sqlalchemy_ulid.alembic.mysql.storage_copy import AUTO_INC_BATCH_SECONDS
 
 #: Long enough that the default constraint and check names are hashed.
 TABLE = "engine_orders_with_a_name_long_enough_for_hashed_constraint_names"[:60]
 COLUMN = "public_id"
 BASE = datetime(2024, 1, 1)
 ROWS = 40
-
-
-@pytest.fixture(params=["postgresql", "mysql"])
-def server(request: pytest.FixtureRequest, backends: dict[str, Backend]) -> Iterator[Engine]:
-    with private_engine(backends[request.param], _drop) as engine:
-        yield engine
 
 
 def _drop(engine: Engine) -> None:
@@ -89,32 +82,13 @@ def _op(**options: Any) -> AddULIDColumnOp:
 
 def _online(engine: Engine) -> list[str]:
     """Run the op online; return the statements sent."""
-    with recording(engine) as seen, engine.connect() as conn:
-        context = MigrationContext.configure(conn)
-        # As Alembic's run_migrations() nests them.
-        with context.begin_transaction(), context.begin_transaction(_per_migration=True):
-            Operations(context).invoke(_op())
+    with recording(engine) as seen:
+        run_online(engine, _op())
     return seen
 
 
-def _script(engine: Engine) -> str:
-    buffer = io.StringIO()
-    context = MigrationContext.configure(
-        dialect_name=engine.dialect.name, opts={"as_sql": True, "output_buffer": buffer}
-    )
-    Operations(context).invoke(_op())
-    return buffer.getvalue()
-
-
-def _client(engine: Engine, script: str) -> subprocess.CompletedProcess[str]:
-    if engine.dialect.name == "postgresql":
-        return _clients.psql(engine, script, stop=False, timeout=120)
-    return _clients.mariadb(engine, script)
-
-
 def _ok(engine: Engine, script: str) -> None:
-    done = _client(engine, script)
-    assert done.returncode == 0, done.stderr
+    _clients.run(engine, script, check=True)
 
 
 def _schema(engine: Engine) -> dict[str, Any]:
@@ -173,7 +147,7 @@ def test_online_sends_the_plans_ddl_and_the_script_holds_it(server: Engine) -> N
     sent = [s for s in unwrapped if s in wanted]
     # Every step was still to do on a new table (the INVALID index's drop aside).
     assert sent == [s for s in wanted if not s.startswith("DROP INDEX")]
-    script = _script(server)
+    script = op_sql(server, _op())
     for statement in wanted:
         if server.dialect.name == "postgresql":
             assert statement in script or literal(statement) in script, statement
@@ -194,7 +168,7 @@ def test_online_and_offline_end_in_the_same_schema(server: Engine) -> None:
     assert not online["state"]  # a finished op leaves no state table
     assert any(name != name[:40] for name, *_ in online["unique"] + online["indexes"])
     _seed(server)
-    script = _script(server)
+    script = op_sql(server, _op())
     _ok(server, script)
     _check_ids(server)
     assert _schema(server) == online
@@ -216,7 +190,7 @@ def test_the_script_stopped_after_each_step_then_run_again_finishes(server: Engi
     _seed(server)
     _online(server)
     reference = _schema(server)
-    script = _script(server)
+    script = op_sql(server, _op())
     starts = _steps(script)
     assert len(starts) >= 4
     for stop in [*starts, len(script)]:
@@ -406,7 +380,7 @@ def test_a_batch_step_runs_online_and_in_the_script_to_the_same_end(server: Engi
         conn.execution_options(isolation_level="AUTOCOMMIT")
         with pytest.raises(ValueError, match="mark_rows: a negative id"):
             run_plan(conn, plan, database)
-    refused = _client(server, database.render(plan))
+    refused = _clients.run(server, database.render(plan))
     assert refused.returncode != 0
     assert "mark_rows: a negative id" in refused.stderr
     with server.connect() as conn:

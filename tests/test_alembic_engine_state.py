@@ -20,19 +20,15 @@ from sqlalchemy_ulid.alembic._plan.state import read_legacy, read_state
 from sqlalchemy_ulid.alembic._primary_key._fill import add_shadows
 from sqlalchemy_ulid.alembic._primary_key._plan import build_plan
 from sqlalchemy_ulid.alembic._primary_key._state import mark_done, save_state
-from test_alembic_primary_key import _check_ulids
+from test_alembic_primary_key import (
+    _check_ulids,
+    _drop,  # noqa: F401  (the server fixture's clean-up)
+)
 from test_alembic_primary_key import _convert as _convert_pk
-from test_alembic_primary_key import _drop as _drop_pk
 from test_alembic_primary_key import _seed as _seed_pk
 from test_alembic_storage_online import _create, _run
 
 ITEMS = "eng_legacy_items"
-
-
-@pytest.fixture(params=["postgresql", "mysql"])
-def server(request: pytest.FixtureRequest, backends: dict[str, Backend]) -> Iterator[Engine]:
-    with private_engine(backends[request.param], _drop_pk) as engine:
-        yield engine
 
 
 def test_a_key_conversion_in_flight_is_read(server: Engine) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -30,7 +30,7 @@ import _databases
 import _writers
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from _sessions import kill_session, session_id
-from conftest import Backend, private_engine, recording
+from conftest import recording
 from sqlalchemy_ulid import ULID, ULIDType, new_ulid
 from sqlalchemy_ulid._time import to_ms
 
@@ -43,16 +43,6 @@ TEXTS = [str(new_ulid()) for _ in range(20)]
 
 class Interrupted(Exception):
     """The fault a hook raises in place of a statement."""
-
-
-@pytest.fixture(params=["postgresql", "mysql"])
-def server(request: pytest.FixtureRequest, backends: dict[str, Backend]) -> Iterator[Engine]:
-    """A private engine (no pool) on PostgreSQL or MariaDB; killed sessions stay ours.
-
-    Not SQLite: its DDL is transactional and it has no sessions to kill.
-    """
-    with private_engine(backends[request.param], _drop) as engine:
-        yield engine
 
 
 _drop = _databases.dropper(TABLE)

@@ -45,12 +45,6 @@ def postgresql(backends: dict[str, Backend]) -> Iterator[Engine]:
         yield engine
 
 
-@pytest.fixture(params=["postgresql", "mysql"])
-def server(request: pytest.FixtureRequest, backends: dict[str, Backend]) -> Iterator[Engine]:
-    with private_engine(backends[request.param], _drop) as engine:
-        yield engine
-
-
 def _time_type(engine: Engine) -> str:
     return "DATETIME(6)" if engine.dialect.name == "mysql" else "TIMESTAMP(6)"
 

@@ -29,6 +29,7 @@ from sqlalchemy.engine import Connection, Engine
 import _databases
 import _writers
 import sqlalchemy_ulid.alembic
+from _offline_scripts import run_online
 from _sessions import session_killer
 from conftest import Backend, private_engine, recording
 from sqlalchemy_ulid import ULID
@@ -85,20 +86,12 @@ def _seed(engine: Engine, rows: int) -> None:
 
 def _online(engine: Engine, **options: Any) -> None:
     """Run the op as `alembic upgrade` does: in a transaction that Alembic began."""
-    with engine.connect() as conn:
-        context = MigrationContext.configure(conn)
-        # As Alembic's run_migrations() nests them: the outer one is the
-        # transaction on PostgreSQL, the inner one on MariaDB.
-        with context.begin_transaction(), context.begin_transaction(_per_migration=True):
-            Operations(context).add_ulid_column(
-                TABLE,
-                "public_id",
-                "created_at",
-                online=True,
-                server_default=options.pop("server_default", True),
-                batch_size=options.pop("batch_size", 1000),
-                **options,
-            )
+    options.setdefault("server_default", True)
+    options.setdefault("batch_size", 1000)
+    run_online(
+        engine,
+        lambda op: op.add_ulid_column(TABLE, "public_id", "created_at", online=True, **options),
+    )
 
 
 def _checksum(engine: Engine, below: int) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import io
 import os
 import re
-import subprocess
 import time
 from collections.abc import Iterator
 from datetime import datetime, timezone
@@ -28,7 +27,7 @@ import _clients
 import _databases
 import _writers
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
-from _offline_scripts import VERSION_TABLE, alembic_sql
+from _offline_scripts import VERSION_TABLE, alembic_sql, op_sql
 from conftest import Backend, private_engine
 from sqlalchemy_ulid import ULID
 from sqlalchemy_ulid._time import to_ms
@@ -46,18 +45,11 @@ def pg(backends: dict[str, Backend]) -> Iterator[Engine]:
 
 def _script(table: str) -> str:
     """The ``--sql`` output of ``add_ulid_column(table, ..., online=True)``."""
-    buffer = io.StringIO()
-    context = MigrationContext.configure(
-        dialect_name="postgresql",
-        opts={"as_sql": True, "output_buffer": buffer, "transactional_ddl": True},
+    return op_sql(
+        "postgresql",
+        lambda ops: ops.add_ulid_column(table, "public_id", "created_at", online=True),
+        transactional_ddl=True,
     )
-    Operations(context).add_ulid_column(table, "public_id", "created_at", online=True)
-    return buffer.getvalue()
-
-
-def _psql(engine: Engine, script: str, stop: bool = True) -> subprocess.CompletedProcess[str]:
-    """Run the script with the real psql (``stop``: as the docs say, ON_ERROR_STOP=1)."""
-    return _clients.psql(engine, script, stop=stop, timeout=60)
 
 
 def _make(engine: Engine, table: str, time_type: str, values: list[str]) -> str:
@@ -88,7 +80,7 @@ def test_offline_script_runs_for_a_table_name_with_a_quote_or_percent(
 ) -> None:
     quoted = _make(pg, table, time_type, values)
     try:
-        done = _psql(pg, _script(table))
+        done = _clients.psql(pg, _script(table))
         assert done.returncode == 0, done.stderr
         assert f"rows of {table}.public_id filled" in done.stderr
         with pg.connect() as conn:
@@ -118,7 +110,7 @@ def test_offline_script_refuses_a_time_column_that_cannot_date_ids(
 ) -> None:
     quoted = _make(pg, "offline_num", time_type, [value])
     try:
-        done = _psql(pg, _script("offline_num"), stop=stop)
+        done = _clients.psql(pg, _script("offline_num"), stop=stop)
         assert done.returncode != 0
         assert "offline_num.created_at is" in done.stderr, done.stderr
         assert "not a timestamp or an integer of Unix milliseconds" in done.stderr
@@ -163,12 +155,12 @@ def test_offline_script_run_whole_a_second_time_does_nothing(pg: Engine, table: 
     quoted = _make(pg, table, "timestamp", DAYS)
     try:
         script = _script(table)
-        first = _psql(pg, script)
+        first = _clients.psql(pg, script)
         assert first.returncode == 0, first.stderr
         done = _pg_schema(pg, table)
         with pg.connect() as conn:
             ids = conn.exec_driver_sql(f"SELECT public_id FROM {quoted} ORDER BY id").all()
-        again = _psql(pg, script)
+        again = _clients.psql(pg, script)
         assert again.returncode == 0, again.stderr
         assert _pg_schema(pg, table) == done
         with pg.connect() as conn:
@@ -185,7 +177,7 @@ def test_offline_script_rerun_drops_an_invalid_index_left_by_a_failed_build(pg: 
     try:
         script = _script("offline_invalid")
         phase4 = script.index("-- drop invalid unique index")
-        head = _psql(pg, script[:phase4])
+        head = _clients.psql(pg, script[:phase4])
         assert head.returncode == 0, head.stderr
         # A build that failed half-way (here: on a duplicate) leaves the index INVALID.
         with pg.connect() as conn:
@@ -206,7 +198,7 @@ def test_offline_script_rerun_drops_an_invalid_index_left_by_a_failed_build(pg: 
                 "UPDATE offline_invalid SET public_id = %(v)s WHERE id = 2", {"v": second}
             )
         assert ("uq_offline_invalid_public_id", False, True) in _pg_schema(pg, "offline_invalid")[2]
-        rest = _psql(pg, script)
+        rest = _clients.psql(pg, script)
         assert rest.returncode == 0, rest.stderr
         _, constraints, indexes = _pg_schema(pg, "offline_invalid")
         assert ("uq_offline_invalid_public_id", "u", True) in constraints
@@ -242,11 +234,6 @@ def _ours(script: str) -> str:
     start = script.index("-- add_ulid_column(")
     end = script.index("\n", script.index("SET SESSION sql_mode = @sqlalchemy_ulid_sql_mode"))
     return script[start:end]
-
-
-def _mariadb(engine: Engine, script: str, *options: str) -> subprocess.CompletedProcess[str]:
-    """Run a script with the real mariadb client (it stops at the first error)."""
-    return _clients.mariadb(engine, script, *options)
 
 
 def _maria_make(engine: Engine, quoted: str, columns: str, rows: str = "") -> None:
@@ -304,7 +291,7 @@ def test_mariadb_offline_script_fills_while_a_writer_inserts(maria: Engine, tmp_
     # lock_timeout's default, the statement's own (nothing left on the session)
     assert "SET STATEMENT lock_wait_timeout=1, innodb_lock_wait_timeout=1 FOR ALTER" in script
     with _LiveWriter(maria, 1, join=30, daemon=True) as writer:
-        done = _mariadb(maria, script)
+        done = _clients.mariadb(maria, script)
     writer.check()
     assert done.returncode == 0, done.stderr
     # The rows, and the writer's rows inserted before the DEFAULT was set.
@@ -334,7 +321,7 @@ def test_mariadb_offline_script_fills_while_a_writer_inserts(maria: Engine, tmp_
     assert [u["column_names"] for u in unique] == [["public_id"]]
     # The backfill block again: nothing to do, nothing changed.
     block = script[script.index("-- fill (fill)") : script.index("-- not null (ddl)")]
-    again = _mariadb(maria, block)
+    again = _clients.mariadb(maria, block)
     assert again.returncode == 0, again.stderr
     assert "filled" not in again.stdout
     with maria.connect() as conn:
@@ -357,7 +344,7 @@ def test_mariadb_offline_script_runs_for_odd_names(maria: Engine, tmp_path: Path
         script = _alembic_sql(
             maria, tmp_path, f"add_ulid_column({table!r}, 'public_id', 'created_at', online=True)"
         )
-        done = _mariadb(maria, script)
+        done = _clients.mariadb(maria, script)
         assert done.returncode == 0, done.stderr
         with maria.connect() as conn:
             ids = conn.exec_driver_sql(
@@ -397,7 +384,7 @@ def test_mariadb_offline_script_dates_ids_exactly(
             tmp_path,
             "add_ulid_column('offline_exact', 'public_id', 'created_at', online=True)",
         )
-        done = _mariadb(
+        done = _clients.mariadb(
             maria,
             script + "SELECT @@SESSION.time_zone AS zone_after;",
             "--init-command=SET time_zone = '+05:00'",
@@ -454,7 +441,7 @@ def test_mariadb_offline_script_refuses_before_any_change(
             tmp_path,
             "add_ulid_column('offline_bad', 'public_id', 'created_at', online=True)",
         )
-        done = _mariadb(maria, script)
+        done = _clients.mariadb(maria, script)
         assert done.returncode != 0
         assert message in done.stderr, done.stderr
         assert "ERROR 1644 (45000)" in done.stderr
@@ -491,7 +478,7 @@ def test_mariadb_offline_batch_stops_at_a_time_no_ulid_holds(
             "add_ulid_column('offline_times', 'public_id', 'created_at', online=True, "
             "batch_size=1)",
         )
-        done = _mariadb(maria, script)
+        done = _clients.mariadb(maria, script)
         assert done.returncode != 0
         assert message in done.stderr, done.stderr
         with maria.connect() as conn:
@@ -509,7 +496,7 @@ def test_mariadb_offline_batch_stops_at_a_time_no_ulid_holds(
                 + ("1700000000002" if "int" in time_type else "'2024-01-03'")
                 + " WHERE id = 2"
             )
-        again = _mariadb(maria, _ours(script))  # the op's whole script, again
+        again = _clients.mariadb(maria, _ours(script))  # the op's whole script, again
         assert again.returncode == 0, again.stderr
         with maria.connect() as conn:
             after = conn.exec_driver_sql(
@@ -566,18 +553,18 @@ def test_mariadb_offline_not_null_step_stops_at_a_row_written_without_an_id(
         phase3 = script.index("-- not null (ddl)")
         # The session settings the script begins with (after Alembic's own table).
         setup = script[script.index("-- add_ulid_column(") : script.index("-- add_ulid_column:")]
-        head = _mariadb(maria, script[:phase3])
+        head = _clients.mariadb(maria, script[:phase3])
         assert head.returncode == 0, head.stderr
         with maria.begin() as conn:
             conn.exec_driver_sql("INSERT INTO offline_late (id, created_at) VALUES (3, 5)")
-        tail = _mariadb(maria, setup + script[phase3 : script.index("-- unique key (ddl)")])
+        tail = _clients.mariadb(maria, setup + script[phase3 : script.index("-- unique key (ddl)")])
         assert tail.returncode != 0
         assert "Data truncated for column 'public_id'" in tail.stderr, tail.stderr
         assert _columns(maria, "offline_late")["public_id"] == ("BINARY(16)", True)
         with maria.connect() as conn:
             late = conn.exec_driver_sql("SELECT public_id FROM offline_late WHERE id = 3").scalar()
         assert late is None  # no empty bytes, no id of another time
-        again = _mariadb(maria, _ours(script))
+        again = _clients.mariadb(maria, _ours(script))
         assert again.returncode == 0, again.stderr
         with maria.connect() as conn:
             ids = conn.exec_driver_sql("SELECT public_id FROM offline_late ORDER BY id").scalars()

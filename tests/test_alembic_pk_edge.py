@@ -19,11 +19,13 @@ from alembic.migration import MigrationContext
 from alembic.operations import Operations
 from sqlalchemy.engine import Engine
 
+import _clients
 import _databases
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
+from _offline_scripts import run_online
 from conftest import Backend, private_engine
 from sqlalchemy_ulid.alembic import ConversionRefused
-from test_alembic_primary_key_offline_postgresql import _ok, _project, _psql, _script
+from test_alembic_primary_key_offline_postgresql import APP, _ok, _project, _script
 
 TABLES = ("adv_kid", "adv_par", "ulid_key_conversions", "alembic_version_pk_test")
 
@@ -51,10 +53,7 @@ def maria_converting(backends: dict[str, Backend]) -> Iterator[Engine]:
 
 def _convert(engine: Engine, table: str, **options: Any) -> None:
     """Run the op as `alembic upgrade` does."""
-    with engine.connect() as conn:
-        context = MigrationContext.configure(conn)
-        with context.begin_transaction(), context.begin_transaction(_per_migration=True):
-            Operations(context).convert_primary_key_to_ulid(table, **options)
+    run_online(engine, lambda op: op.convert_primary_key_to_ulid(table, **options))
 
 
 def _columns(engine: Engine, table: str) -> list[str]:
@@ -270,7 +269,7 @@ def test_an_operator_class_of_the_new_type_is_refused_online_and_offline(
             Operations(context).restore_legacy_primary_key("adv_par")
     assert _columns(pg_converting, "adv_kid") == ["cid", "par_id"]
     config = _project(tmp_path, pg_converting, table="adv_par")
-    done = _psql(pg_converting, _script(config, "downgrade"))
+    done = _clients.psql(pg_converting, _script(config, "downgrade"), app=APP)
     assert done.returncode != 0
     assert refusal in done.stderr
     assert _columns(pg_converting, "adv_kid") == ["cid", "par_id"]

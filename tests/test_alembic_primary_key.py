@@ -19,7 +19,6 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -71,13 +70,6 @@ def downgrade():
 
 class Interrupted(Exception):
     """The fault a hook raises in place of a statement."""
-
-
-@pytest.fixture(params=["postgresql", "mysql"])
-def server(request: pytest.FixtureRequest, backends: dict[str, Backend]) -> Iterator[Engine]:
-    """A private engine (no pool) on PostgreSQL or MariaDB."""
-    with private_engine(backends[request.param], _drop) as engine:
-        yield engine
 
 
 _drop = _databases.dropper(
@@ -419,13 +411,14 @@ def test_dry_run_names_the_plan_and_changes_nothing(server: Engine, tmp_path: Pa
     assert _schema(server) == schema
 
     # The real command line: the plan is printed and the revision not recorded.
-    config = _project(tmp_path, extra="dry_run=True")
-    ini = tmp_path / "alembic.ini"
-    ini.write_text(_CLI_INI.format(path=tmp_path))
-    (tmp_path / "env.py").write_text(_CLI_ENV)
+    revision = REVISION.format(extra="dry_run=True")
+    ini = _offline_scripts.project(
+        tmp_path, _CLI_ENV, {"pk0001_convert": revision}, ini=_CLI_LOGGING
+    ).config_file_name
+    assert ini is not None
     url = server.url.render_as_string(hide_password=False)
     result = subprocess.run(
-        [sys.executable, "-m", "alembic", "-c", str(ini), "-x", f"url={url}", "upgrade", "head"],
+        [sys.executable, "-m", "alembic", "-c", ini, "-x", f"url={url}", "upgrade", "head"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -439,12 +432,10 @@ def test_dry_run_names_the_plan_and_changes_nothing(server: Engine, tmp_path: Pa
             not sa.inspect(conn).has_table(VERSION_TABLE)
             or not conn.exec_driver_sql(f"SELECT * FROM {VERSION_TABLE}").all()
         )
-    del config
 
 
-_CLI_INI = """[alembic]
-script_location = {path}
-
+#: ``alembic.ini``'s logging, as ``alembic init`` writes it: the op's plan is printed.
+_CLI_LOGGING = """
 [loggers]
 keys = root,alembic
 [handlers]

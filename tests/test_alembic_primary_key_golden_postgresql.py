@@ -369,11 +369,6 @@ def config(pg: Engine, tmp_path: Path, request: pytest.FixtureRequest) -> Config
     return config
 
 
-def _psql(engine: Engine, script: str) -> None:
-    done = _clients.psql(engine, script, app=APP)
-    assert done.returncode == 0, done.stderr
-
-
 def _ddl(sent: list[str]) -> list[str]:
     """The DDL statements sent on the test's tables (not the op's own state or staging)."""
     return [
@@ -403,7 +398,7 @@ def test_online_makes_the_scripts_changes(pg: Engine, config: Config, action: st
     sent: list[str] = []
     online = _recorded(pg, lambda: sent.extend(_online(config, pg, action)))
     _fresh(pg, config, action)
-    script = _recorded(pg, lambda: _psql(pg, _script(config, action)))
+    script = _recorded(pg, lambda: _clients.psql(pg, _script(config, action), app=APP, check=True))
 
     # The trigger saw each DDL statement the op sent, as one command.
     changed = [r for r in online if r[1]]

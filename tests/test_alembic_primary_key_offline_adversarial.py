@@ -28,6 +28,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+import _clients
 import _databases
 import _writers
 from _sessions import Release, wait_for, waiting
@@ -38,8 +39,6 @@ from test_alembic_primary_key_offline_postgresql import (
     _ok,
     _online,
     _project,
-    _psql,
-    _psql_command,
     _script,
     _version,
 )
@@ -234,7 +233,7 @@ def test_what_the_swap_would_drop_with_a_column_stops_the_script_first(
     rows = "SELECT o.id, c.name FROM adv_orders o JOIN adv_customers c ON c.id = o.customer_id"
     before, schema = _rows(pg, rows), _schema(pg)
     config = _project(tmp_path, pg, table="adv_customers", up="from_time='created_at'")
-    done = _psql(pg, _script(config, "upgrade"))
+    done = _clients.psql(pg, _script(config, "upgrade"), app=APP)
     assert done.returncode != 0
     assert message in done.stderr, done.stderr
     assert "adv_orders.customer_id" in done.stderr, done.stderr
@@ -302,7 +301,7 @@ def test_a_from_time_out_of_range_stops_the_script_naming_it(
     )
     schema = _schema(pg)
     config = _project(tmp_path, pg, table="adv_customers", up="from_time='seen'")
-    done = _psql(pg, _script(config, "upgrade"))
+    done = _clients.psql(pg, _script(config, "upgrade"), app=APP)
     assert done.returncode != 0
     assert f"adv_customers.seen = {value}" in done.stderr, done.stderr
     assert "is out of the ULID range" in done.stderr
@@ -371,7 +370,7 @@ def test_rows_a_not_valid_foreign_key_lets_reference_nothing_stop_the_script_fir
     schema = _schema(pg)
     config = _project(tmp_path, pg, table="adv_customers", up="from_time='created_at'")
     up = _script(config, "upgrade")
-    done = _psql(pg, up)
+    done = _clients.psql(pg, up, app=APP)
     assert done.returncode != 0
     assert (
         "the foreign key fk_adv_orders_customer on adv_orders is NOT VALID, and 2 rows of "
@@ -403,7 +402,7 @@ def test_a_run_whose_plan_another_run_finished_stops_at_its_swap_and_says_why(
     before = _rows(pg, rows)
     config = _project(tmp_path, pg, table="adv_customers", up="from_time='created_at'")
     up = _script(config, "upgrade")
-    args, env = _psql_command(pg)
+    args, env = _clients.psql_args(pg), _clients.psql_env(pg, APP)
     first = subprocess.Popen(
         args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, env=env,
@@ -418,7 +417,7 @@ def test_a_run_whose_plan_another_run_finished_stops_at_its_swap_and_says_why(
         assert first.stdout.readline().strip() == "planned"  # its plan read, its fills done
         # A second run of the script is refused before any change: the first holds the
         # run's lock (test_alembic_run_lock.py).
-        refused = _psql(pg, up)
+        refused = _clients.psql(pg, up, app=APP)
         assert refused.returncode != 0
         assert "is under way" in refused.stderr, refused.stderr
         assert _rows(pg, rows) == before
@@ -490,7 +489,7 @@ def test_the_swap_taking_its_locks_never_deadlocks_an_application_transaction(
             except BaseException as exc:  # reported by the test
                 errors.append(exc)
 
-        args, env = _psql_command(pg)
+        args, env = _clients.psql_args(pg), _clients.psql_env(pg, APP)
         path = tmp_path / "script.sql"
         path.write_text(up)
         script = subprocess.Popen(
@@ -601,15 +600,6 @@ def test_writers_moving_and_deleting_references_throughout_lose_nothing(
 # -- the session's settings: a role's or database's defaults ----------------------------------
 
 
-def _psql_with(engine: Engine, script: str, options: str) -> subprocess.CompletedProcess[str]:
-    """psql as a role or database with these settings would run it (``PGOPTIONS``)."""
-    args, env = _psql_command(engine)
-    return subprocess.run(
-        args, input=script, text=True, capture_output=True, timeout=120, check=False,
-        env={**env, "PGOPTIONS": options},
-    )  # fmt: skip
-
-
 def test_a_statement_timeout_of_the_role_does_not_cancel_the_phases(
     pg: Engine, tmp_path: Path
 ) -> None:
@@ -626,7 +616,9 @@ def test_a_statement_timeout_of_the_role_does_not_cancel_the_phases(
     config = _project(
         tmp_path, pg, table="adv_customers", up="from_time='created_at', batch_size=5000"
     )
-    done = _psql_with(pg, _script(config, "upgrade"), "-c statement_timeout=20ms")
+    done = _clients.psql(
+        pg, _script(config, "upgrade"), app=APP, env={"PGOPTIONS": "-c statement_timeout=20ms"}
+    )
     assert done.returncode == 0, done.stderr
     assert "adv_customers done" in done.stderr
     assert _version(pg) == "pk0001"
@@ -655,7 +647,7 @@ def test_a_repeatable_read_default_does_not_fail_a_batch_that_waited_for_a_write
         committer = Release(pg, writer.commit, application=APP, bound=20)
         try:
             options = "-c default_transaction_isolation=repeatable\\ read"
-            done = _psql_with(pg, up, options)
+            done = _clients.psql(pg, up, app=APP, env={"PGOPTIONS": options})
         finally:
             committer.join(timeout=30)
     finally:

@@ -59,38 +59,6 @@ with context.begin_transaction():
     context.run_migrations()
 """
 
-BASE_REVISION = """
-revision = "pk0000"
-down_revision = None
-branch_labels = None
-depends_on = None
-
-
-def upgrade():
-    pass
-
-
-def downgrade():
-    pass
-"""
-
-REVISION = """
-from alembic import op
-
-revision = "pk0001"
-down_revision = "pk0000"
-branch_labels = None
-depends_on = None
-
-
-def upgrade():
-    op.convert_primary_key_to_ulid({table!r}, {extra})
-
-
-def downgrade():
-    op.restore_legacy_primary_key({table!r}, {down})
-"""
-
 
 _drop = _databases.dropper(
     *(f"`{name}`" for name in ("pk_pairs", "pk_texts", *TABLES, "pk_regions")),
@@ -121,8 +89,7 @@ def _project(
     tmp_path: Path, engine: Engine, extra: str = "", table: str = "pk_customers"
 ) -> Config:
     down = ", ".join(p for p in extra.split(", ") if p.startswith(("legacy_id", "schema")))
-    revision = REVISION.format(table=table, extra=extra, down=down)
-    revisions = {"pk0000_base": BASE_REVISION, "pk0001_convert": revision}
+    revisions = _offline_scripts.key_revisions(table, extra, down)
     return _offline_scripts.project(tmp_path, ENV_PY, revisions, engine=engine)
 
 
@@ -152,17 +119,8 @@ def _script(config: Config, action: str) -> str:
     return buffer.getvalue()
 
 
-def _client(engine: Engine) -> list[str]:
-    return _clients.mariadb_args(engine, "--unbuffered")
-
-
-def _mariadb(engine: Engine, script: str) -> subprocess.CompletedProcess[str]:
-    """Run a script with the real mariadb client (it stops at the first error)."""
-    return _clients.mariadb(engine, script, "--unbuffered")
-
-
 def _applied(engine: Engine, script: str) -> str:
-    done = _mariadb(engine, script)
+    done = _clients.mariadb(engine, script, "--unbuffered")
     assert done.returncode == 0, done.stderr + done.stdout[-2000:]
     return done.stdout
 
@@ -309,7 +267,7 @@ def test_ties_count_up_across_batches(maria: Engine, tmp_path: Path) -> None:
 def _refused(maria: Engine, config: Config, message: str) -> None:
     schema = _schema(maria)
     snapshot = _snapshot(maria)
-    done = _mariadb(maria, _script(config, "upgrade"))
+    done = _clients.mariadb(maria, _script(config, "upgrade"), "--unbuffered")
     assert done.returncode != 0
     assert message in done.stderr, done.stderr
     assert "ERROR 1644 (45000)" in done.stderr  # our SIGNAL, not a failed statement
@@ -444,7 +402,7 @@ def test_the_downgrade_refuses_them_too(maria: Engine, tmp_path: Path) -> None:
         conn.exec_driver_sql("ALTER TABLE pk_orders ALTER customer_id SET DEFAULT 'x'")
     schema, snapshot = _schema(maria), _snapshot(maria)
     whole = "pk_orders.customer_id is used by its DEFAULT: the swap drops the old column"
-    done = _mariadb(maria, _script(config, "downgrade"))
+    done = _clients.mariadb(maria, _script(config, "downgrade"), "--unbuffered")
     assert done.returncode != 0
     assert whole in done.stderr, done.stderr
     assert "ERROR 1644 (45000)" in done.stderr
@@ -536,7 +494,7 @@ def test_a_lock_wait_is_bounded_and_the_rerun_finishes(maria: Engine, tmp_path: 
     try:
         reader.exec_driver_sql("SELECT COUNT(*) FROM pk_orders").all()  # holds its lock
         started = time.monotonic()
-        done = _mariadb(maria, script)
+        done = _clients.mariadb(maria, script, "--unbuffered")
         elapsed = time.monotonic() - started
     finally:
         reader.rollback()
@@ -714,7 +672,7 @@ def _killed_at(engine: Engine, script: str, seq: int) -> None:
             f"SELECT name, {seq}, 'the test kills the session', 'KILL CONNECTION_ID()' "
             f"FROM {STEPS_TABLE} WHERE seq = 0"
         )
-    done = _mariadb(engine, script)
+    done = _clients.mariadb(engine, script, "--unbuffered")
     assert done.returncode != 0
     assert "Connection was killed" in done.stderr, done.stderr[-500:]
     with engine.begin() as conn:
@@ -795,8 +753,8 @@ def test_client_killed_inside_the_fill_then_rerun(maria: Engine, tmp_path: Path)
     try:
         blocker.exec_driver_sql("DO GET_LOCK('pk_offline_test', 30)")
         client = subprocess.Popen(
-            _client(maria), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True,
+            _clients.mariadb_args(maria, "--unbuffered"),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         assert client.stdin is not None
         client.stdin.write(script)

@@ -64,38 +64,6 @@ with context.begin_transaction():
     context.run_migrations()
 """
 
-BASE_REVISION = """
-revision = "pk0000"
-down_revision = None
-branch_labels = None
-depends_on = None
-
-
-def upgrade():
-    pass
-
-
-def downgrade():
-    pass
-"""
-
-REVISION = """
-from alembic import op
-
-revision = "pk0001"
-down_revision = "pk0000"
-branch_labels = None
-depends_on = None
-
-
-def upgrade():
-    op.convert_primary_key_to_ulid({table!r}, {up})
-
-
-def downgrade():
-    op.restore_legacy_primary_key({table!r}, {down})
-"""
-
 
 @pytest.fixture
 def pg(backends: dict[str, Backend]) -> Iterator[Engine]:
@@ -108,8 +76,7 @@ def _project(
 ) -> Config:
     """An Alembic project in tmp_path; the database stamped at the base revision."""
     up = up or "from_time='created_at'"
-    text = REVISION.format(table=table, up=up, down=down)
-    revisions = {"pk0000_base": BASE_REVISION, "pk0001_convert": text}
+    revisions = _offline_scripts.key_revisions(table, up, down)
     config = _offline_scripts.project(tmp_path, ENV_PY, revisions)
     config.attributes["url"] = engine.url.render_as_string(hide_password=False)
     with engine.connect() as conn:
@@ -130,21 +97,8 @@ def _script(config: Config, action: str) -> str:
     return buffer.getvalue()
 
 
-def _psql_command(engine: Engine) -> tuple[list[str], dict[str, str]]:
-    return _clients.psql_args(engine), _clients.psql_env(engine, APP)
-
-
-def _psql(engine: Engine, script: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    args, env = _psql_command(engine)
-    return subprocess.run(
-        args, input=script, text=True, capture_output=True, timeout=timeout, check=False, env=env
-    )
-
-
 def _ok(engine: Engine, script: str) -> str:
-    done = _psql(engine, script)
-    assert done.returncode == 0, done.stderr
-    return done.stderr
+    return _clients.psql(engine, script, app=APP, check=True).stderr
 
 
 # -- the schema, as the catalog has it -------------------------------------------------
@@ -360,7 +314,7 @@ def test_a_script_of_the_other_direction_left_unfinished_is_refused(
     up, down = _script(config, "upgrade"), _script(config, "downgrade")
     _ok(pg, up[: up.index("-- Phase 2:")])  # stopped after its shadow columns
     schema = _catalog(pg)
-    done = _psql(pg, down)
+    done = _clients.psql(pg, down, app=APP)
     assert done.returncode != 0
     assert "an unfinished convert_primary_key_to_ulid of pk_customers" in done.stderr
     assert "pk_orders.customer_id__ulid" in done.stderr
@@ -530,7 +484,7 @@ def test_every_refusal_stops_the_script_and_the_online_op_before_any_change(
         # A name quoted ('legacy_id') online, bare in the script: the same words.
         assert REFUSED_ONLINE.get(message, message) in str(refused.value).replace("'", "")
         assert _snapshot(pg) == before
-        done = _psql(pg, _script(config, "upgrade"))
+        done = _clients.psql(pg, _script(config, "upgrade"), app=APP)
         assert done.returncode != 0
         assert message in done.stderr, done.stderr
         assert _snapshot(pg) == before
@@ -555,7 +509,7 @@ def test_an_unfinished_online_conversion_makes_the_script_refuse(
     # The online op killed after its first shadow column.
     _interrupted_upgrade(pg, config, "ALTER TABLE PK_ORDERS ADD COLUMN", kill=True)
     schema = _catalog(pg)
-    done = _psql(pg, script)
+    done = _clients.psql(pg, script, app=APP)
     assert done.returncode != 0
     assert "started online is recorded in public.ulid_key_conversions" in done.stderr
     assert "rerun that migration online" in done.stderr
@@ -572,7 +526,9 @@ def test_the_online_op_refuses_an_unfinished_script_and_names_it(
     before = _snapshot(pg)
     config = _project(tmp_path, pg)
     script = _script(config, "upgrade")
-    done = _psql(pg, script[: script.index("-- Phase 2:")])  # the shadows, then stopped
+    done = _clients.psql(
+        pg, script[: script.index("-- Phase 2:")], app=APP
+    )  # the shadows, then stopped
     assert done.returncode == 0, done.stderr
     schema = _catalog(pg)
     with pytest.raises(ConversionRefused, match=r"offline \(--sql\) script of this conversion"):
@@ -626,7 +582,7 @@ def test_the_script_stopped_after_each_phase_then_rerun(pg: Engine, tmp_path: Pa
             if action == "downgrade":
                 _ok(pg, up)
             assert _catalog(pg) == start
-            done = _psql(pg, part)
+            done = _clients.psql(pg, part, app=APP)
             assert done.returncode == 0, done.stderr
             assert _snapshot(pg) == before, f"{action} {where}"
             _finishes(pg, script, before, reference, f"{action} {where}")
@@ -696,7 +652,7 @@ def test_the_session_terminated_inside_a_phase_then_rerun(
     version = _version(pg)
     if first is not None:
         _ok(pg, script_text[: script_text.index(first)])
-    args, env = _psql_command(pg)
+    args, env = _clients.psql_args(pg), _clients.psql_env(pg, APP)
     blocker = pg.connect()
     try:
         blocker.exec_driver_sql(hold).all()  # holds its lock until the rollback
@@ -744,7 +700,7 @@ def test_a_lock_timeout_is_retried_then_stops_the_script_and_the_rerun_finishes(
     try:
         reader.exec_driver_sql("SELECT count(*) FROM pk_orders").all()  # holds its lock
         started = time.monotonic()
-        done = _psql(pg, up)
+        done = _clients.psql(pg, up, app=APP)
         assert time.monotonic() - started < 30
     finally:
         reader.rollback()

@@ -28,16 +28,13 @@ from conftest import Backend, private_engine, recording
 from sqlalchemy_ulid.alembic import ConversionRefused
 from sqlalchemy_ulid.alembic._primary_key._phases import swap_steps
 from sqlalchemy_ulid.alembic._primary_key._plan import Plan, build_plan
-from test_alembic_primary_key import _drop, _seed
+from test_alembic_primary_key import (
+    _drop,  # noqa: F401  (the server fixture's clean-up)
+    _seed,
+)
 
 #: What the prepare phase sends before the swap: the shadow columns.
 _PREPARE = "ADD COLUMN"
-
-
-@pytest.fixture(params=["postgresql", "mysql"])
-def server(request: pytest.FixtureRequest, backends: dict[str, Backend]) -> Iterator[Engine]:
-    with private_engine(backends[request.param], _drop) as engine:
-        yield engine
 
 
 def _ddl(statements: list[str]) -> list[str]:

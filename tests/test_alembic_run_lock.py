@@ -19,7 +19,6 @@ an op given ``schema=``, names the same lock for the same table.
 
 from __future__ import annotations
 
-import io
 import os
 import subprocess
 import sys
@@ -31,13 +30,13 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from alembic.migration import MigrationContext
-from alembic.operations import MigrateOperation, Operations
+from alembic.operations import MigrateOperation
 from sqlalchemy.engine import Engine
 
 import _clients
 import _databases
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
+from _offline_scripts import op_sql, run_online
 from conftest import Backend, private_engine
 from sqlalchemy_ulid.alembic import (
     AlterULIDStorageOp,
@@ -109,23 +108,6 @@ def _key(**options: Any) -> ConvertPrimaryKeyToULIDOp:
     return ConvertPrimaryKeyToULIDOp(TABLE, from_time="created_at", **options)
 
 
-def _online(engine: Engine, op: MigrateOperation) -> None:
-    with engine.connect() as conn:
-        context = MigrationContext.configure(conn)
-        # As Alembic's run_migrations() nests them.
-        with context.begin_transaction(), context.begin_transaction(_per_migration=True):
-            Operations(context).invoke(op)
-
-
-def _script(engine: Engine, op: MigrateOperation) -> str:
-    buffer = io.StringIO()
-    context = MigrationContext.configure(
-        dialect_name=engine.dialect.name, opts={"as_sql": True, "output_buffer": buffer}
-    )
-    Operations(context).invoke(op)
-    return buffer.getvalue()
-
-
 def _snapshot(engine: Engine) -> tuple[Any, ...]:
     """The schema's tables, columns, triggers, and the table's rows."""
     with engine.connect() as conn:
@@ -153,12 +135,6 @@ def _id_type(engine: Engine) -> str:
         )
 
 
-def _client(engine: Engine, script: str) -> Any:
-    if engine.dialect.name == "postgresql":
-        return _clients.psql(engine, script, timeout=BOUND)
-    return _clients.mariadb(engine, script, timeout=BOUND)
-
-
 _INTEGER = ("int", "integer")
 
 
@@ -173,7 +149,7 @@ def _paused_key_conversion(engine: Engine, meanwhile: Callable[[], None]) -> Non
 
     sa.event.listen(engine, "before_cursor_execute", pause)
     try:
-        _online(engine, _key())
+        run_online(engine, _key())
     finally:
         sa.event.remove(engine, "before_cursor_execute", pause)
     assert seen, "the key conversion never reached its first ALTER TABLE"
@@ -186,7 +162,7 @@ def test_a_second_storage_run_online_or_a_script_is_refused_while_one_runs(
     server: Engine,
 ) -> None:
     _seed_text_ids(server)
-    script = _script(server, _storage())
+    script = op_sql(server, _storage())
     tried: list[Any] = []
 
     def meanwhile(progress: Any) -> None:
@@ -195,11 +171,11 @@ def test_a_second_storage_run_online_or_a_script_is_refused_while_one_runs(
             return
         before = _snapshot(server)
         with pytest.raises(ValueError, match="is under way") as refused:
-            _online(server, _storage())
-        done = _client(server, script)
+            run_online(server, _storage())
+        done = _clients.run(server, script, timeout=BOUND)
         tried.append((refused.value, done, before, _snapshot(server)))
 
-    _online(server, _storage(progress=meanwhile))
+    run_online(server, _storage(progress=meanwhile))
     [(refused, done, before, after)] = tried
     assert "alter_ulid_storage" in str(refused)
     assert done.returncode != 0
@@ -207,8 +183,8 @@ def test_a_second_storage_run_online_or_a_script_is_refused_while_one_runs(
     assert after == before  # neither the second run nor the script changed anything
     assert _id_type(server) == "binary"
     # The first run over: the lock was given back, and a run proceeds (it has nothing to do).
-    _online(server, _storage())
-    assert _client(server, script).returncode == 0
+    run_online(server, _storage())
+    assert _clients.run(server, script, timeout=BOUND).returncode == 0
 
 
 def test_a_second_key_conversion_online_or_a_script_is_refused_while_one_runs(
@@ -216,14 +192,14 @@ def test_a_second_key_conversion_online_or_a_script_is_refused_while_one_runs(
 ) -> None:
     server = either
     _seed_int_ids(server)
-    script = _script(server, _key())
+    script = op_sql(server, _key())
     tried: list[Any] = []
 
     def meanwhile() -> None:
         before = _snapshot(server)
         with pytest.raises(ConversionRefused, match="is under way"):
-            _online(server, _key())
-        done = _client(server, script)
+            run_online(server, _key())
+        done = _clients.run(server, script, timeout=BOUND)
         tried.append((done, before, _snapshot(server)))
 
     _paused_key_conversion(server, meanwhile)
@@ -233,7 +209,7 @@ def test_a_second_key_conversion_online_or_a_script_is_refused_while_one_runs(
     assert after == before
     assert _id_type(server) not in _INTEGER
     # Over: the restore (the same lock, both ways) and the script proceed.
-    _online(server, _key().reverse())
+    run_online(server, _key().reverse())
     assert _id_type(server) in _INTEGER
 
 
@@ -270,15 +246,15 @@ def test_an_online_run_is_refused_while_the_scripts_lock_is_held_and_proceeds_af
             take = _script_lock(server, "convert_primary_key_to_ulid", TABLE)
             refusal = ConversionRefused
         # The script takes its lock by this very SQL.
-        assert take in _script(server, op)
+        assert take in op_sql(server, op)
         before = _snapshot(server)
         with server.connect() as script_session:
             assert script_session.exec_driver_sql(f"SELECT {take}").scalar_one() == 1
             with pytest.raises(refusal, match="is under way"):
-                _online(server, op)
+                run_online(server, op)
             assert _snapshot(server) == before
         # The script's session ended: its lock went with it.
-        _online(server, op)
+        run_online(server, op)
         assert _id_type(server) not in _INTEGER
 
 
@@ -295,9 +271,9 @@ def test_a_killed_holders_lock_goes_with_its_session(server: Engine) -> None:
         session = holder.exec_driver_sql("SELECT CONNECTION_ID()").scalar_one()
         assert holder.exec_driver_sql(f"SELECT {take}").scalar_one() == 1
         with pytest.raises(ValueError, match="is under way"):
-            _online(server, _storage())
+            run_online(server, _storage())
         _kill(server, session)
-        _online(server, _storage())
+        run_online(server, _storage())
     finally:
         holder.invalidate()
         holder.close()
@@ -344,7 +320,7 @@ def test_a_killed_runs_lock_goes_with_its_process(server: Engine) -> None:
     try:
         assert run.stdout.readline().strip() == "paused"
         with pytest.raises(ValueError, match="is under way"):
-            _online(server, _storage())
+            run_online(server, _storage())
         run.kill()
         run.communicate(timeout=BOUND)
     finally:
@@ -360,7 +336,7 @@ def test_a_killed_runs_lock_goes_with_its_process(server: Engine) -> None:
         while not conn.exec_driver_sql(f"SELECT {free}").scalar_one():
             assert time.monotonic() < until, "the killed run's lock is still held"
             time.sleep(0.05)
-    _online(server, _storage())
+    run_online(server, _storage())
     assert _id_type(server) == "binary"
 
 
@@ -374,10 +350,10 @@ def test_a_failed_run_gives_its_lock_back(server: Engine) -> None:
         raise Stop
 
     with pytest.raises(Stop):
-        _online(server, _storage(progress=stop))
+        run_online(server, _storage(progress=stop))
     assert _id_type(server) == "char"
     # Not refused: the failed run's lock is gone; the rerun finishes the copy.
-    _online(server, _storage())
+    run_online(server, _storage())
     assert _id_type(server) == "binary"
 
 
@@ -391,7 +367,7 @@ def test_the_online_runs_lock_lives_for_the_run_and_is_the_scripts(server: Engin
         with server.connect() as other:
             seen.append(int(other.exec_driver_sql(f"SELECT {take}").scalar_one()))
 
-    _online(server, _storage(progress=meanwhile))
+    run_online(server, _storage(progress=meanwhile))
     assert seen
     assert set(seen) == {0}, seen
     with server.connect() as other:
@@ -423,7 +399,7 @@ def test_the_lock_is_named_after_the_tables_database_not_the_sessions(
             holder.exec_driver_sql("USE information_schema")
         assert holder.exec_driver_sql(f"SELECT {take}").scalar_one() == 1
         with pytest.raises(ValueError, match="is under way"):
-            _online(server, op)
+            run_online(server, op)
         assert _snapshot(server) == before
-    _online(server, op)
+    run_online(server, op)
     assert _id_type(server) == "binary"

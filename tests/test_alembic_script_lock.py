@@ -37,6 +37,7 @@ from sqlalchemy.engine import Engine, make_url
 import _clients
 import _databases
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
+from _offline_scripts import op_sql, run_online
 from conftest import Backend, private_engine
 from sqlalchemy_ulid.alembic import AddULIDColumnOp
 from sqlalchemy_ulid.alembic._plan.database import database_for
@@ -46,12 +47,6 @@ TABLE = "script_lock_orders"
 ROWS = 40
 #: How long a test waits for a session to reach the point it waits for.
 BOUND = 60.0
-
-
-@pytest.fixture(params=["postgresql", "mysql"])
-def server(request: pytest.FixtureRequest, backends: dict[str, Backend]) -> Iterator[Engine]:
-    with private_engine(backends[request.param], _drop) as engine:
-        yield engine
 
 
 _drop = _databases.dropper(TABLE, STATE_TABLE)
@@ -73,26 +68,7 @@ def _op(**options: Any) -> AddULIDColumnOp:
 
 
 def _online(engine: Engine, **options: Any) -> None:
-    with engine.connect() as conn:
-        context = MigrationContext.configure(conn)
-        # As Alembic's run_migrations() nests them.
-        with context.begin_transaction(), context.begin_transaction(_per_migration=True):
-            Operations(context).invoke(_op(**options))
-
-
-def _script(engine: Engine) -> str:
-    buffer = io.StringIO()
-    context = MigrationContext.configure(
-        dialect_name=engine.dialect.name, opts={"as_sql": True, "output_buffer": buffer}
-    )
-    Operations(context).invoke(_op())
-    return buffer.getvalue()
-
-
-def _client(engine: Engine, script: str) -> subprocess.CompletedProcess[str]:
-    if engine.dialect.name == "postgresql":
-        return _clients.psql(engine, script, timeout=BOUND)
-    return _clients.mariadb(engine, script, timeout=BOUND)
+    run_online(engine, _op(**options))
 
 
 def _table(engine: Engine) -> tuple[list[tuple[str, bool]], int]:
@@ -135,7 +111,7 @@ def test_a_script_is_refused_before_any_change_while_an_online_run_is_under_way(
     server: Engine,
 ) -> None:
     _seed(server)
-    script = _script(server)
+    script = op_sql(server, _op())
     seen: list[Any] = []
 
     def meanwhile(progress: Any) -> None:
@@ -143,7 +119,7 @@ def test_a_script_is_refused_before_any_change_while_an_online_run_is_under_way(
         if seen:
             return
         before = (_table(server), _state_rows(server))
-        done = _client(server, script)
+        done = _clients.run(server, script, timeout=BOUND)
         seen.append((done, before, (_table(server), _state_rows(server))))
 
     _online(server, progress=meanwhile)
@@ -154,7 +130,7 @@ def test_a_script_is_refused_before_any_change_while_an_online_run_is_under_way(
     assert after == before
     _done(server)
     # The run over, the script finds everything done.
-    assert _client(server, script).returncode == 0
+    assert _clients.run(server, script, timeout=BOUND).returncode == 0
     _done(server)
 
 
@@ -182,7 +158,7 @@ def test_an_online_run_is_refused_before_any_change_while_a_script_is_under_way(
     server: Engine, tmp_path: Path
 ) -> None:
     _seed(server)
-    script = _script(server)
+    script = op_sql(server, _op())
     app = "script_lock_test"
     if server.dialect.name == "postgresql":
         args = _clients.psql_args(server)

@@ -23,18 +23,16 @@ the table ends as one run leaves it.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from alembic.migration import MigrationContext
-from alembic.operations import Operations
 from sqlalchemy.engine import Engine
 
 import _databases
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
+from _offline_scripts import run_online
 from conftest import Backend, private_engine
 from sqlalchemy_ulid.alembic._plan.database import database_for
 from sqlalchemy_ulid.alembic._plan.state import STATE_TABLE
@@ -42,12 +40,6 @@ from sqlalchemy_ulid.alembic._plan.state import STATE_TABLE
 RUNNERS = 4
 ROWS = 30
 TABLES = [f"lock_orders_{i}" for i in range(RUNNERS)]
-
-
-@pytest.fixture(params=["postgresql", "mysql"])
-def server(request: pytest.FixtureRequest, backends: dict[str, Backend]) -> Iterator[Engine]:
-    with private_engine(backends[request.param], _drop) as engine:
-        yield engine
 
 
 _drop = _databases.dropper(*TABLES, STATE_TABLE)
@@ -65,13 +57,10 @@ def _seed(engine: Engine, table: str) -> None:
 
 
 def _run(engine: Engine, table: str) -> None:
-    with engine.connect() as conn:
-        context = MigrationContext.configure(conn)
-        # As Alembic's run_migrations() nests them.
-        with context.begin_transaction(), context.begin_transaction(_per_migration=True):
-            Operations(context).add_ulid_column(
-                table, "public_id", "created_at", online=True, batch_size=7
-            )
+    run_online(
+        engine,
+        lambda op: op.add_ulid_column(table, "public_id", "created_at", online=True, batch_size=7),
+    )
 
 
 def _at_once(engine: Engine, tables: list[str]) -> list[BaseException | None]:

@@ -37,6 +37,7 @@ import _clients
 import _pooler
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from _databases import own_database
+from _offline_scripts import run_online
 from conftest import Backend
 from sqlalchemy_ulid import ULID
 
@@ -170,14 +171,6 @@ def _timeouts(engine: Engine, read: str) -> Iterator[list[tuple[str, str]]]:
         sa.event.remove(engine, "before_cursor_execute", before)
 
 
-def _migrate(engine: Engine, step: Callable[[Operations], None]) -> None:
-    """Run ``step`` as ``alembic upgrade`` does: in the migration's transaction."""
-    with engine.connect() as conn:
-        context = MigrationContext.configure(conn)
-        with context.begin_transaction(), context.begin_transaction(_per_migration=True):
-            step(Operations(context))
-
-
 def _ops(online: bool) -> Callable[[Operations], None]:
     def step(ops: Operations) -> None:
         ops.add_ulid_column(TABLE, "public_id", "created_at", online=online, batch_size=500)
@@ -246,9 +239,9 @@ def test_postgresql_ops_run_no_statement_under_the_database_statement_timeout(
     pg_app: Engine, online: bool
 ) -> None:
     _pg_proof(pg_app)
-    _migrate(pg_app, lambda ops: ops.create_ulid_function())  # one short statement
+    run_online(pg_app, lambda ops: ops.create_ulid_function())  # one short statement
     with _timeouts(pg_app, "SHOW statement_timeout") as seen:
-        _migrate(pg_app, _ops(online))
+        run_online(pg_app, _ops(online))
     assert len(seen) > 20, "the listener saw hardly anything: the test proves nothing"
     late = [" ".join(s[1].split())[:150] for s in seen if s[0] != "0"]
     assert late == [], "\n".join(late)
@@ -261,7 +254,7 @@ def test_postgresql_key_conversion_runs_no_statement_under_the_database_statemen
 ) -> None:
     _make_key_tables(pg_app)
     with _timeouts(pg_app, "SHOW statement_timeout") as seen:
-        _migrate(pg_app, _key_conversion)
+        run_online(pg_app, _key_conversion)
     assert len(seen) > 20, "the listener saw hardly anything: the test proves nothing"
     late = [" ".join(s[1].split())[:150] for s in seen if s[0] != "0"]
     assert late == [], "\n".join(late)
@@ -276,8 +269,8 @@ def test_postgresql_online_ops_through_the_pooler_leave_the_timeout_on_every_ses
     url = pgbouncer.alias(f"{database}_p", database, 2)
     engine = sa.create_engine(url, connect_args=dict(_pooler.POOLED_ARGS), pool_size=4)
     try:
-        _migrate(engine, lambda ops: ops.create_ulid_function())
-        _migrate(engine, _ops(True))
+        run_online(engine, lambda ops: ops.create_ulid_function())
+        run_online(engine, _ops(True))
         _check_data(pg_app)
         held = [engine.connect() for _ in range(2)]
         try:
@@ -401,9 +394,9 @@ def test_mariadb_ops_run_no_statement_under_the_users_max_statement_time(
     mariadb_app: Engine, online: bool
 ) -> None:
     _mariadb_proof(mariadb_app)
-    _migrate(mariadb_app, lambda ops: ops.create_ulid_function())
+    run_online(mariadb_app, lambda ops: ops.create_ulid_function())
     with _timeouts(mariadb_app, "SELECT @@SESSION.max_statement_time") as seen:
-        _migrate(mariadb_app, _ops(online))
+        run_online(mariadb_app, _ops(online))
     assert len(seen) > 20, "the listener saw hardly anything: the test proves nothing"
     late = [" ".join(s[1].split())[:150] for s in seen if float(s[0]) != 0]
     assert late == [], "\n".join(late)
@@ -416,7 +409,7 @@ def test_mariadb_key_conversion_runs_no_statement_under_the_users_max_statement_
 ) -> None:
     _make_key_tables(mariadb_app)
     with _timeouts(mariadb_app, "SELECT @@SESSION.max_statement_time") as seen:
-        _migrate(mariadb_app, _key_conversion)
+        run_online(mariadb_app, _key_conversion)
     assert len(seen) > 20, "the listener saw hardly anything: the test proves nothing"
     late = [" ".join(s[1].split())[:150] for s in seen if float(s[0]) != 0]
     assert late == [], "\n".join(late)

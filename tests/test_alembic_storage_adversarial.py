@@ -21,6 +21,7 @@ from sqlalchemy.engine import Engine
 
 import _databases
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
+from _offline_scripts import run_online
 from conftest import Backend, private_engine, recording
 from sqlalchemy_ulid import ULID, new_ulid
 from sqlalchemy_ulid.alembic import BackfillProgress
@@ -52,17 +53,13 @@ _drop = _databases.dropper(TABLE, conversions=[TABLE])
 
 def _run(engine: Engine, **options: Any) -> None:
     """Run the op as ``alembic upgrade`` does, in the transactions Alembic begins."""
-    with engine.connect() as conn:
-        context = MigrationContext.configure(conn)
-        with context.begin_transaction(), context.begin_transaction(_per_migration=True):
-            Operations(context).alter_ulid_storage(
-                TABLE,
-                "ref",
-                from_storage="text",
-                to_storage="native" if engine.dialect.name == "postgresql" else "binary",
-                online=True,
-                **options,
-            )
+    to = "native" if engine.dialect.name == "postgresql" else "binary"
+    run_online(
+        engine,
+        lambda op: op.alter_ulid_storage(
+            TABLE, "ref", from_storage="text", to_storage=to, online=True, **options
+        ),
+    )
 
 
 def _sql(engine: Engine, statement: str) -> None:

@@ -12,7 +12,6 @@ second rerun does nothing. Writers go on while the script runs.
 from __future__ import annotations
 
 import io
-import subprocess
 import textwrap
 import threading
 import time
@@ -31,7 +30,7 @@ import _clients
 import _databases
 import _writers
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
-from _offline_scripts import VERSION_TABLE, alembic_sql
+from _offline_scripts import VERSION_TABLE, alembic_sql, op_sql
 from _sessions import When, kill_application
 from conftest import Backend, private_engine
 from sqlalchemy_ulid import ULID, ULIDType, new_ulid, new_uuid7
@@ -158,19 +157,13 @@ def _online(engine: Engine, name: str, op: str, from_: str, to: str) -> None:
 
 def _op_sql(op: str, from_: str, to: str, **options: Any) -> str:
     """The op's own part of the script (rerun whole, without Alembic's bookkeeping)."""
-    buffer = io.StringIO()
-    context = MigrationContext.configure(
-        dialect_name="postgresql",
-        opts={"as_sql": True, "output_buffer": buffer, "transactional_ddl": True},
+    return op_sql(
+        "postgresql",
+        lambda ops: getattr(ops, op)(
+            TABLE, "ref", from_storage=from_, to_storage=to, online=True, **options
+        ),
+        transactional_ddl=True,
     )
-    getattr(Operations(context), op)(
-        TABLE, "ref", from_storage=from_, to_storage=to, online=True, **options
-    )
-    return buffer.getvalue()
-
-
-def _psql(engine: Engine, script: str, app: str = "sf-offline") -> subprocess.CompletedProcess[str]:
-    return _clients.psql(engine, script, app=app)
 
 
 def _call(op: str, from_: str, to: str, **options: Any) -> str:
@@ -188,7 +181,7 @@ def test_upgrade_and_downgrade_scripts_end_as_the_online_op(
     up = alembic_sql(engine, tmp_path, _call(op, from_, to, batch_size=50))
     assert "\\gexec" in up
     assert "\\set ON_ERROR_STOP on\n" in up
-    done = _psql(engine, up)
+    done = _clients.psql(engine, up)
     assert done.returncode == 0, done.stderr
     assert "copied 120 rows" in done.stderr
     _online(engine, TWIN, op, from_, to)
@@ -199,7 +192,7 @@ def test_upgrade_and_downgrade_scripts_end_as_the_online_op(
     assert after["leftovers"] is None
 
     down = alembic_sql(engine, tmp_path, _call(op, from_, to, batch_size=50), down=True)
-    done = _psql(engine, down)
+    done = _clients.psql(engine, down)
     assert done.returncode == 0, done.stderr
     _online(engine, TWIN, op, to, from_)
     assert _values(engine, TABLE, op) == values == _values(engine, TWIN, op)
@@ -210,7 +203,7 @@ def test_a_value_that_is_not_a_ulid_stops_the_script_before_any_change(engine: E
     values = {1: _new("alter_ulid_storage"), 2: "UUUUUUUUUUUUUUUUUUUUUUUUUU"}
     _create(engine, TABLE, "alter_ulid_storage", values)
     before = _schema(engine, TABLE)
-    done = _psql(engine, _op_sql("alter_ulid_storage", "text", "auto"))
+    done = _clients.psql(engine, _op_sql("alter_ulid_storage", "text", "auto"))
     assert done.returncode != 0
     assert "holds values that are not ULIDs (e.g. 'UUUUUUUUUUUUUUUUUUUUUUUUUU')" in done.stderr
     assert _schema(engine, TABLE) == before  # no column, trigger or state table
@@ -221,7 +214,7 @@ def test_a_non_uuid7_already_there_is_refused_naming_it(engine: Engine) -> None:
     v4 = str(uuid.uuid4())
     _create(engine, TABLE, "alter_uuid7_storage", {1: v4})
     before = _schema(engine, TABLE)
-    done = _psql(engine, _op_sql("alter_uuid7_storage", "text", "auto"))
+    done = _clients.psql(engine, _op_sql("alter_uuid7_storage", "text", "auto"))
     assert done.returncode != 0
     assert f"holds values that are not UUIDv7s (e.g. '{v4}')" in done.stderr
     assert _schema(engine, TABLE) == before
@@ -251,7 +244,7 @@ def test_refusals_the_online_op_makes_stop_the_script_before_any_change(engine: 
         with engine.begin() as conn:
             conn.exec_driver_sql(setup)
         before = _schema(engine, TABLE)
-        done = _psql(engine, script)
+        done = _clients.psql(engine, script)
         assert done.returncode != 0
         assert message in done.stderr, done.stderr
         assert _schema(engine, TABLE) == before
@@ -300,7 +293,7 @@ def test_two_writers_during_the_script_every_row_converted(engine: Engine) -> No
     _create(engine, TABLE, op, seeded)
     script = _op_sql(op, "text", "binary", batch_size=20, pause=0.05)
     with _Writers(engine, op, seeded) as writers:
-        done = _psql(engine, script)
+        done = _clients.psql(engine, script)
     assert done.returncode == 0, done.stderr
     assert not writers.errors, writers.errors
     assert writers.writes > 10
@@ -333,7 +326,7 @@ def test_a_non_ulid_written_mid_script_fails_that_writers_statement(engine: Engi
         write_bad,
         anyway=True,
     )
-    done = _psql(engine, script)
+    done = _clients.psql(engine, script)
     thread.join(timeout=30)
     assert done.returncode == 0, done.stderr
     assert len(failures) == 1
@@ -355,14 +348,14 @@ def _terminate_when(engine: Engine, app: str, sql: str) -> When:
 
 def _finish_and_rerun(engine: Engine, script: str, op: str, values: dict[int, str]) -> str:
     """Rerun: it finishes, and a second rerun changes nothing. Returns the first rerun's log."""
-    done = _psql(engine, script)
+    done = _clients.psql(engine, script)
     assert done.returncode == 0, done.stderr
     assert _values(engine, TABLE, op) == values
     after = _schema(engine, TABLE)
     _create(engine, TWIN, op, values)
     _online(engine, TWIN, op, "text", "auto")
     assert after == _schema(engine, TWIN)
-    again = _psql(engine, script)
+    again = _clients.psql(engine, script)
     assert again.returncode == 0, again.stderr
     assert "the rest of this script does nothing" in again.stderr
     assert "copied" not in again.stderr
@@ -382,7 +375,7 @@ def test_killed_inside_the_copy_the_rerun_goes_on_after_the_last_batch(engine: E
         "SELECT count(*) FROM sqlalchemy_ulid_migrations "
         f"WHERE op = 'alter_ulid_storage:copy' AND target = '{TABLE}.ref'",
     )
-    killed = _psql(engine, script, app="sf-kill")
+    killed = _clients.psql(engine, script, app="sf-kill")
     killer.join(timeout=30)
     assert killed.returncode != 0
     log = _finish_and_rerun(engine, script, op, values)
@@ -403,7 +396,7 @@ def test_killed_at_a_phase_boundary_the_rerun_finishes(engine: Engine, phase: in
     marker = PHASES[phase]
     assert script.count(marker) == 1
     cut = script.replace(marker, "SELECT pg_terminate_backend(pg_backend_pid());\n" + marker)
-    killed = _psql(engine, cut)
+    killed = _clients.psql(engine, cut)
     assert killed.returncode != 0
     assert "terminating connection" in killed.stderr, killed.stderr
     _finish_and_rerun(engine, script, op, values)
@@ -419,7 +412,7 @@ def test_rows_written_without_the_trigger_are_converted_again_before_the_check(
     cut = script.replace(
         "-- same check (ddl)", "SELECT pg_terminate_backend(pg_backend_pid());\n" + PHASES[4]
     )
-    assert _psql(engine, cut).returncode != 0
+    assert _clients.psql(engine, cut).returncode != 0
     # A session that skips triggers (as logical replication's apply does).
     first, second = _new(op), _new(op)
     with engine.begin() as conn:
@@ -427,7 +420,7 @@ def test_rows_written_without_the_trigger_are_converted_again_before_the_check(
         conn.exec_driver_sql(f"UPDATE {TABLE} SET ref = '{first}' WHERE id = 1")
         conn.exec_driver_sql(f"UPDATE {TABLE} SET ref = '{second}' WHERE id = 2")
     values[1], values[2] = first, second
-    done = _psql(engine, script)
+    done = _clients.psql(engine, script)
     assert done.returncode == 0, done.stderr
     assert "2 rows were written without the trigger; converted again" in done.stderr
     assert _values(engine, TABLE, op) == values
@@ -457,9 +450,9 @@ def test_a_schema_and_names_with_a_quote_and_a_percent(engine: Engine) -> None:
         online=True, batch_size=2,
     )  # fmt: skip
     try:
-        assert _psql(engine, setup).returncode == 0
+        assert _clients.psql(engine, setup).returncode == 0
         for _ in range(2):
-            done = _psql(engine, buffer.getvalue())
+            done = _clients.psql(engine, buffer.getvalue())
             assert done.returncode == 0, done.stderr
         assert "binary storage already: the rest of this script does nothing" in done.stderr
         inspector = sa.inspect(engine)
@@ -499,7 +492,7 @@ def test_an_invalid_index_left_by_a_failed_concurrent_build_is_built_again(
         "-- drop invalid indexes (concurrent)",
         "SELECT pg_terminate_backend(pg_backend_pid());\n" + PHASES[6],
     )
-    assert _psql(engine, cut).returncode != 0
+    assert _clients.psql(engine, cut).returncode != 0
     # A concurrent build that times out waiting for a writer leaves its index INVALID.
     autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
     with engine.connect() as writer, autocommit.connect() as builder:
@@ -528,15 +521,14 @@ def test_the_primary_key_itself_converted(engine: Engine) -> None:
     )
     literal = ", ".join(f"'{k}'" for k in keys)
     for name in (TABLE, TWIN):
-        assert _psql(engine, statements.format(t=name, keys=literal)).returncode == 0
-    buffer = io.StringIO()
-    context = MigrationContext.configure(
-        dialect_name="postgresql", opts={"as_sql": True, "output_buffer": buffer}
+        assert _clients.psql(engine, statements.format(t=name, keys=literal)).returncode == 0
+    script = op_sql(
+        "postgresql",
+        lambda ops: ops.alter_ulid_storage(
+            TABLE, "id", from_storage="text", to_storage="auto", online=True, batch_size=20
+        ),
     )
-    Operations(context).alter_ulid_storage(
-        TABLE, "id", from_storage="text", to_storage="auto", online=True, batch_size=20
-    )
-    done = _psql(engine, buffer.getvalue())
+    done = _clients.psql(engine, script)
     assert done.returncode == 0, done.stderr
     with engine.connect() as conn:
         context = MigrationContext.configure(conn, opts={"transactional_ddl": True})
@@ -557,10 +549,10 @@ def test_a_non_ulid_written_before_the_trigger_stops_the_rerun_naming_it(engine:
     cut = script.replace(
         "-- trigger function (ddl)", "SELECT pg_terminate_backend(pg_backend_pid());\n" + PHASES[2]
     )
-    assert _psql(engine, cut).returncode != 0
+    assert _clients.psql(engine, cut).returncode != 0
     with engine.begin() as conn:  # after the check, before the trigger
         conn.exec_driver_sql(f"INSERT INTO {TABLE} (id, ref) VALUES (99, 'ZZZZ')")
-    done = _psql(engine, script)
+    done = _clients.psql(engine, script)
     assert done.returncode != 0
     assert "holds values that are not ULIDs (e.g. 'ZZZZ" in done.stderr
     assert _scalar(engine, f"SELECT count(*) FROM {TABLE} WHERE ref__ulid IS NOT NULL") == 0

@@ -11,7 +11,6 @@ the same refusals where it shares the cause.
 from __future__ import annotations
 
 import io
-import subprocess
 import threading
 import time
 import uuid
@@ -29,7 +28,7 @@ import _clients
 import _databases
 import _writers
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
-from _offline_scripts import VERSION_TABLE, alembic_sql
+from _offline_scripts import VERSION_TABLE, alembic_sql, op_sql
 from _sessions import Release, When, kill_application, waiting
 from conftest import Backend, private_engine
 from sqlalchemy_ulid import ULID, new_ulid
@@ -96,15 +95,13 @@ def _shape(engine: Engine, table: str = TABLE) -> dict[str, Any]:
 
 def _op_sql(table: str = TABLE, **options: Any) -> str:
     """The op's own part of an ``--sql`` script (the ULID ``ref``, text to uuid)."""
-    buffer = io.StringIO()
-    context = MigrationContext.configure(
-        dialect_name="postgresql",
-        opts={"as_sql": True, "output_buffer": buffer, "transactional_ddl": True},
+    return op_sql(
+        "postgresql",
+        lambda ops: ops.alter_ulid_storage(
+            table, "ref", from_storage="text", to_storage="auto", online=True, **options
+        ),
+        transactional_ddl=True,
     )
-    Operations(context).alter_ulid_storage(
-        table, "ref", from_storage="text", to_storage="auto", online=True, **options
-    )
-    return buffer.getvalue()
 
 
 def _online(engine: Engine, table: str = TABLE, search_path: str | None = None) -> None:
@@ -117,13 +114,6 @@ def _online(engine: Engine, table: str = TABLE, search_path: str | None = None) 
             Operations(context).alter_ulid_storage(
                 table, "ref", from_storage="text", to_storage="auto", online=True
             )
-
-
-def _psql(
-    engine: Engine, script: str, *options: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    """The real psql on ``script`` (stdin), with ``options`` and nothing else."""
-    return _clients.psql(engine, script, *options, stop=False, env=env)
 
 
 def _alembic_upgrade_sql(engine: Engine, tmp_path: Path) -> str:
@@ -158,7 +148,7 @@ def test_without_on_error_stop_a_refusal_still_stops_the_script(
     # goes on after a failed statement, to the phases the check refused.
     _create(engine, ddl)
     before = _shape(engine)
-    done = _psql(engine, _alembic_upgrade_sql(engine, tmp_path))
+    done = _clients.psql(engine, _alembic_upgrade_sql(engine, tmp_path), stop=False)
     assert done.returncode != 0, done.stderr
     assert "nothing was changed" in done.stderr
     assert _shape(engine) == before
@@ -208,7 +198,7 @@ def test_partitioned_and_inherited_tables_are_refused_before_any_change(
 ) -> None:
     build(engine)
     before = _shape(engine, target)
-    done = _psql(engine, _op_sql(target), "-v", "ON_ERROR_STOP=1")
+    done = _clients.psql(engine, _op_sql(target))
     assert done.returncode != 0
     assert "partitioned, a partition or in an inheritance tree" in done.stderr, done.stderr
     assert "nothing was changed" in done.stderr
@@ -241,7 +231,7 @@ def test_an_index_the_rebuild_would_change_is_refused_before_any_change(
 ) -> None:
     _create(engine, ddl)
     before = _shape(engine)
-    done = _psql(engine, _op_sql(), "-v", "ON_ERROR_STOP=1")
+    done = _clients.psql(engine, _op_sql())
     assert done.returncode != 0
     assert lost in done.stderr, done.stderr
     assert "nothing was changed" in done.stderr
@@ -262,7 +252,7 @@ def test_a_replica_identity_index_refused_keeps_a_published_table_writable(
         f"ALTER TABLE {TABLE} REPLICA IDENTITY USING INDEX ix_ref; "
         f"CREATE PUBLICATION {TABLE}_pub FOR TABLE {TABLE}",
     )
-    assert _psql(engine, _op_sql(), "-v", "ON_ERROR_STOP=1").returncode != 0
+    assert _clients.psql(engine, _op_sql()).returncode != 0
     with engine.begin() as conn:
         assert conn.exec_driver_sql(f"UPDATE {TABLE} SET name = 'm'").rowcount == len(ULIDS)
 
@@ -277,7 +267,7 @@ def test_the_checks_read_the_tables_schema_not_the_first_on_the_search_path(
         conn.exec_driver_sql(f"CREATE SCHEMA {OTHER_SCHEMA}")
     before = _shape(engine)
     options = {"PGOPTIONS": f"-c search_path={OTHER_SCHEMA},public"}
-    done = _psql(engine, _op_sql(), "-v", "ON_ERROR_STOP=1", env=options)
+    done = _clients.psql(engine, _op_sql(), env=options)
     assert done.returncode != 0
     assert "the index ix_live_ref uses ref with a WHERE clause" in done.stderr, done.stderr
     assert _shape(engine) == before
@@ -386,12 +376,12 @@ def test_killed_in_an_index_build_then_downgraded_then_run_again_under_four_writ
     # CREATE INDEX CONCURRENTLY waits for it, and psql's session is killed
     # there, leaving an INVALID index on the new column.
     upto_builds = script[: script.index("-- indexes (concurrent)")]
-    first = _psql(engine, upto_builds, "-v", "ON_ERROR_STOP=1")
+    first = _clients.psql(engine, upto_builds)
     assert first.returncode == 0, first.stderr
     with engine.connect() as writer:
         writer.exec_driver_sql(f"UPDATE {TABLE} SET n = n WHERE id = 1")
         thread = _killed_waiting(engine, "CREATE %INDEX CONCURRENTLY%", bound=60)
-        killed = _psql(engine, script, "-v", "ON_ERROR_STOP=1", env={"PGAPPNAME": "adv-kill"})
+        killed = _clients.psql(engine, script, app="adv-kill")
         thread.join(timeout=70)
         writer.rollback()
     assert thread.seen
@@ -399,7 +389,7 @@ def test_killed_in_an_index_build_then_downgraded_then_run_again_under_four_writ
     assert "terminating connection" in killed.stderr, killed.stderr
     assert _scalar(engine, "SELECT count(*) FROM pg_index WHERE NOT indisvalid") >= 1
     # The downgrade of the interrupted run only removes what it left.
-    down = _psql(engine, _reverse_sql(), "-v", "ON_ERROR_STOP=1")
+    down = _clients.psql(engine, _reverse_sql())
     assert down.returncode == 0, down.stderr
     assert "undoing the interrupted conversion" in down.stderr
     assert _shape(engine) == before
@@ -408,7 +398,7 @@ def test_killed_in_an_index_build_then_downgraded_then_run_again_under_four_writ
     # Run again from the start while four writers go on.
     with _Writers(engine, seeded) as writers:
         time.sleep(0.2)
-        done = _psql(engine, script, "-v", "ON_ERROR_STOP=1")
+        done = _clients.psql(engine, script)
         time.sleep(0.2)
     assert done.returncode == 0, done.stderr
     assert not writers.errors, writers.errors
@@ -426,7 +416,7 @@ def test_run_in_one_transaction_it_stops_first_saying_why(engine: Engine) -> Non
     before = _shape(engine)
     script = _op_sql()
     rerun = script[script.index("-- alter_ulid_storage(") :]
-    done = _psql(engine, rerun, "--single-transaction")
+    done = _clients.psql(engine, rerun, "--single-transaction", stop=False)
     assert done.returncode != 0
     assert "outside a transaction (not psql -1 or --single-transaction" in done.stderr, done.stderr
     assert "invalid transaction termination" not in done.stderr
@@ -446,9 +436,9 @@ def test_the_downgrade_after_a_kill_before_the_new_column_leaves_no_state_row(
     marker = "-- add shadow (ddl)"
     assert script.count(marker) == 1
     cut = script.replace(marker, "SELECT pg_terminate_backend(pg_backend_pid());\n" + marker)
-    assert "terminating connection" in _psql(engine, cut).stderr
+    assert "terminating connection" in _clients.psql(engine, cut, stop=False).stderr
     assert _scalar(engine, "SELECT to_regclass('sqlalchemy_ulid_migrations')") is not None
-    done = _psql(engine, _reverse_sql())
+    done = _clients.psql(engine, _reverse_sql(), stop=False)
     assert done.returncode == 0, done.stderr
     assert _scalar(engine, "SELECT to_regclass('sqlalchemy_ulid_migrations')") is None
     assert _shape(engine) == before
@@ -458,18 +448,20 @@ def test_killed_inside_the_swap_waiting_for_its_lock_the_rerun_finishes(engine: 
     _create(engine, f"CREATE INDEX ix_name_ref ON {TABLE} (name, ref)")
     seeded = _ulid_values(engine)
     script = _op_sql(lock_timeout=20)
-    assert _psql(engine, script[: script.index("-- swap (ddl)")]).returncode == 0
+    assert (
+        _clients.psql(engine, script[: script.index("-- swap (ddl)")], stop=False).returncode == 0
+    )
     # A writer's open transaction: the swap's LOCK TABLE waits, and is killed.
     with engine.connect() as writer:
         writer.exec_driver_sql(f"UPDATE {TABLE} SET name = 'w' WHERE id = 1")
         thread = _killed_waiting(engine, "DO $ulid%", bound=30)
-        killed = _psql(engine, script, env={"PGAPPNAME": "adv-kill"})
+        killed = _clients.psql(engine, script, app="adv-kill", stop=False)
         thread.join(timeout=40)
         writer.rollback()
     assert thread.seen
     assert "server closed the connection" in killed.stderr, killed.stderr
     assert "ref__ulid" in {column for column, *_ in _shape(engine)["columns"]}  # nothing swapped
-    done = _psql(engine, script)
+    done = _clients.psql(engine, script, stop=False)
     assert done.returncode == 0, done.stderr
     assert _ulid_values(engine) == seeded
     assert [c for c in _shape(engine)["columns"] if c[0] == "ref"] == [("ref", "uuid", True)]
@@ -485,13 +477,20 @@ def test_a_serializable_default_isolation_does_not_fail_the_copy_behind_a_writer
     seeded = _ulid_values(engine)
     script = _op_sql()
     serializable = {"PGOPTIONS": "-c default_transaction_isolation=serializable"}
-    assert _psql(engine, script[: script.index("-- copy (fill)")], env=serializable).returncode == 0
+    assert (
+        _clients.psql(
+            engine, script[: script.index("-- copy (fill)")], env=serializable, stop=False
+        ).returncode
+        == 0
+    )
     with engine.connect() as writer:
         writer.exec_driver_sql(f"UPDATE {TABLE} SET name = 'w' WHERE id = 1")
         # Committed once the copy's batch waits for this row.
         committer = Release(engine, writer.commit, application="adv-iso")
         try:
-            done = _psql(engine, script, env={**serializable, "PGAPPNAME": "adv-iso"})
+            done = _clients.psql(
+                engine, script, env={**serializable, "PGAPPNAME": "adv-iso"}, stop=False
+            )
         finally:
             committer.join()
     assert done.returncode == 0, done.stderr
@@ -504,8 +503,11 @@ def test_a_statement_timeout_does_not_cancel_the_long_phases(engine: Engine) -> 
     # and an index build one statement, however many batches they take.
     _create(engine, f"CREATE INDEX ix_name_ref ON {TABLE} (name, ref)")
     seeded = _ulid_values(engine)
-    done = _psql(
-        engine, _op_sql(batch_size=2, pause=0.05), env={"PGOPTIONS": "-c statement_timeout=300"}
+    done = _clients.psql(
+        engine,
+        _op_sql(batch_size=2, pause=0.05),
+        env={"PGOPTIONS": "-c statement_timeout=300"},
+        stop=False,
     )
     assert done.returncode == 0, done.stderr
     assert _ulid_values(engine) == seeded

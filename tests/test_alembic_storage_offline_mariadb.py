@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import io
 import random
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -31,7 +30,7 @@ import _databases
 import _sessions
 import _writers
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
-from _offline_scripts import VERSION_TABLE, alembic_sql
+from _offline_scripts import VERSION_TABLE, alembic_sql, op_sql, run_online
 from conftest import Backend, private_engine
 from sqlalchemy_ulid import ULID, new_ulid, new_uuid7
 
@@ -138,28 +137,21 @@ def _call(op: str, column: str, from_: str, to: str, **options: Any) -> str:
 
 def _op_sql(op: str, column: str, from_: str, to: str, **options: Any) -> str:
     """The op's own part of the script (rerun whole, without Alembic's bookkeeping)."""
-    buffer = io.StringIO()
-    context = MigrationContext.configure(
-        dialect_name="mysql", opts={"as_sql": True, "output_buffer": buffer}
+    return op_sql(
+        "mysql",
+        lambda ops: getattr(ops, op)(
+            TABLE, column, from_storage=from_, to_storage=to, online=True, **options
+        ),
     )
-    getattr(Operations(context), op)(
-        TABLE, column, from_storage=from_, to_storage=to, online=True, **options
-    )
-    return buffer.getvalue()
-
-
-def _mariadb(engine: Engine, script: str) -> subprocess.CompletedProcess[str]:
-    """Run a script with the real mariadb client (it stops at the first error)."""
-    return _clients.mariadb(engine, script, timeout=90)
 
 
 def _online(engine: Engine, op: str, column: str, from_: str, to: str) -> None:
-    with engine.connect() as conn:
-        context = MigrationContext.configure(conn)
-        with context.begin_transaction(), context.begin_transaction(_per_migration=True):
-            getattr(Operations(context), op)(
-                TABLE, column, from_storage=from_, to_storage=to, online=True, batch_size=7
-            )
+    run_online(
+        engine,
+        lambda ops: getattr(ops, op)(
+            TABLE, column, from_storage=from_, to_storage=to, online=True, batch_size=7
+        ),
+    )
 
 
 def _expected_rows(
@@ -176,7 +168,7 @@ def _expected_rows(
 
 def _rerun_is_a_no_op(engine: Engine, script: str) -> None:
     before, created = _state(engine), _created(engine)
-    again = _mariadb(engine, script)
+    again = _clients.mariadb(engine, script)
     assert again.returncode == 0, again.stderr
     assert "copied" not in again.stdout, again.stdout
     assert "converted" not in again.stdout, again.stdout
@@ -202,7 +194,7 @@ def test_upgrade_and_downgrade_scripts_end_as_the_online_op(
     call = _call(op, column, from_, to, batch_size=7)
     up = alembic_sql(server, tmp_path, call)
     assert "mariadb --batch" in up
-    done = _mariadb(server, up)
+    done = _clients.mariadb(server, up)
     assert done.returncode == 0, done.stderr
     assert _state(server) == online_up
     assert online_up["rows"] == _expected_rows(op, column, model, to)
@@ -210,7 +202,7 @@ def test_upgrade_and_downgrade_scripts_end_as_the_online_op(
     assert online_up["triggers"] == []
     _rerun_is_a_no_op(server, _op_sql(op, column, from_, to, batch_size=7))
 
-    done = _mariadb(server, alembic_sql(server, tmp_path, call, down=True))
+    done = _clients.mariadb(server, alembic_sql(server, tmp_path, call, down=True))
     assert done.returncode == 0, done.stderr
     assert _state(server) == online_down
     _rerun_is_a_no_op(server, _op_sql(op, column, to, from_, batch_size=7))
@@ -254,7 +246,7 @@ def test_refusals_stop_the_script_before_any_change(server: Engine, case: str) -
         for statement in setup:
             conn.exec_driver_sql(statement)
     before = _state(server)
-    done = _mariadb(server, _op_sql(op, "id", "text", "binary"))
+    done = _clients.mariadb(server, _op_sql(op, "id", "text", "binary"))
     assert done.returncode != 0
     assert "ERROR 1644 (45000)" in done.stderr, done.stderr
     assert message in done.stderr, done.stderr
@@ -267,7 +259,7 @@ def test_a_non_uuid7_already_there_is_refused_before_any_change(server: Engine) 
     with server.begin() as conn:  # a version 4 UUID
         conn.exec_driver_sql(f"UPDATE {TABLE} SET ref = '{uuid.uuid4()}' ORDER BY seq LIMIT 1")
     before = _state(server)
-    done = _mariadb(server, _op_sql(op, "ref", "text", "binary"))
+    done = _clients.mariadb(server, _op_sql(op, "ref", "text", "binary"))
     assert "holds values that are not UUIDv7s" in done.stderr, done.stderr
     assert _state(server) == before
 
@@ -309,12 +301,12 @@ def test_killed_inside_the_copy_the_rerun_goes_on_and_a_second_is_a_no_op(
         return bool(killed)
 
     watcher = _sessions.When(server, copying, lambda: _sessions.kill_session(server, killed[0]))
-    first = _mariadb(server, NOTE_SESSION + script)
+    first = _clients.mariadb(server, NOTE_SESSION + script)
     watcher.join(timeout=35)
     assert killed, first.stdout[-500:]
     assert first.returncode != 0
     assert 0 < _count(server, f"_{TABLE}__new") < 300
-    again = _mariadb(server, script)
+    again = _clients.mariadb(server, script)
     assert again.returncode == 0, again.stderr
     copied = [int(line.split(": ")[1].split()[0]) for line in again.stdout.splitlines()
               if " copied" in line]  # fmt: skip
@@ -332,10 +324,10 @@ def test_killed_at_a_phase_boundary_the_rerun_finishes(server: Engine, phase: in
     script = _op_sql(op, column, "text", "binary", batch_size=7)
     marker = f"-- Phase {phase}:"
     assert script.count(marker) == 1
-    cut = _mariadb(server, script.replace(marker, "KILL CONNECTION_ID();\n" + marker))
+    cut = _clients.mariadb(server, script.replace(marker, "KILL CONNECTION_ID();\n" + marker))
     assert cut.returncode != 0
     assert "Connection was killed" in cut.stderr or "server has gone away" in cut.stderr
-    done = _mariadb(server, script)
+    done = _clients.mariadb(server, script)
     assert done.returncode == 0, done.stderr
     state = _state(server)
     assert state["rows"] == _expected_rows(op, column, model)
@@ -373,7 +365,7 @@ def test_a_non_ulid_written_mid_script_fails_that_writers_statement(server: Engi
                 failures.append(exc)
 
     writer = _sessions.When(server, _triggers, write_bad)  # once they are there
-    done = _mariadb(server, script)
+    done = _clients.mariadb(server, script)
     writer.join(timeout=35)
     assert done.returncode == 0, done.stderr
     assert len(failures) == 1
@@ -458,7 +450,7 @@ def test_two_writers_during_the_script_the_table_ends_as_expected(server: Engine
     _create(server, op, model)
     script = _op_sql(op, "ref", "text", "binary", batch_size=20, pause=0.02)
     with _Writers(server, op, model) as writers:
-        done = _mariadb(server, script)
+        done = _clients.mariadb(server, script)
         during = writers.writes
         time.sleep(0.2)  # writes after the swap, too
     assert during > 50
@@ -494,13 +486,13 @@ def test_a_non_ulid_written_before_the_triggers_stops_the_copy_naming_it(server:
     script = _op_sql(op, "ref", "text", "binary", batch_size=7)
     # Written after the check, before the triggers exist: only the copy can see it.
     bad = f"INSERT INTO {TABLE} (id, ref) VALUES ('{new_ulid()}', '{'U' * 26}');\n"
-    done = _mariadb(server, script.replace("-- Phase 2:", bad + "-- Phase 2:"))
+    done = _clients.mariadb(server, script.replace("-- Phase 2:", bad + "-- Phase 2:"))
     assert done.returncode != 0
     assert f"holds {'U' * 26}, which is not one of the ULIDs" in done.stderr, done.stderr
     assert _count(server, f"_{TABLE}__new") == 0  # stopped before the first batch
     with server.begin() as conn:
         conn.exec_driver_sql(f"DELETE FROM {TABLE} WHERE ref = '{'U' * 26}'")
-    again = _mariadb(server, script)
+    again = _clients.mariadb(server, script)
     assert again.returncode == 0, again.stderr
     assert _state(server)["rows"] == _expected_rows(op, "ref", model)
 
@@ -513,7 +505,7 @@ def test_the_script_sets_its_own_sql_mode_and_names(server: Engine, tmp_path: Pa
     _create(server, op, model)
     odd = "SET NAMES utf8mb3; SET SESSION sql_mode = 'NO_BACKSLASH_ESCAPES,ANSI_QUOTES';\n"
     for from_, to in (("text", "binary"), ("binary", "text")):
-        done = _mariadb(server, odd + _op_sql(op, "ref", from_, to) + "SELECT @@sql_mode;")
+        done = _clients.mariadb(server, odd + _op_sql(op, "ref", from_, to) + "SELECT @@sql_mode;")
         assert done.returncode == 0, done.stderr
         assert "ANSI_QUOTES,NO_BACKSLASH_ESCAPES" in done.stdout  # given back
     assert _state(server)["rows"] == [
@@ -543,7 +535,7 @@ def test_names_with_a_quote_a_backtick_and_a_percent(server: Engine) -> None:
             Operations(context).alter_ulid_storage(
                 table, column, from_storage=from_, to_storage=to, online=True
             )
-            done = _mariadb(server, buffer.getvalue())
+            done = _clients.mariadb(server, buffer.getvalue())
             assert done.returncode == 0, done.stderr
             with server.connect() as conn:
                 found = [r[0] for r in conn.exec_driver_sql(f"SELECT `i``d'x` FROM {quoted}")]

@@ -4,13 +4,14 @@
   order, the plan's (the index builds are the rows its queries return), the
   script holds each of them, and the copy's batches online are the script's
   batch template with its slots filled;
+* for a NOT NULL column, SET NOT NULL reads no row (the equality check
+  implies it), and an equality check without it gets a NOT NULL check;
 * a conversion begun by the previous release, its state in
   ``ulid_storage_conversions``, is taken over and resumed after its last key.
 """
 
 from __future__ import annotations
 
-import io
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -22,6 +23,7 @@ from alembic.operations import Operations
 from sqlalchemy.engine import Engine
 
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
+from _offline_scripts import op_sql
 from conftest import Backend, private_engine
 from sqlalchemy_ulid.alembic._plan.database import database_for
 from sqlalchemy_ulid.alembic._plan.state import STATE_TABLE, literal
@@ -68,10 +70,7 @@ def _online(engine: Engine) -> list[tuple[str, Any]]:
 
     sa.event.listen(engine, "before_cursor_execute", hook)
     try:
-        with engine.connect() as conn:
-            context = MigrationContext.configure(conn, opts={"transactional_ddl": True})
-            with context.begin_transaction():
-                Operations(context).invoke(_op())
+        _online_op(engine)
     finally:
         sa.event.remove(engine, "before_cursor_execute", hook)
     # psycopg's pyformat: a % in SQL text is sent doubled.
@@ -82,13 +81,22 @@ def _plan(engine: Engine) -> Plan:
     return database_for(engine.dialect).alter_storage(target_of(_op(), engine.dialect), None)
 
 
+def _run_step(conn: sa.Connection, plan: Plan, label: str) -> None:
+    """The first statement of the plan's step ``label``, sent by hand."""
+    step = next(s for s in plan.steps if s.label == label)
+    conn.exec_driver_sql(step.statements[0].replace("%", "%%"))
+
+
+def _start_by_hand(conn: sa.Connection, plan: Plan) -> None:
+    """The shadow column and its trigger, as a run killed in its copy left them."""
+    for statement in next(s for s in plan.steps if s.label == "add shadow").statements[1:]:
+        conn.exec_driver_sql(statement)
+    for label in ("trigger function", "trigger"):
+        _run_step(conn, plan, label)
+
+
 def _script(engine: Engine) -> str:
-    buffer = io.StringIO()
-    context = MigrationContext.configure(
-        dialect_name="postgresql", opts={"as_sql": True, "output_buffer": buffer}
-    )
-    Operations(context).invoke(_op())
-    return buffer.getvalue()
+    return op_sql("postgresql", _op())
 
 
 def test_online_sends_the_plans_ddl_and_batches_and_the_script_holds_them(pg: Engine) -> None:
@@ -111,7 +119,10 @@ def test_online_sends_the_plans_ddl_and_batches_and_the_script_holds_them(pg: En
     # Every step still to do on a fresh table, in order; undoing and taking
     # over earlier state aside, and converting again and validating once more
     # (only after the first validation failed).
-    skipped = {"earlier state", "undo", "convert again", "validate same"}
+    # ref is NOT NULL: its equality check proves that too ("same check, not
+    # null"), so no check of its own is made, validated or dropped.
+    skipped = {"earlier state", "undo", "convert again", "validate same", "same check"}
+    skipped |= {"not null check", "validate not null", "drop not null check"}
     wanted = [
         s
         for step in plan.steps
@@ -165,11 +176,7 @@ def test_a_conversion_begun_by_the_previous_release_is_resumed(pg: Engine) -> No
     plan = _plan(pg)
     t = target_of(_op(), pg.dialect)
     with pg.begin() as conn:
-        for statement in next(s for s in plan.steps if s.label == "add shadow").statements[1:]:
-            conn.exec_driver_sql(statement)
-        for label in ("trigger function", "trigger"):
-            step = next(s for s in plan.steps if s.label == label)
-            conn.exec_driver_sql(step.statements[0].replace("%", "%%"))
+        _start_by_hand(conn, plan)
         conn.exec_driver_sql(f"UPDATE {q} SET ref = ref WHERE id <= 50")
     sent = _online(pg)
     batches = [p for s, p in sent if s.startswith("WITH batch AS")]
@@ -186,3 +193,77 @@ def test_a_conversion_begun_by_the_previous_release_is_resumed(pg: Engine) -> No
             ).first()
         )
         assert "ref__ulid" not in {c["name"] for c in inspector.get_columns(TABLE)}
+
+
+def _scans_of(engine: Engine, marks: tuple[str, ...]) -> dict[str, int]:
+    """Run the op online; the table's sequential scans during each statement holding a mark.
+
+    Read in the statement's own transaction (``pg_stat_xact_user_tables``),
+    before and after it, on its connection.
+    """
+    scans: dict[str, int] = {}
+
+    def count(cursor: Any) -> int:
+        with cursor.connection.cursor() as own:
+            own.execute(
+                "SELECT seq_scan FROM pg_stat_xact_user_tables WHERE relid = to_regclass(%s)",
+                (f'"{TABLE}"',),
+            )
+            return int(own.fetchone()[0])
+
+    def before(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        for mark in marks:
+            if mark in statement:
+                scans[mark] = -count(cursor)
+
+    def after(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        for mark in marks:
+            if mark in statement:
+                scans[mark] += count(cursor)
+
+    sa.event.listen(engine, "before_cursor_execute", before)
+    sa.event.listen(engine, "after_cursor_execute", after)
+    try:
+        _online_op(engine)
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", before)
+        sa.event.remove(engine, "after_cursor_execute", after)
+    return scans
+
+
+def _online_op(engine: Engine) -> None:
+    with engine.connect() as conn:
+        context = MigrationContext.configure(conn, opts={"transactional_ddl": True})
+        with context.begin_transaction():
+            Operations(context).invoke(_op())
+
+
+def test_set_not_null_reads_no_row_after_the_equality_check(pg: Engine) -> None:
+    _create(pg, TABLE, "text", ROWS)
+    before = _values(pg, TABLE, "text")
+    scans = _scans_of(pg, ("VALIDATE CONSTRAINT", "SET NOT NULL"))
+    assert _values(pg, TABLE, "auto") == before
+    # The validation read the table (the count works); SET NOT NULL did not:
+    # the validated check (shadow IS NOT NULL AND ...) implies it.
+    assert scans["VALIDATE CONSTRAINT"] >= 1
+    assert scans["SET NOT NULL"] == 0
+
+
+def test_an_equality_check_without_not_null_gets_its_own_not_null_check(pg: Engine) -> None:
+    _create(pg, TABLE, "text", ROWS)
+    before = _values(pg, TABLE, "text")
+    plan = _plan(pg)
+    t = target_of(_op(), pg.dialect)
+    # As an earlier release left it: the copy done, its equality check
+    # (without the shadow's NOT NULL) validated.
+    with pg.begin() as conn:
+        _start_by_hand(conn, plan)
+        conn.exec_driver_sql(f'UPDATE "{TABLE}" SET ref = ref')
+        conn.exec_driver_sql(f'UPDATE "{TABLE}" SET {t.shadow} = {t.converted.replace("%", "%%")}')
+        _run_step(conn, plan, "same check")
+        conn.exec_driver_sql(f'ALTER TABLE "{TABLE}" VALIDATE CONSTRAINT {t.same}')
+    scans = _scans_of(pg, ("SET NOT NULL", t.check))
+    assert _values(pg, TABLE, "auto") == before
+    # Its own NOT NULL check was made (and validated): SET NOT NULL read no row.
+    assert t.check in scans
+    assert scans["SET NOT NULL"] == 0

@@ -11,12 +11,11 @@ from collections.abc import Iterator
 
 import pytest
 import sqlalchemy as sa
-from alembic.migration import MigrationContext
-from alembic.operations import Operations
 from sqlalchemy.engine import Engine
 
 import _databases
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
+from _offline_scripts import run_online
 from conftest import Backend, private_engine
 from sqlalchemy_ulid import ULID, new_ulid
 
@@ -64,12 +63,12 @@ def user(root: Engine) -> Iterator[tuple[Engine, str]]:
 
 def _migrate(engine: Engine) -> None:
     """Run the op as `alembic upgrade` does, in the transaction Alembic began."""
-    with engine.connect() as conn:
-        context = MigrationContext.configure(conn)
-        with context.begin_transaction(), context.begin_transaction(_per_migration=True):
-            Operations(context).alter_ulid_storage(
-                TABLE, "ref", from_storage="text", to_storage="auto", online=True
-            )
+    run_online(
+        engine,
+        lambda op: op.alter_ulid_storage(
+            TABLE, "ref", from_storage="text", to_storage="auto", online=True
+        ),
+    )
 
 
 def test_without_trigger_the_op_stops_at_create_trigger_and_the_rerun_finishes(

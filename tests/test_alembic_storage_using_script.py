@@ -10,7 +10,6 @@ is carried. A foreign key on the column is refused as online refuses it.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Iterator
 
 import pytest
@@ -22,6 +21,7 @@ from sqlalchemy.engine import Engine
 import _clients
 import _databases
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
+from _offline_scripts import op_sql
 from conftest import Backend, private_engine
 from sqlalchemy_ulid import ULID
 
@@ -63,14 +63,12 @@ def _column(engine: Engine) -> tuple[str, str | None]:
 
 
 def _script(op: str, from_storage: str, to_storage: str) -> str:
-    buffer = io.StringIO()
-    context = MigrationContext.configure(
-        dialect_name="postgresql", opts={"as_sql": True, "output_buffer": buffer}
+    return op_sql(
+        "postgresql",
+        lambda ops: getattr(ops, op)(
+            TABLE, "ref", from_storage=from_storage, to_storage=to_storage, nullable=True
+        ),
     )
-    getattr(Operations(context), op)(
-        TABLE, "ref", from_storage=from_storage, to_storage=to_storage, nullable=True
-    )
-    return buffer.getvalue()
 
 
 def _online(engine: Engine, op: str, from_storage: str, to_storage: str) -> None:

@@ -12,21 +12,18 @@ script agree for every op.
 
 from __future__ import annotations
 
-import io
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from alembic.migration import MigrationContext
 from alembic.operations import MigrateOperation, Operations
 from sqlalchemy.engine import Engine
 
 import _clients
 import _databases
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
-from conftest import Backend, private_engine
+from _offline_scripts import op_sql, run_online
 from sqlalchemy_ulid.alembic import (
     AddULIDColumnOp,
     AddUUID7ColumnOp,
@@ -80,12 +77,6 @@ FIRINGS: dict[tuple[str, str, str], tuple[int, int] | str] = {
         for mode in ("online", "script")
     },
 }
-
-
-@pytest.fixture(params=["postgresql", "mysql"])
-def server(request: pytest.FixtureRequest, backends: dict[str, Backend]) -> Iterator[Engine]:
-    with private_engine(backends[request.param], _drop) as engine:
-        yield engine
 
 
 _drop = _databases.dropper(
@@ -153,22 +144,6 @@ def _op(name: str, online: bool) -> MigrateOperation:
     return ConvertPrimaryKeyToULIDOp(TABLE, from_time="created_at")
 
 
-def _run(engine: Engine, op: MigrateOperation) -> None:
-    with engine.connect() as conn:
-        context = MigrationContext.configure(conn)
-        with context.begin_transaction(), context.begin_transaction(_per_migration=True):
-            Operations(context).invoke(op)
-
-
-def _script(engine: Engine, op: MigrateOperation) -> str:
-    buffer = io.StringIO()
-    context = MigrationContext.configure(
-        dialect_name=engine.dialect.name, opts={"as_sql": True, "output_buffer": buffer}
-    )
-    Operations(context).invoke(op)
-    return buffer.getvalue()
-
-
 def _firings(engine: Engine) -> tuple[int, int]:
     with engine.connect() as conn:
         counts = dict(conn.exec_driver_sql(f"SELECT tg, COUNT(*) FROM {AUDIT} GROUP BY tg").all())
@@ -194,13 +169,12 @@ def test_update_triggers_fire_as_documented(server: Engine, name: str, mode: str
     found: Any
     try:
         if mode.endswith("script"):
-            script = _script(server, op)
-            run = _clients.psql if dialect == "postgresql" else _clients.mariadb
-            done = run(server, script, timeout=BOUND)
+            script = op_sql(server, op)
+            done = _clients.run(server, script, timeout=BOUND)
             if done.returncode != 0:
                 raise ValueError(done.stderr)
         else:
-            _run(server, op)
+            run_online(server, op)
     except (ValueError, sa.exc.DBAPIError) as exc:
         found = str(exc)
     else:
@@ -232,14 +206,14 @@ def test_a_trigger_is_kept_from_firing_as_the_docs_say(server: Engine) -> None:
                 f"CREATE TRIGGER trg_before BEFORE UPDATE ON {TABLE} FOR EACH ROW BEGIN "
                 f"IF @skip_audit IS NULL THEN INSERT INTO {AUDIT} VALUES ('BEFORE'); END IF; END"
             )
-    with server.connect() as conn:
-        context = MigrationContext.configure(conn)
-        with context.begin_transaction(), context.begin_transaction(_per_migration=True):
-            operations = Operations(context)
-            if not postgresql:
-                operations.execute("SET @skip_audit = 1")
-            operations.invoke(_op("add_ulid_column", online=True))
-            if not postgresql:
-                operations.execute("SET @skip_audit = NULL")
+
+    def add(operations: Operations) -> None:
+        if not postgresql:
+            operations.execute("SET @skip_audit = 1")
+        operations.invoke(_op("add_ulid_column", online=True))
+        if not postgresql:
+            operations.execute("SET @skip_audit = NULL")
+
+    run_online(server, add)
     assert _firings(server) == (0, ROWS)
     assert _rows(server) == ROWS

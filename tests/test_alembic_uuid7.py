@@ -22,6 +22,7 @@ from sqlalchemy.engine import Connection, Engine
 import _databases
 import _offline_scripts
 import sqlalchemy_ulid.alembic
+from _offline_scripts import run_online
 from conftest import connection_env_py
 from sqlalchemy_ulid import drop_uuid7_function, uuid7_min_at
 from sqlalchemy_ulid._dialects import dialect_row
@@ -202,18 +203,18 @@ def test_real_alembic_upgrade_and_downgrade(clean: Engine, tmp_path: Path) -> No
 
 def _online(engine: Engine, storage: str) -> None:
     """The op with online=True, as `alembic upgrade` runs it (in Alembic's transaction)."""
-    with engine.connect() as conn:
-        context = MigrationContext.configure(conn)
-        with context.begin_transaction(), context.begin_transaction(_per_migration=True):
-            Operations(context).add_uuid7_column(
-                ORDERS,
-                "public_id",
-                "created_at",
-                storage=storage,  # type: ignore[arg-type]
-                online=True,
-                server_default=True,
-                batch_size=300,
-            )
+    run_online(
+        engine,
+        lambda op: op.add_uuid7_column(
+            ORDERS,
+            "public_id",
+            "created_at",
+            storage=storage,  # type: ignore[arg-type]
+            online=True,
+            server_default=True,
+            batch_size=300,
+        ),
+    )
 
 
 @pytest.mark.parametrize("storage", ["auto", "binary"])

@@ -4,7 +4,6 @@ failing statement or a killed session, on PostgreSQL 15 and MariaDB 10.11; then 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -18,7 +17,7 @@ from sqlalchemy.engine import Connection, Engine
 import _databases
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from _sessions import kill_session, session_id
-from conftest import Backend, private_engine, recording
+from conftest import recording
 from sqlalchemy_ulid import uuid7_min_at
 from sqlalchemy_ulid._dialects import dialect_row
 
@@ -31,12 +30,6 @@ ROWS = 40
 
 class Interrupted(Exception):
     """The fault raised in place of a statement."""
-
-
-@pytest.fixture
-def server(request: pytest.FixtureRequest, backends: dict[str, Backend]) -> Iterator[Engine]:
-    with private_engine(backends[request.param], _drop) as engine:
-        yield engine
 
 
 _drop = _databases.dropper(TABLE)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import subprocess
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -19,6 +18,7 @@ from sqlalchemy.engine import Connection, Engine
 import _clients
 import _databases
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
+from _offline_scripts import op_sql
 from conftest import Backend, recording
 from sqlalchemy_ulid import InvalidULID, new_uuid7, uuid7_max_at, uuid7_min_at
 from sqlalchemy_ulid._dialects import dialect_row
@@ -232,29 +232,21 @@ def test_a_value_that_is_not_a_uuid7_is_refused_and_nothing_changes(
 
 
 def _offline(backend: Backend, from_storage: str, to_storage: str) -> str:
-    buffer = io.StringIO()
     # Our MySQL-family server is MariaDB: its dialect name says it has UUID.
     name = "mariadb" if backend.name == "mysql" else backend.name
-    context = MigrationContext.configure(
-        dialect_name=name, opts={"as_sql": True, "output_buffer": buffer}
-    )
     assert backend.engine is not None
-    Operations(context).alter_uuid7_storage(
-        TABLE,
-        "ref",
-        from_storage=from_storage,  # type: ignore[arg-type]
-        to_storage=to_storage,  # type: ignore[arg-type]
-        nullable=True,
-        copy_from=_table(from_storage, backend.engine.dialect),
+    copy_from = _table(from_storage, backend.engine.dialect)
+    return op_sql(
+        name,
+        lambda ops: ops.alter_uuid7_storage(
+            TABLE,
+            "ref",
+            from_storage=from_storage,  # type: ignore[arg-type]
+            to_storage=to_storage,  # type: ignore[arg-type]
+            nullable=True,
+            copy_from=copy_from,
+        ),
     )
-    return buffer.getvalue()
-
-
-def _client(engine: Engine, script: str) -> subprocess.CompletedProcess[str]:
-    """Run a script with the database's own command-line client."""
-    if engine.dialect.name == "postgresql":
-        return _clients.psql(engine, script, timeout=60)
-    return _clients.mariadb(engine, script, timeout=60)
 
 
 def _run_script(engine: Engine, script: str) -> None:
@@ -266,7 +258,7 @@ def _run_script(engine: Engine, script: str) -> None:
                 if statement.strip():
                     conn.exec_driver_sql(statement)
         return
-    done = _client(engine, script)
+    done = _clients.run(engine, script)
     if done.returncode:
         raise RuntimeError(done.stderr)
 

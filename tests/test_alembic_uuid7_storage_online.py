@@ -363,13 +363,19 @@ def test_a_table_with_another_trigger_is_refused_before_any_ddl(server: Engine) 
     assert not _leftovers(server)
 
 
+def _is_copy(statement: str, copy: str) -> bool:
+    """A statement of the copy (not the state table's row, which MariaDB also inserts IGNORE)."""
+    text = statement.lstrip().replace("`", "")
+    return text.startswith(copy) and not text.startswith(f"{copy} INTO sqlalchemy_ulid_migrations")
+
+
 def _killer(engine: Engine, nth_copy: int) -> Callable[[], bool]:
     """Kill the op's session before its ``nth_copy``-th copy statement; returns 'killed?'."""
     copy = COPY[_name(engine)]
     copies = [0]
 
     def when(statement: str, _: int) -> bool:
-        if statement.lstrip().startswith(copy):
+        if _is_copy(statement, copy):
             copies[0] += 1
         return copies[0] == nth_copy
 
@@ -391,7 +397,7 @@ def test_killed_mid_copy_then_rerun_finishes_and_a_second_rerun_sends_no_ddl(
     with recording(server) as seen:
         _run(server, TABLE, from_, to, online=True, batch_size=500)
     # Two batches were committed before the kill: the rerun goes on after them.
-    copies = [s for s in seen if s.lstrip().startswith(COPY[_name(server)])]
+    copies = [s for s in seen if _is_copy(s, COPY[_name(server)])]
     assert 0 < len(copies) <= 3000 // 500 - 2 + 1
     assert _values(server, TABLE, to) == before
     _run(server, TWIN, from_, to)

@@ -164,7 +164,8 @@ def test_offline_sql_is_complete_and_runs(clean: Engine, backend: Backend) -> No
     assert "UPDATE alembic_version SET version_num='0004'" in script
     if backend.name == "postgresql":
         assert "CREATE UNIQUE INDEX CONCURRENTLY" in script
-        _psql(clean, script)
+        done = _clients.psql(clean, script, check=True)
+        assert "rows of orders.public_id filled" in done.stderr
         _check_head(clean)
         with clean.connect() as conn:
             columns = {c["name"]: c for c in sa.inspect(conn).get_columns("orders")}
@@ -172,7 +173,7 @@ def test_offline_sql_is_complete_and_runs(clean: Engine, backend: Backend) -> No
         assert columns["public_id"]["nullable"] is False
         assert [u["column_names"] for u in unique] == [["public_id"]]
         return
-    _mariadb(clean, script)
+    _clients.mariadb(clean, script, check=True)
     _check_head(clean)
     with clean.connect() as conn:
         columns = {c["name"]: c for c in sa.inspect(conn).get_columns("orders")}
@@ -210,29 +211,12 @@ def test_offline_sql_stops_at_a_time_no_ulid_holds(clean_mariadb: tuple[Backend,
     early = "INSERT INTO orders (id, customer, total_cents, created_at) VALUES (1, 'ada'"
     assert early in script
     script = script.replace("'2023-11-02 08:15:00.125000'", "'1969-12-31 23:59:59.999000'", 1)
-    failed = _mariadb(clean, script, check=False)
+    failed = _clients.mariadb(clean, script)
     assert failed.returncode != 0
     with clean.connect() as conn:
         rows = conn.exec_driver_sql("SELECT id, public_id FROM orders ORDER BY id").all()
     assert rows[0] == (1, None)  # never an id of a time it does not hold
     assert all(public_id is not None for _, public_id in rows[1:])
-
-
-def _mariadb(
-    engine: Engine, script: str, *, check: bool = True
-) -> subprocess.CompletedProcess[str]:
-    """Run a script with the real mariadb client, stopping at the first error."""
-    result = _clients.mariadb(engine, script)
-    if check:
-        assert result.returncode == 0, result.stderr
-    return result
-
-
-def _psql(engine: Engine, script: str) -> None:
-    """Run a script with the real psql, stopping at the first error."""
-    result = _clients.psql(engine, script, timeout=120)
-    assert result.returncode == 0, result.stderr
-    assert "rows of orders.public_id filled" in result.stderr
 
 
 def test_alembic_cli(clean: Engine, backend: Backend, tmp_path: Path) -> None:

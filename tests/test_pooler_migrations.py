@@ -23,7 +23,6 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from alembic.migration import MigrationContext
 from alembic.operations import Operations
 from sqlalchemy.engine import Engine
 
@@ -31,6 +30,7 @@ import _pooler
 import _writers
 import sqlalchemy_ulid
 import sqlalchemy_ulid.alembic  # registers the ops
+from _offline_scripts import run_online
 from _pooler import Pooled
 
 pgbouncer = _pooler.pgbouncer
@@ -87,14 +87,6 @@ class AppWriters(_writers.Loop):
 
     def _write(self, conn: sa.Connection, n: int, i: int) -> None:
         conn.execute(sa.text(self.sql), {"id": 1_000_000 * (n + 1) + i, "base": BASE})
-
-
-def _migrate(engine: Engine, step: Callable[[Operations], None]) -> None:
-    """Run ``step`` as ``alembic upgrade`` does, on a connection through the pool."""
-    with engine.connect() as conn:
-        context = MigrationContext.configure(conn)
-        with context.begin_transaction(), context.begin_transaction(_per_migration=True):
-            step(Operations(context))
 
 
 def _every_session(pooled_engine: Engine) -> list[tuple[int, str, str]]:
@@ -180,7 +172,7 @@ def test_an_online_op_through_the_pool_leaves_every_server_session_as_it_was(
     before = _every_session(engine)
     assert len({row[0] for row in before}) == POOL
     with AppWriters(engine, table) as writers:
-        _migrate(engine, lambda ops: op(ops, table))
+        run_online(engine, lambda ops: op(ops, table))
     assert not writers.errors, writers.errors[:3]
     assert writers.done > 10, "the application hardly wrote: the test proves nothing"
     after = _every_session(engine)
@@ -201,7 +193,9 @@ def test_the_key_conversion_refuses_a_pooled_connection_before_any_change(
         AppWriters(engine, table, insert=False) as writers,
         pytest.raises(ConversionRefused, match="run the migration on a direct connection"),
     ):
-        _migrate(engine, lambda ops: ops.convert_primary_key_to_ulid(table, from_time="created_at"))
+        run_online(
+            engine, lambda ops: ops.convert_primary_key_to_ulid(table, from_time="created_at")
+        )
     assert not writers.errors, writers.errors[:3]
     assert [c["name"] for c in sa.inspect(direct).get_columns(table)] == columns
     with direct.connect() as conn:

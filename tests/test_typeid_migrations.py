@@ -32,6 +32,7 @@ import _clients
 import _databases
 import _offline_scripts
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
+from _offline_scripts import run_online
 from conftest import Backend, recording
 from sqlalchemy_ulid import (
     InvalidTypeID,
@@ -172,12 +173,12 @@ def _model(backend: Backend) -> sa.Table:
 
 def _add(engine: Engine, **options: Any) -> None:
     """The op as `alembic upgrade` runs it (in Alembic's transaction)."""
-    with engine.connect() as conn:
-        context = MigrationContext.configure(conn)
-        with context.begin_transaction(), context.begin_transaction(_per_migration=True):
-            Operations(context).add_uuid7_column(
-                ORDERS, "public_id", "created_at", prefix="order", **options
-            )
+    run_online(
+        engine,
+        lambda op: op.add_uuid7_column(
+            ORDERS, "public_id", "created_at", prefix="order", **options
+        ),
+    )
 
 
 # Rows 0-2 share a millisecond (ties go in key order); row 3 is earlier.
@@ -270,9 +271,7 @@ def test_the_offline_script_adds_a_typed_id_column(clean: Engine, backend: Backe
     assert f"public_id {storage}" in script
     # The script, run by the database's own client, fills the typed ids.
     _seed(clean, TIMES)
-    run = _clients.psql if backend.name == "postgresql" else _clients.mariadb
-    done = run(clean, script)
-    assert done.returncode == 0, done.stderr
+    _clients.run(clean, script, check=True)
     table = _model(backend)
     with clean.connect() as conn:
         ids = conn.scalars(sa.select(table.c.public_id).order_by(table.c.id)).all()

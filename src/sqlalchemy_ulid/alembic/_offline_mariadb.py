@@ -1,10 +1,10 @@
 """The MariaDB script toolkit of the offline (``--sql``) scripts not yet on the engine.
 
-``_SAVED``, ``_MAX_MS`` and ``_INTEGERS``, shared by the storage
-conversion's and the key conversion's scripts (their blocks, SIGNALs,
-literals and comments come from the engine's ``_plan/render_mariadb.py``).
-``add_ulid_column(online=True)`` writes its script through the engine
-(``_plan/render_mariadb.py``, ``mysql/add_column.py``).
+``_SAVED``, ``_MAX_MS`` and ``_INTEGERS``, used by the key conversion's
+script (its blocks, SIGNALs, literals and comments come from the engine's
+``_plan/render_mariadb.py``). ``add_ulid_column(online=True)`` and
+``alter_ulid_storage(online=True)`` write their scripts through the engine
+(``_plan/render_mariadb.py``, ``mysql/add_column.py``, ``mysql/storage.py``).
 """
 
 from __future__ import annotations

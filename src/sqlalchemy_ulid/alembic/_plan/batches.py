@@ -1,10 +1,10 @@
 """The engine's batch loop: one resumable pass over a table, a batch a transaction.
 
 Every online op that walks a table (the ``batch`` and ``fill`` steps of the
-runner, the PostgreSQL trigger copy and the MariaDB shadow-table copy of
-``alter_ulid_storage``) hands :func:`run_batches` one function, ``batch(limit)``,
-that does one batch of at most ``limit`` rows in its own transaction and says
-how many rows it did, or ``None`` when nothing is left. The loop around it is
+runner: the backfills, the copies of ``alter_ulid_storage``) hands
+:func:`run_batches` one function, ``batch(limit)``, that does one batch of
+at most ``limit`` rows in its own transaction and says how many rows it
+did, or ``None`` when nothing is left. The loop around it is
 the same for all of them:
 
 * a batch that a deadlock or a row lock timeout stopped is tried again

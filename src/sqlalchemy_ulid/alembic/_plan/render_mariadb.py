@@ -16,11 +16,17 @@ stopped at any statement (it goes on from there):
 * ``batch`` and ``fill``: a loop, ``COMMIT`` after each batch, until a batch
   changes no row.
 
-The session's ``sql_mode`` (strict, so that ``NOT NULL`` refuses a NULL
-rather than store empty bytes; no ``NO_BACKSLASH_ESCAPES``, which the
-literals assume), ``time_zone`` (UTC) and ``max_statement_time`` (0: a
-user's or the server's limit would cancel a check or a batch loop on a big
-table) are set at the start and put back at the end.
+A ``ddl`` step whose statement is made as it runs (``generated``: the
+column list of a trigger, a counter) runs the step's query and each
+statement it returns, in the same frame.
+
+The session's character set (``utf8mb4``, the online op's), ``sql_mode``
+(strict, so that ``NOT NULL`` refuses a NULL rather than store empty bytes;
+no ``NO_BACKSLASH_ESCAPES``, which the literals assume), ``time_zone``
+(UTC), ``group_concat_max_len`` (the column lists a script builds) and
+``max_statement_time`` (0: a user's or the server's limit would cancel a
+check or a batch loop on a big table) are set at the start and put back at
+the end.
 """
 
 from __future__ import annotations
@@ -35,6 +41,10 @@ SAVED = (
     ("sql_mode", "@sqlalchemy_ulid_sql_mode"),
     ("time_zone", "@sqlalchemy_ulid_time_zone"),
     ("max_statement_time", "@sqlalchemy_ulid_statement_time"),
+    ("group_concat_max_len", "@sqlalchemy_ulid_concat"),
+    ("character_set_client", "@sqlalchemy_ulid_client"),
+    ("character_set_results", "@sqlalchemy_ulid_results"),
+    ("collation_connection", "@sqlalchemy_ulid_collation"),
 )
 
 
@@ -119,10 +129,14 @@ def render_mariadb(plan: Plan, state: StateSQL, state_table: str) -> str:
         "run it with the mariadb client, which stops at the first error. Each step below "
         "commits on its own and reads first whether it is still to do, so the script can be "
         "run again, whole, after an interruption (it goes on where it stopped) or after it "
-        f"finished (it does nothing). The state of the run is in {STATE_TABLE}.",
+        f"finished (it does nothing). The state of the run is in {STATE_TABLE}."
+        + "".join(f"\n-- {comment(note)}" for note in plan.notes),
         f"SET {saved};",
+        # The online op's session (the driver's): utf8mb4, whose literals mix
+        # with the conversion's ASCII text, and which triggers made here keep.
+        "SET NAMES utf8mb4;",
         "SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION', time_zone = '+00:00', "
-        "max_statement_time = 0;",
+        "group_concat_max_len = 4294967295, max_statement_time = 0;",
         take_lock,
         f"-- {comment(plan.op)}: what the op refuses, checked before any change\n"
         + compound("  DECLARE message VARCHAR(512) CHARACTER SET utf8mb4;\n" + checks),
@@ -152,6 +166,14 @@ def _step(step: Step, mark: str, seconds: float, plan: Plan) -> str:
     pause = plan.pause
     title = f"-- {comment(step.label)} ({step.kind})"
     guard = "TRUE" if step.guard is None else f"({step.guard})"
+    if step.kind == "ddl" and step.generated:
+        # The statement is made as the step runs (online: the same query).
+        body = (
+            f"    FOR r IN ({step.statements[0]}) DO\n      IF r.ddl IS NOT NULL THEN\n"
+            f"        EXECUTE IMMEDIATE CONCAT({lit(lock_wrapped('', seconds))}, r.ddl);\n"
+            "      END IF;\n    END FOR;\n"
+        )
+        return f"{title}\n" + compound(f"  IF {guard} THEN\n{body}    {mark};\n  END IF;\n")
     if step.kind in ("ddl", "concurrent"):
         body = "".join(
             f"    EXECUTE IMMEDIATE {lit(lock_wrapped(s, seconds))};\n" for s in step.statements

@@ -173,7 +173,12 @@ class _Run:
     def step(self, step: Step) -> None:
         if step.kind in ("check", "discover") or not self.still_to_do(step):
             return
-        if step.kind == "ddl":
+        if step.kind == "ddl" and step.generated:
+            with self.unbounded():
+                made = [str(row[0]) for row in self.sql(step.statements[0]).all() if row[0]]
+            if made:
+                self.ddl(replace(step, statements=tuple(made), generated=False))
+        elif step.kind == "ddl":
             self.ddl(step)
         elif step.kind == "concurrent":
             for statement in step.statements:
@@ -266,6 +271,9 @@ class _Run:
                 total=self.estimate(fill.estimate),
                 cap=fill.max_batch,
             )
+            if fill.seconds is not None:
+                with self.unbounded():
+                    loop = replace(loop, seconds=fill.seconds(self.connection))
             with self.unbounded():
                 fill_one = fill.online(self.connection)
 

@@ -68,6 +68,8 @@ class Fill:
     estimate: Callable[[Any], int] | None = None
     #: rows one batch may take at most
     max_batch: int = 1_000_000
+    #: what a batch should take, sized by time (None: the engine's default)
+    seconds: Callable[[Any], float] | None = None
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,9 @@ class Step:
     #: a check's refusal, raised online (a ValueError subclass)
     error: type[ValueError] = ValueError
     #: a concurrent step whose statements are queries: each row they return
-    #: is a statement to run (psql's ``\gexec``), as the step runs
+    #: is a statement to run (psql's ``\gexec``), as the step runs; a ddl
+    #: step's one query (MariaDB), each statement under the step's lock
+    #: timeout; the column is named ``ddl``, and NULL is no statement
     generated: bool = False
 
     def __post_init__(self) -> None:

@@ -41,6 +41,24 @@ _DECLARATIONS = """\
   DECLARE v_key_type, v_key_column_type, v_new_type, v_schema TEXT CHARACTER SET utf8mb4;
   DECLARE v_key, v_ptbl, v_pcol, v_shadow_name VARCHAR(64) CHARACTER SET utf8mb4;
   DECLARE v_kq, v_sq, v_setup, v_each, v_body LONGTEXT CHARACTER SET utf8mb4;
+  DECLARE v_skipped, v_tries INT DEFAULT 0;
+  DECLARE CONTINUE HANDLER FOR 1684 SET v_skipped = 1;
+"""
+
+#: The catalog is read again while information_schema skipped a table (error
+#: 1684): a session holding a lock (the script's GET_LOCK) does not wait for
+#: a table another session is changing, in this database or in another one
+#: that has a table of the same name; what it read would lack that table.
+#: Nothing is stored before the read is whole.
+_WHOLE = """    IF v_skipped = 0 THEN
+      LEAVE catalog;
+    END IF;
+    SET v_tries = v_tries + 1;
+    IF v_tries = 50 THEN
+      {refuse}
+    END IF;
+    DO SLEEP(0.1);
+  END LOOP catalog;
 """
 
 #: Temporary tables of the plan block (the session's own; gone with it).
@@ -59,6 +77,12 @@ _TEMPORARY = """\
     label TEXT NOT NULL, always TINYINT NOT NULL DEFAULT 0, batched TINYINT NOT NULL DEFAULT 0,
     guard LONGTEXT, setup LONGTEXT, each_batch LONGTEXT, body LONGTEXT) CHARACTER SET utf8mb4;
 """
+
+
+_SKIPPED = lit(
+    "information_schema skipped tables that other sessions were changing, 50 times; "
+    "run the script again when their DDL is done"
+)
 
 
 def _refuse(n: Names, message: str) -> str:
@@ -403,12 +427,15 @@ def plan_block(n: Names) -> str:
     body = (
         _DECLARATIONS
         + "  main: BEGIN\n"
+        + "  catalog: LOOP\n"
+        + "    SET v_skipped = 0;\n"
         + _state_checks(n)
         + _key_checks(n)
         + _TEMPORARY
         + _closure(n)
         + _plan_checks(n)
         + plan_steps(n)
+        + _WHOLE.format(refuse=_refuse(n, _SKIPPED))
         + _persist(n)
         + "  END main;\n"
     )

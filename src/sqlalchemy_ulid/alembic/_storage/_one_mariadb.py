@@ -31,7 +31,7 @@ from ..._convert_sql import ConvertSQL
 from .._plan.render_mariadb import checks_block, comment, compound, lit
 from .._plan.run import run_checks
 from ..mysql.storage_checks import column_kind, one_transaction_checks
-from ._offline_mariadb_sql import DEFAULT_DECLARATIONS, Names, new_default
+from ..mysql.storage_target import DEFAULT_DECLARATIONS, Names, new_default
 
 if TYPE_CHECKING:
     from ._op import AlterULIDStorageOp

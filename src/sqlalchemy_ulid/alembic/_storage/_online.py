@@ -8,6 +8,8 @@ renderer writes it as a script for ``psql``. This module gives it what
 only Python has: the copy's batches (walked in key order, the last key
 kept in the state table), the op's own reading of a DEFAULT, and the
 values that are not ids, named in :class:`~sqlalchemy_ulid.InvalidULID`.
+:func:`run_storage_plan` runs a conversion's plan on either database
+(``_shadow`` runs MariaDB's through it).
 """
 
 from __future__ import annotations
@@ -30,9 +32,11 @@ from ._target import STATE_LOCK, Target, target_of
 from ._values import check_text, convert_default
 
 if TYPE_CHECKING:
+    from .._plan.database import Database
+    from .._plan.step import Plan
     from ._op import AlterULIDStorageOp
 
-__all__ = ["alter_online"]
+__all__ = ["Done", "alter_online", "run_storage_plan"]
 
 #: The script's session, for its blocks: each reads what committed before it
 #: (under REPEATABLE READ a copy batch that waited for a writer's row fails,
@@ -60,24 +64,38 @@ def alter_online(operations: Operations, op: AlterULIDStorageOp) -> None:
     plan = database.alter_storage(target, lambda c: _Copy(c, op, target).batches())
     with phases_block(operations):
         try:
-            run_plan(
-                connection,
-                plan,
-                database,
-                progress=op.progress,
-                sized_by_time=op.sized_by_time,
-                before_changes=lambda: _before_changes(connection, op, target),
+            run_storage_plan(
+                connection, plan, database, op, lambda: _before_changes(connection, op, target)
             )
-        except _Done:
-            return
         except sa.exc.DBAPIError as exc:
             if not exc.connection_invalidated:
                 _name_bad_values(connection, op, target, exc)
             raise
 
 
-class _Done(Exception):
+class Done(Exception):
     """Every step of the plan is done already: a rerun after success changes nothing."""
+
+
+def run_storage_plan(
+    connection: Connection,
+    plan: Plan,
+    database: Database,
+    op: AlterULIDStorageOp,
+    before_changes: Callable[[], None],
+) -> None:
+    """Run a storage conversion's plan; ``before_changes`` raises :class:`Done` when done."""
+    try:
+        run_plan(
+            connection,
+            plan,
+            database,
+            progress=op.progress,
+            sized_by_time=op.sized_by_time,
+            before_changes=before_changes,
+        )
+    except Done:
+        return
 
 
 def _done(t: Target) -> str:
@@ -103,7 +121,7 @@ def _done_notice(t: Target) -> str:
 def _before_changes(connection: Connection, op: AlterULIDStorageOp, t: Target) -> None:
     """After the checks, before any change: the op's own reading of the DEFAULT; the state table.
 
-    Raises :class:`_Done` when the column is converted already (no state
+    Raises :class:`Done` when the column is converted already (no state
     table is made for nothing).
 
     The state table is created under the lock the earlier release's
@@ -111,7 +129,7 @@ def _before_changes(connection: Connection, op: AlterULIDStorageOp, t: Target) -
     create it, one failing.
     """
     if run(connection, f"SELECT {_done(t)}").scalar():
-        raise _Done
+        raise Done
     state = column_state(connection, op.table_name, op.column_name, op.schema)
     if state is not None and op.found_kind(state.type, None) == t.from_kind:
         sql = op.convert_sql(dialect_row(connection.dialect))

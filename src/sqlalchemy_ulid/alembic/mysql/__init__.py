@@ -20,6 +20,7 @@ from .add_column import plan_add_column
 from .catalog import LOCKS, STATE, KeyCatalog
 from .fill import fill_batch
 from .primary_key import mariadb_script
+from .storage import plan_storage
 
 __all__ = ["MariaDB"]
 
@@ -47,6 +48,10 @@ class MariaDB(Database):
     def add_column(self, op: Any, facts: Any) -> Plan:
         """See :meth:`Database.add_column`."""
         return plan_add_column(op, facts)
+
+    def alter_storage(self, target: Any, copy: Any) -> Plan:
+        """See :meth:`Database.alter_storage` (``target``: ``storage_target.Names``)."""
+        return plan_storage(target, copy)
 
     def primary_key_script(
         self, operations: Any, op: Any, direction: Literal["ulid", "legacy"], name: str

@@ -17,7 +17,7 @@ from .._plan.render_mariadb import lit
 from .._plan.step import Step
 
 if TYPE_CHECKING:
-    from .._storage._offline_mariadb_sql import Names
+    from .storage_target import Names
 
 __all__ = ["column_kind", "one_transaction_checks", "shadow_checks"]
 
@@ -113,7 +113,7 @@ def _values_check(n: Names, when: str) -> Step:
 
 def _default_check(n: Names, kind: str, to_do: str) -> Step:
     """A DEFAULT that is not a literal id of the old storage cannot be carried."""
-    from .._storage._offline_mariadb_sql import default_value_sql
+    from .storage_target import default_value_sql
 
     op = n.op
     default = _found(n, "COLUMN_DEFAULT")
@@ -129,20 +129,6 @@ def _default_check(n: Names, kind: str, to_do: str) -> Step:
     )
 
 
-def _kind_of(n: Names, table: str) -> str:
-    return (
-        f"(SELECT {n.kind_case()} FROM information_schema.COLUMNS WHERE {n.where(table)} "
-        f"AND COLUMN_NAME = {n.column_lit})"
-    )
-
-
-def _columns(n: Names, table: str) -> str:
-    return (
-        "(SELECT GROUP_CONCAT(COLUMN_NAME ORDER BY ORDINAL_POSITION SEPARATOR ', ') "
-        f"FROM information_schema.COLUMNS WHERE {n.where(table)})"
-    )
-
-
 def shadow_checks(n: Names) -> list[Step]:
     """The refusals of ``alter_ulid_storage(online=True)`` (the shadow table), in order.
 
@@ -151,10 +137,10 @@ def shadow_checks(n: Names) -> list[Step]:
     """
     op = n.op
     where = f"{op.op_name}({op.table_name!r}, online=True)"
-    kind, to = _kind_of(n, n.name), lit(n.to_kind)
+    kind, to = n.kind_of(n.name), lit(n.to_kind)
     to_do = f"NOT {kind} <=> {to}"
     name, column = lit(op.table_name), f"{op.table_name}.{op.column_name}"
-    cols, new_cols = _columns(n, n.name), _columns(n, n.shadow_name)
+    cols, new_cols = n.columns_of(n.name), n.columns_of(n.shadow_name)
     engine = f"(SELECT ENGINE FROM information_schema.TABLES WHERE {n.where(n.name)})"
     keys = (
         "(SELECT COUNT(*) FROM information_schema.KEY_COLUMN_USAGE "
@@ -176,7 +162,7 @@ def shadow_checks(n: Names) -> list[Step]:
         "NOT EXISTS (SELECT 1 FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = "
         f"{n.schema} AND TRIGGER_NAME IN ({n.trigger_list}))"
     )
-    new_kind = _kind_of(n, n.shadow_name)
+    new_kind = n.kind_of(n.shadow_name)
     nothing = "Nothing was changed"
     checks = [
         Step(
@@ -236,7 +222,7 @@ def shadow_checks(n: Names) -> list[Step]:
         Step(
             "the old table's name is free",
             "check",
-            guard=f"{to_do} AND {_columns(n, n.old_name)} IS NOT NULL",
+            guard=f"{to_do} AND {n.columns_of(n.old_name)} IS NOT NULL",
             message=lit(
                 f"{where} needs the name {n.old_name} for the old table during the swap, and "
                 f"a table has it (left by an earlier conversion?). {nothing}: drop or rename it"

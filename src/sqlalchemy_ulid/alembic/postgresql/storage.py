@@ -10,7 +10,8 @@ renders as the ``psql`` script.
    and function dropped; the column and its values were never changed);
 3. ``ADD COLUMN <col>__ulid`` (nullable, the new type: no rewrite), the
    trigger that sets it from the column on every INSERT and every UPDATE
-   that changes the column (the conversion SQL fails on a value that is
+   that changes the column (``UPDATE OF`` the column: the copy's own
+   UPDATE does not fire it; the conversion SQL fails on a value that is
    not an id: no write stores a wrong one);
 4. the copy, in key order: each batch sets the shadow of the rows still
    without one to their converted column, and records its last key in
@@ -20,8 +21,11 @@ renders as the ``psql`` script.
    skips triggers wrote. Only when that validation fails are the rows
    that differ converted again, and the check validated once more: each
    row is converted twice (the copy, the proof), not three times;
-6. for a NOT NULL column: ``CHECK (shadow IS NOT NULL) NOT VALID``,
-   validated, ``SET NOT NULL`` (instant), the check dropped;
+6. for a NOT NULL column the check of step 5 is ``shadow IS NOT NULL AND
+   ...``: once validated, ``SET NOT NULL`` is instant (PostgreSQL sees
+   the check implies it: no scan). An equality check without it (an
+   earlier release's) gets ``CHECK (shadow IS NOT NULL) NOT VALID``,
+   validated, then dropped after ``SET NOT NULL``;
 7. each index, unique constraint and primary key on the column built again
    on the shadow ``CONCURRENTLY`` (an INVALID leftover dropped first);
 8. the swap, one transaction under ``lock_timeout``: the trigger and old
@@ -67,8 +71,14 @@ def plan_storage(t: Target, copy: Any = None) -> Plan:
     same_open = _constraint(t, t.same_lit, "NOT c.convalidated")
     check_exists = _constraint(t, t.check_lit)
     check_open = _constraint(t, t.check_lit, "NOT c.convalidated")
-    must_not_null = (
-        f"{_attr(t, t.column_lit, 'a.attnotnull')} AND {_attr(t, t.shadow_lit, 'NOT a.attnotnull')}"
+    column_not_null = _attr(t, t.column_lit, "a.attnotnull")
+    must_not_null = f"{column_not_null} AND {_attr(t, t.shadow_lit, 'NOT a.attnotnull')}"
+    # The equality check begins with the shadow's NOT NULL, as PostgreSQL prints it.
+    same_not_null = _constraint(
+        t,
+        t.same_lit,
+        "strpos(pg_get_constraintdef(c.oid), 'CHECK (((' || "
+        f"quote_ident({t.shadow_lit}) || ' IS NOT NULL) AND ') = 1",
     )
     trigger_exists = (
         f"EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = to_regclass({t.table_lit}) "
@@ -137,7 +147,9 @@ def plan_storage(t: Target, copy: Any = None) -> Plan:
             "trigger",
             "ddl",
             (
-                f"CREATE TRIGGER {t.trigger} BEFORE INSERT OR UPDATE ON {table} "
+                # OF the column: an UPDATE that does not set it (the copy's)
+                # does not call the function at all.
+                f"CREATE TRIGGER {t.trigger} BEFORE INSERT OR UPDATE OF {t.column} ON {table} "
                 f"FOR EACH ROW EXECUTE FUNCTION {t.function}()",
             ),
             guard=f"{going} AND NOT {trigger_exists}",
@@ -164,7 +176,18 @@ def plan_storage(t: Target, copy: Any = None) -> Plan:
                 f"ALTER TABLE {table} ADD CONSTRAINT {t.same} "
                 f"CHECK ({shadow} IS NOT DISTINCT FROM {t.converted}) NOT VALID",
             ),
-            guard=f"{going} AND NOT {same_exists}",
+            guard=f"{going} AND NOT {same_exists} AND NOT {column_not_null}",
+        ),
+        Step(
+            "same check, not null",
+            "ddl",
+            (
+                # Validated, it proves the shadow NOT NULL too: SET NOT NULL
+                # then reads no row (PostgreSQL sees the CHECK implies it).
+                f"ALTER TABLE {table} ADD CONSTRAINT {t.same} CHECK ({shadow} IS NOT NULL "
+                f"AND {shadow} IS NOT DISTINCT FROM {t.converted}) NOT VALID",
+            ),
+            guard=f"{going} AND NOT {same_exists} AND {column_not_null}",
         ),
         Step(
             "try validate same",
@@ -214,7 +237,9 @@ def plan_storage(t: Target, copy: Any = None) -> Plan:
                 f"ALTER TABLE {table} ADD CONSTRAINT {t.check} CHECK ({shadow} IS NOT NULL) "
                 "NOT VALID",
             ),
-            guard=f"{going} AND {must_not_null} AND NOT {check_exists}",
+            # Only for an equality check without the NOT NULL (an earlier
+            # release's): SET NOT NULL would read the table under its lock.
+            guard=f"{going} AND {must_not_null} AND NOT {check_exists} AND NOT {same_not_null}",
         ),
         Step(
             "validate not null",

@@ -1,12 +1,12 @@
 """The copy of ``alter_ulid_storage(online=True)`` on PostgreSQL: one batch, two loops.
 
-Each batch sets the shadow of the rows after the last key copied to their
-column converted (the conversion SQL that the trigger runs; a row the
-trigger has done is skipped: its shadow is set) and records its own last
-key in the state table, in a row of its own
-(``<op>:copy``): a rerun goes on after it. The online loop (Python, in
-``_storage/_online``) and the script's loop (PL/pgSQL, here) send the same
-batch, :func:`copy_batch`.
+Each batch takes the next keys after the last key copied, sets the shadow
+of the rows from its first to its last key to their column converted (the
+conversion SQL that the trigger runs; a row the trigger has done is
+skipped: its shadow is set) and records its own last key in the state
+table, in a row of its own (``<op>:copy``): a rerun goes on after it. The
+online loop (Python, in ``_storage/_online``) and the script's loop
+(PL/pgSQL, here) send the same batch, :func:`copy_batch`.
 """
 
 from __future__ import annotations
@@ -54,15 +54,22 @@ def copy_batch(t: Target, key: str, key_type: str, after: bool, size: str) -> st
     where = f"{key} <= CAST({_HIGH} AS {key_type})"
     if after:
         where += f" AND {key} > CAST({_LAST} AS {key_type})"
+    # The UPDATE finds the batch's rows by its first and last key, a range of
+    # the primary key (the one snapshot: exactly the batch's rows), not by a
+    # join with the batch: the planner knows nothing of the new shadow's
+    # NULLs and would hash the whole table for that join, every batch.
     return (
         f"WITH batch AS (SELECT {key} AS k FROM {table} WHERE {where} ORDER BY {key} "
-        f"LIMIT {size}), top AS (SELECT k FROM batch ORDER BY k DESC LIMIT 1), "
-        f"moved AS (UPDATE {table} AS t SET {shadow} = {t.converted_t} FROM batch "
-        f"WHERE t.{key} = batch.k AND t.{shadow} IS NULL AND t.{column} IS NOT NULL "
-        f"RETURNING 1), mark AS (INSERT INTO {t.state} (op, target, plan, step) "
-        f"SELECT {literal(t.copy_op)}, {literal(t.target)}, 'copy', CAST(k AS TEXT) FROM top "
+        f"LIMIT {size}), span AS (SELECT (SELECT k FROM batch ORDER BY k LIMIT 1) AS first_k, "
+        "(SELECT k FROM batch ORDER BY k DESC LIMIT 1) AS last_k), "
+        f"moved AS (UPDATE {table} AS t SET {shadow} = {t.converted_t} FROM span "
+        f"WHERE t.{key} >= span.first_k AND t.{key} <= span.last_k AND t.{shadow} IS NULL "
+        f"AND t.{column} IS NOT NULL RETURNING 1), "
+        f"mark AS (INSERT INTO {t.state} (op, target, plan, step) "
+        f"SELECT {literal(t.copy_op)}, {literal(t.target)}, 'copy', CAST(last_k AS TEXT) "
+        "FROM span WHERE last_k IS NOT NULL "
         "ON CONFLICT (op, target) DO UPDATE SET step = EXCLUDED.step RETURNING 1) "
-        "SELECT (SELECT CAST(k AS TEXT) FROM top), (SELECT count(*) FROM moved)"
+        "SELECT (SELECT CAST(last_k AS TEXT) FROM span), (SELECT count(*) FROM moved)"
     )
 
 

@@ -1,12 +1,13 @@
-"""The SQL pieces of the MariaDB offline storage script (``_offline_mariadb``).
+"""What a storage conversion on MariaDB acts on, named once for its plan and its checks.
 
-The script cannot read the table when it is written, so every block starts
-with the same lookups in ``information_schema``: the storage kind of the
+The plans (``mysql/storage.py``, the shadow table; ``_storage/_one_mariadb``,
+one transaction) are written without reading the catalog, so that one plan
+runs online and renders as a ``mariadb`` script: the storage kind of the
 column in the table, in ``_<t>__new`` and in ``_<t>__old`` (the op's own
 ``found_kind`` decides each kind, asked once per reflected type here, so
-the script and the online op agree), their column lists, and the primary
-key. The conversion SQL of the op is fixed when the script is written; the
-column lists, the key and the DEFAULT are spliced around it as it runs.
+online and offline agree), their column lists, the primary key and the
+DEFAULT are read by SQL as it runs. The conversion SQL is fixed when the
+plan is written.
 """
 
 from __future__ import annotations
@@ -18,17 +19,16 @@ import sqlalchemy as sa
 from ..._convert_sql import ConvertSQL
 from .._inspect import quote, safe_name
 from .._plan.render_mariadb import comment, lit, signal
-from .._primary_key._offline_mariadb_sql import concat, quoted
+from .._primary_key._offline_mariadb_sql import concat
 
 if TYPE_CHECKING:
-    from ._op import AlterULIDStorageOp
+    from .._storage._op import AlterULIDStorageOp
 
 __all__ = [
     "DEFAULT_DECLARATIONS",
     "Names",
-    "declarations",
+    "default_clause_sql",
     "default_value_sql",
-    "lookups",
     "new_default",
 ]
 
@@ -68,11 +68,26 @@ class Names:
             self.target = f"{op.schema}.{self.target}"
 
     def where(self, table: str) -> str:
+        """The condition naming ``table`` (in the op's schema) in ``information_schema``."""
         return f"TABLE_SCHEMA = {self.schema} AND TABLE_NAME = {lit(table)}"
 
     def converted(self, row: str) -> str:
         """The column of ``row`` (NEW, OLD, t) converted, failing on a value that is not an id."""
         return self.sql.convert(f"{row}.{self.column}", self.from_kind, self.to_kind)
+
+    def kind_of(self, table: str) -> str:
+        """SQL of the storage kind of the column in ``table`` (NULL: no such column)."""
+        return (
+            f"(SELECT {self.kind_case()} FROM information_schema.COLUMNS "
+            f"WHERE {self.where(table)} AND COLUMN_NAME = {self.column_lit})"
+        )
+
+    def columns_of(self, table: str) -> str:
+        """SQL of ``table``'s column names, in order (NULL: no such table)."""
+        return (
+            "(SELECT GROUP_CONCAT(COLUMN_NAME ORDER BY ORDINAL_POSITION SEPARATOR ', ') "
+            f"FROM information_schema.COLUMNS WHERE {self.where(table)})"
+        )
 
     def _kind(self, type_: sa.types.TypeEngine[Any]) -> str:
         found = self.op.found_kind(type_, self.holding)
@@ -95,47 +110,6 @@ class Names:
             f"WHEN DATA_TYPE IN ({_BINARY}) THEN {self._kind(sa.BINARY(16))} "
             f"WHEN DATA_TYPE IN ({_TEXT}) THEN {text} END"
         )
-
-
-def declarations() -> str:
-    """Local variables; none is named like a column of information_schema."""
-    return """\
-  DECLARE v_kind, v_new_kind, v_old_kind VARCHAR(16) CHARACTER SET utf8mb4;
-  DECLARE v_key VARCHAR(64) CHARACTER SET utf8mb4;
-  DECLARE v_key_count, v_has_column INT DEFAULT 0;
-  DECLARE v_cols, v_new_cols, v_old_cols LONGTEXT CHARACTER SET utf8mb4;
-  DECLARE message VARCHAR(512) CHARACTER SET utf8mb4;
-"""
-
-
-def lookups(n: Names) -> str:
-    """SQL setting the kinds, the column lists and the key of the three tables."""
-    kind = n.kind_case()
-    cols = quoted("COLUMN_NAME")
-    lines = []
-    for table, kind_var, cols_var in (
-        (n.name, "v_kind", "v_cols"),
-        (n.shadow_name, "v_new_kind", "v_new_cols"),
-        (n.old_name, "v_old_kind", "v_old_cols"),
-    ):
-        where = n.where(table)
-        lines.append(
-            f"  SELECT (SELECT {kind} FROM information_schema.COLUMNS WHERE {where} "
-            f"AND COLUMN_NAME = {n.column_lit}),\n"
-            f"    (SELECT GROUP_CONCAT({cols} ORDER BY ORDINAL_POSITION SEPARATOR ', ') "
-            f"FROM information_schema.COLUMNS WHERE {where})\n"
-            f"    INTO {kind_var}, {cols_var};"
-        )
-    where = n.where(n.name)
-    lines.append(
-        "  SELECT COUNT(*), MAX(COLUMN_NAME) INTO v_key_count, v_key "
-        f"FROM information_schema.KEY_COLUMN_USAGE WHERE {where} AND CONSTRAINT_NAME = 'PRIMARY';"
-    )
-    lines.append(
-        "  SELECT COUNT(*) INTO v_has_column FROM information_schema.COLUMNS "
-        f"WHERE {where} AND COLUMN_NAME = {n.column_lit};"
-    )
-    return "\n".join(lines) + "\n"
 
 
 def _default_patterns(kind: str) -> list[tuple[str, str]]:
@@ -167,6 +141,29 @@ def default_value_sql(n: Names, default: str) -> tuple[str, str]:
     return value, n.sql.check(held, n.from_kind) or "TRUE"
 
 
+def _literal(n: Names, hex_sql: str) -> str:
+    """SQL of the new storage's literal of the id whose hex digits ``hex_sql`` gives."""
+    sql = n.sql
+    if n.to_kind == "binary" and sql.binary_default is not None:
+        return concat(sql.binary_default("{hex}"), {"hex": hex_sql})
+    form = "text" if n.to_kind == "uuid" else n.to_kind
+    return f"CONCAT('''', {sql.from_hex[form](hex_sql)}, '''')"
+
+
+def default_clause_sql(n: Names, default: str) -> str:
+    """SQL of `` DEFAULT <the DEFAULT (SQL of its text) converted>``, or '' (none).
+
+    The checks refused, before any change, a DEFAULT that cannot be carried.
+    """
+    value, _valid = default_value_sql(n, default)
+    held = value if n.from_kind in ("text", "hex") else f"UNHEX({value})"
+    hex_sql = f"LOWER({n.sql.to_hex[n.from_kind](held)})"
+    return (
+        f"IF({default} IS NULL OR {default} = 'NULL', '', "
+        f"CONCAT(' DEFAULT ', {_literal(n, hex_sql)}))"
+    )
+
+
 def new_default(n: Names) -> str:
     """SQL setting v_default to the column's DEFAULT in the new storage, or SIGNALling.
 
@@ -178,11 +175,7 @@ def new_default(n: Names) -> str:
     value = "v_value" if n.from_kind in ("text", "hex") else "UNHEX(v_value)"
     valid = sql.check(value, n.from_kind) or "TRUE"
     hex_sql = f"LOWER({sql.to_hex[n.from_kind](value)})"
-    if n.to_kind == "binary" and sql.binary_default is not None:
-        literal = concat(sql.binary_default("{hex}"), {"hex": "v_hex"})
-    else:
-        form = "text" if n.to_kind == "uuid" else n.to_kind
-        literal = f"CONCAT('''', {sql.from_hex[form]('v_hex')}, '''')"
+    literal = _literal(n, "v_hex")
     matches = _matches(n)
     cannot = lit(f"{op.op_name}: {op.table_name}.{op.column_name} has DEFAULT ")
     after = lit(", which cannot be carried to the new storage; nothing was changed")

@@ -29,7 +29,6 @@ import argparse
 import contextlib
 import itertools
 import logging
-import random
 import threading
 import time
 from collections import Counter
@@ -38,6 +37,7 @@ from typing import Any
 import sqlalchemy as sa
 from _servers import URLS  # benchmarks/ is on sys.path when a script runs
 
+from _writers import Appenders  # tests/_writers.py: _servers put tests/ on sys.path
 from sqlalchemy_ulid import ULID, Retry, ULIDType, follow, new_ulid
 
 WRITERS = 3
@@ -113,23 +113,13 @@ def run(server: str, url: str, seconds: float, kills: int) -> dict[str, Any]:
     soak.drop(admin, checkfirst=True)
     soak.create(admin)
     dialect = admin.dialect.name
-    written: list[ULID] = []
-    lock = threading.Lock()
     writing = threading.Event()
     stop = threading.Event()
     counts: Counter[str] = Counter()
     start = time.monotonic()
     engine = sa.create_engine(url)
-
-    def write(number: int) -> None:
-        rng = random.Random(number)
-        while time.monotonic() - start < seconds:
-            with engine.begin() as conn:
-                batch = [new_ulid() for _ in range(rng.randint(1, 3))]
-                conn.execute(soak.insert(), [{"id": i} for i in batch])
-                time.sleep(rng.uniform(0, 0.1))
-            with lock:
-                written.extend(batch)
+    writers = Appenders(engine, WRITERS, soak, max_tx=0.1)
+    written, lock = writers.written, writers.lock
 
     def long_transaction() -> None:
         time.sleep(LONG_TX_AT)
@@ -174,14 +164,15 @@ def run(server: str, url: str, seconds: float, kills: int) -> dict[str, Any]:
             counts["kills"] = n + 1
 
     writing.set()
-    writers = [threading.Thread(target=write, args=(n,)) for n in range(WRITERS)]
-    writers.append(threading.Thread(target=long_transaction))
+    longer = threading.Thread(target=long_transaction)
     helpers = [threading.Thread(target=update), threading.Thread(target=kill)]
     readers = [threading.Thread(target=c.run, args=(stop, start)) for c in consumers]
-    for thread in [*writers, *helpers, *readers]:
-        thread.start()
-    for thread in writers:
-        thread.join()
+    with writers:
+        for thread in [longer, *helpers, *readers]:
+            thread.start()
+        time.sleep(max(0.0, seconds - (time.monotonic() - start)))
+    writers.check()
+    longer.join()
     writing.clear()
     for thread in helpers:
         thread.join()

@@ -30,10 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import _servers  # noqa: F401  (puts tests/ on sys.path: the writers helper)
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
+from _writers import Loop
 from sqlalchemy_ulid import ULIDType, follow, guard_ulid_age_ddl, new_ulid, ulid_server_default
 
 SERIALIZATION_FAILURE = "40001"
@@ -148,7 +150,6 @@ def run_load(
     table.metadata.create_all(direct)
     result = Result()
     lock = threading.Lock()
-    stop = threading.Event()
     errors: list[BaseException] = []
     try:
         followers = [
@@ -163,30 +164,23 @@ def run_load(
         for follower in followers:
             follower.start()
 
-        def write(n: int, engine: Engine) -> None:
+        def writing(engine: Engine, first: int, count: int) -> Loop:
             # One writer in three holds its transaction open 0.1-0.6 s.
-            rng = random.Random(n)
-            try:
-                while not stop.is_set():
-                    hold = rng.uniform(0.1, 0.6) if n % 3 == 0 else 0.0
-                    refused = insert_retrying(engine, table, {"writer": n}, hold)
-                    with lock:
-                        result.refused += refused
-            except BaseException as exc:
-                errors.append(exc)
+            rngs = [random.Random(first + n) for n in range(count)]
 
-        threads = [threading.Thread(target=write, args=(n, pooled)) for n in range(writers)]
+            def write(_: None, n: int, i: int) -> None:
+                hold = rngs[n].uniform(0.1, 0.6) if (first + n) % 3 == 0 else 0.0
+                refused = insert_retrying(engine, table, {"writer": first + n}, hold)
+                with lock:
+                    result.refused += refused
+
+            return Loop(engine, count, write, connection=None, join=30)
+
         # Writers that do not queue: connected directly (or through another pool).
-        threads += [
-            threading.Thread(target=write, args=(writers + n, direct))
-            for n in range(direct_writers)
-        ]
-        for thread in threads:
-            thread.start()
-        time.sleep(seconds)
-        stop.set()
-        for thread in threads:
-            thread.join(30)
+        crews = [writing(pooled, 0, writers), writing(direct, writers, direct_writers)]
+        with crews[0], crews[1]:
+            time.sleep(seconds)
+        errors += [*crews[0].errors, *crews[1].errors]
         with direct.connect() as conn:
             rows = conn.execute(
                 sa.select(

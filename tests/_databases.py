@@ -9,9 +9,10 @@ have left in a database (``SQLALCHEMY_ULID_SEED_TABLES``). ``skip_tls_probe``
 spares each PyMySQL connection a TLS context nobody uses.
 
 A test's own clean-up: ``drop_tables`` (``dropper``: as a function of the
-engine), and for the online ops,
-``forget_conversions`` (their state rows, PostgreSQL) and
-``drop_conversion_leftovers`` (triggers and copies, MariaDB).
+engine) drops its tables, views, triggers, functions and schemas, and what
+the online ops left of its tables: ``forget_conversions`` (their state
+rows, PostgreSQL) and ``drop_conversion_leftovers`` (triggers and copies,
+MariaDB).
 """
 
 from __future__ import annotations
@@ -211,18 +212,77 @@ def own_database(url: str, suffix: str) -> Iterator[str]:
         drop_database(url, str(make_url(made).database))
 
 
-def drop_tables(conn: Connection, *names: str, cascade: bool = False) -> None:
-    """``DROP TABLE IF EXISTS`` each of ``names``, in order (``CASCADE``: PostgreSQL)."""
-    for name in names:
-        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name}{' CASCADE' if cascade else ''}")
+def drop_tables(
+    target: Engine | Connection,
+    *names: str,
+    views: Iterable[str] = (),
+    triggers: Iterable[str] = (),
+    functions: Iterable[str] = (),
+    schemas: Iterable[str] = (),
+    conversions: Iterable[str] = (),
+    also: Iterable[str | Callable[[Connection], object]] = (),
+) -> None:
+    """A test's clean-up: drop what it made, each only if it is there.
+
+    In this order: ``views``; ``triggers`` (MariaDB, SQLite: PostgreSQL's go
+    with their table); the tables ``names``; ``functions`` (PostgreSQL's,
+    with their arguments: ``"f()"``); ``schemas``; what the online ops left of the
+    tables ``conversions`` (PostgreSQL: their state rows, MariaDB: their
+    triggers and copies); then ``also``, statements or functions of the
+    connection. PostgreSQL drops with ``CASCADE``; MariaDB with its foreign
+    key checks off, so no order of tables fails. Names are used as given
+    (quote the odd ones). On an engine, in one transaction of its own.
+    """
+    if isinstance(target, Engine):
+        with target.begin() as conn:
+            drop_tables(
+                conn,
+                *names,
+                views=views,
+                triggers=triggers,
+                functions=functions,
+                schemas=schemas,
+                conversions=conversions,
+                also=also,
+            )
+        return
+    conn = target
+    postgresql = conn.dialect.name == "postgresql"
+    mariadb = conn.dialect.name == "mysql"
+    cascade = " CASCADE" if postgresql else ""
+    statements = [f"DROP VIEW IF EXISTS {view}{cascade}" for view in views]
+    statements += [f"DROP TRIGGER IF EXISTS {t}" for t in triggers if not postgresql]
+    statements += [f"DROP TABLE IF EXISTS {table}{cascade}" for table in names]
+    statements += [f"DROP FUNCTION IF EXISTS {f} CASCADE" for f in functions if postgresql]
+    statements += [f"DROP SCHEMA IF EXISTS {schema}{cascade}" for schema in schemas]
+    if mariadb:
+        conn.exec_driver_sql("SET SESSION foreign_key_checks = 0")
+    try:
+        for statement in statements:
+            conn.exec_driver_sql(statement)
+        conversions = tuple(conversions)
+        if conversions and postgresql:
+            forget_conversions(conn, *conversions)
+        for table in conversions if mariadb else ():
+            drop_conversion_leftovers(conn, table)
+        for step in also:
+            if isinstance(step, str):
+                conn.exec_driver_sql(step)
+            else:
+                step(conn)
+    finally:
+        if mariadb:
+            conn.exec_driver_sql("SET SESSION foreign_key_checks = 1")
 
 
-def dropper(*names: str) -> Callable[[Engine], None]:
-    """A test's clean-up (as ``private_engine`` takes it): drop ``names``, in one transaction."""
+def dropper(*names: str, **options: Any) -> Callable[[Engine], None]:
+    """``drop_tables(engine, *names, **options)`` as a function of the engine.
+
+    The clean-up ``private_engine`` runs before and after a test.
+    """
 
     def drop(engine: Engine) -> None:
-        with engine.begin() as conn:
-            drop_tables(conn, *names)
+        drop_tables(engine, *names, **options)
 
     return drop
 
@@ -251,7 +311,8 @@ def drop_conversion_leftovers(conn: Connection, table: str) -> None:
     """
     for event in ("del", "upd", "ins"):
         conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS _{table}__ulid_{event}")
-    drop_tables(conn, f"_{table}__new", f"_{table}__old")
+    for copy in ("new", "old"):
+        conn.exec_driver_sql(f"DROP TABLE IF EXISTS _{table}__{copy}")
     if sa.inspect(conn).has_table("sqlalchemy_ulid_migrations"):
         conn.execute(
             sa.text("DELETE FROM sqlalchemy_ulid_migrations WHERE target LIKE :t"),

@@ -4,9 +4,12 @@ A test subclasses ``Writers`` with the statements its application sends
 (``write``), and runs the op inside ``with writers:``. Each writer has a
 connection of its own; what it raises is kept and fails ``check()``; the
 statements it sends through ``timing()`` have their latency recorded.
-``Inserters`` is the plain case: each writer calls one function, which
-inserts a row with a key of the writer's own, until stopped (the benchmarks
-of ops on live tables use it too: one writers helper for both).
+``Loop`` is the plain case: each writer repeats one step (a function of
+its connection, its number and the step's), each committed, until stopped;
+``Inserters`` times a step that inserts a row with a key of the writer's
+own (the benchmarks of ops on live tables use it too: one writers helper
+for both), and ``Appenders`` append new ULIDs to a feed in transactions
+held open a random while.
 ``SwapFollowers`` adds the application that follows a storage swap: it binds
 values for the old storage until the swap begins, then for the new one.
 """
@@ -14,13 +17,17 @@ values for the old storage until the swap begins, then for the new one.
 from __future__ import annotations
 
 import contextlib
+import random
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
+
+from sqlalchemy_ulid import ULID, new_ulid
 
 W = TypeVar("W", bound="Writers")
 
@@ -62,9 +69,13 @@ class Writers:
         """Writer ``n``'s loop: ``while not self.stop.is_set(): ...``."""
         raise NotImplementedError
 
+    def connect(self) -> AbstractContextManager[Any]:
+        """Each writer's connection, for the whole run."""
+        return self.engine.connect()
+
     def _run(self, n: int) -> None:
         try:
-            with self.engine.connect() as conn:
+            with self.connect() as conn:
                 self.begin(conn, n)
                 self.ready[n].set()
                 self.write(conn, n)
@@ -97,10 +108,16 @@ class Writers:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        time.sleep(self.settle)
+        if not self.stop.is_set():
+            time.sleep(self.settle)
+        self.halt()
+
+    def halt(self) -> None:
+        """Stop the writers and wait for them now (the ``with`` block's end does it too)."""
         self.stop.set()
         for thread in self.threads:
-            thread.join(timeout=self.join)
+            if thread.ident is not None:
+                thread.join(timeout=self.join)
         assert not any(t.is_alive() for t in self.threads)
 
     def check(self) -> None:
@@ -113,7 +130,83 @@ class Writers:
         assert max(self.latencies) < bound + stall, (slowest, f"control stall {stall:.3f}")
 
 
-class Inserters(Writers):
+class Loop(Writers):
+    """Writers repeating ``step(conn, n, i)``, writer ``n``'s ``i``-th write, until stopped.
+
+    Each step is committed, ``pause`` seconds before the next; ``done``
+    counts them. A step returning False, or raising one of ``ends``, ends
+    its writer quietly (the test expects the table to change under it);
+    what else it raises ends it and fails ``check()``. ``begin(conn, n)``
+    sets up each writer's connection. ``connection="write"``: a step gets a
+    connection and transaction of its own, as an application checking one
+    out of its pool per write does (``None``: none, the step checks out
+    its own). ``turn`` (a lock) is taken for each write, its commit
+    included: SQLite has one writer at a time.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        count: int,
+        step: Callable[[Connection, int, int], object],
+        *,
+        pause: float = 0.0,
+        begin: Callable[[Connection, int], object] | None = None,
+        connection: str | None = "writer",
+        turn: AbstractContextManager[Any] | None = None,
+        ends: type[BaseException] | tuple[type[BaseException], ...] = (),
+        **options: Any,
+    ) -> None:
+        options.setdefault("settle", 0.0)
+        super().__init__(engine, count, **options)
+        self.step = step
+        self.ends = ends
+        self.pause = pause
+        self.setup = begin
+        self.connection = connection
+        self.turn = turn if turn is not None else contextlib.nullcontext()
+        self.done = 0
+        self.lock = threading.Lock()
+
+    def connect(self) -> AbstractContextManager[Any]:
+        return super().connect() if self.connection == "writer" else contextlib.nullcontext()
+
+    def begin(self, conn: Connection, n: int) -> None:
+        if self.setup is not None:
+            self.setup(conn, n)
+
+    def _once(self, conn: Connection, n: int, i: int) -> object:
+        with self.turn:
+            try:
+                if self.connection == "write":
+                    with self.engine.begin() as own:
+                        return self.step(own, n, i)
+                result = self.step(conn, n, i)
+                if conn is not None:
+                    conn.commit()
+            except self.ends:
+                if conn is not None:
+                    conn.rollback()
+                return False
+            return result
+
+    def committed(self, n: int, result: object) -> None:
+        """Writer ``n``'s step returned ``result`` and was committed."""
+        with self.lock:
+            self.done += 1
+
+    def write(self, conn: Connection, n: int) -> None:
+        i = 0
+        while not self.stop.is_set():
+            result = self._once(conn, n, i)
+            if result is False:
+                return
+            self.committed(n, result)
+            i += 1
+            time.sleep(self.pause)
+
+
+class Inserters(Loop):
     """Writers calling ``insert(conn, key)`` (one statement and its commit), timed.
 
     Each writer uses keys of its own (from ``100_000_000 + n * 10_000_000``
@@ -129,23 +222,63 @@ class Inserters(Writers):
         pause: float,
         **options: Any,
     ) -> None:
-        options.setdefault("settle", 0.0)
-        super().__init__(engine, count, **options)
+        super().__init__(engine, count, self._timed, pause=pause, **options)
         self.insert = insert
-        self.pause = pause
+
+    def _timed(self, conn: Connection, n: int, i: int) -> None:
+        with self.timing():
+            self.insert(conn, 100_000_000 + n * 10_000_000 + i)
 
     @property
     def waits(self) -> list[float]:
         """How long each ``insert`` took."""
         return self.latencies
 
-    def write(self, conn: Connection, n: int) -> None:
-        key = 100_000_000 + n * 10_000_000
-        while not self.stop.is_set():
-            with self.timing():
-                self.insert(conn, key)
-            key += 1
-            time.sleep(self.pause)
+
+class Appenders(Loop):
+    """Writers appending 1-3 new ULIDs to ``table`` per transaction, held open 0..``max_tx`` s.
+
+    Each write checks a connection out of the engine's pool; ``written``
+    has every committed id. ``values(n, id)`` is the row writer ``n``
+    inserts (its ``id`` only, by default).
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        count: int,
+        table: sa.Table,
+        max_tx: float,
+        *,
+        values: Callable[[int, ULID], dict[str, Any]] = lambda n, new: {"id": new},
+        **options: Any,
+    ) -> None:
+        super().__init__(engine, count, self._append, connection="write", **options)
+        self.table, self.max_tx, self.values = table, max_tx, values
+        self.written: list[ULID] = []
+        self.rngs = [random.Random(n) for n in range(count)]
+
+    def _append(self, conn: Connection, n: int, i: int) -> list[ULID]:
+        rng = self.rngs[n]
+        batch = [new_ulid() for _ in range(rng.randint(1, 3))]
+        conn.execute(self.table.insert(), [self.values(n, new) for new in batch])
+        time.sleep(rng.uniform(0, self.max_tx))
+        return batch
+
+    def committed(self, n: int, result: Any) -> None:
+        super().committed(n, result)
+        with self.lock:
+            self.written.extend(result)
+
+
+def insert_and_change(
+    conn: Connection, table: str, key: int, ref: object, target: int, changed: object
+) -> None:
+    """A storage test's write: row ``key`` inserted with ``ref``, row ``target``'s changed."""
+    conn.execute(
+        sa.text(f"INSERT INTO {table} (id, ref, n) VALUES (:i, :r, 0)"), {"i": key, "r": ref}
+    )
+    conn.execute(sa.text(f"UPDATE {table} SET ref = :r WHERE id = :i"), {"i": target, "r": changed})
 
 
 class SwapFollowers(Writers):

@@ -19,6 +19,7 @@ from alembic.operations import Operations
 from sqlalchemy.engine import Engine
 
 import _clients
+import _databases
 from _adversary import execute, refused_before_ddl, rows, run_op, scalar
 from _offline_scripts import VERSION_TABLE, alembic_sql
 from conftest import Backend, private_engine
@@ -30,13 +31,14 @@ TEXT = [f"01ARZ3NDEKTSV4RRFFQ69G5FA{i}" for i in range(10)]
 
 
 def _drop(engine: Engine) -> None:
-    with engine.begin() as conn:
-        for (name,) in conn.exec_driver_sql(
+    with engine.connect() as conn:
+        names = conn.exec_driver_sql(
             "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() "
             "AND (TABLE_NAME LIKE 'adv%%' OR TABLE_NAME LIKE '\\_adv%%' OR TABLE_NAME IN "
             f"{(*STATE_TABLES, VERSION_TABLE)!r})"
-        ):
-            conn.exec_driver_sql(f"DROP TABLE `{name}`")
+        ).scalars()
+        tables = [f"`{name}`" for name in names]
+    _databases.drop_tables(engine, *tables)
 
 
 @pytest.fixture

@@ -8,8 +8,6 @@ right thing. What is not fixed yet is a strict xfail naming the defect.
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +16,8 @@ import pytest
 from sqlalchemy.engine import Engine
 
 import _clients
+import _databases
+import _sessions
 from _adversary import execute, refused_before_ddl, rows, run_op, scalar
 from _offline_scripts import VERSION_TABLE, alembic_sql
 from conftest import Backend, private_engine
@@ -26,16 +26,19 @@ TABLE = "adv_t"
 STATE_TABLES = ("sqlalchemy_ulid_migrations", "ulid_storage_conversions", "ulid_key_conversions")
 
 
-def _drop(engine: Engine) -> None:
-    execute(
-        engine,
-        "DROP VIEW IF EXISTS adv_v",
-        f"DROP TABLE IF EXISTS {TABLE}, adv_log, adv_child CASCADE",
-        "DROP FUNCTION IF EXISTS adv_f()",
-        'DROP TABLE IF EXISTS "Order", "Bücher", "adv""we.ird" CASCADE',
-        "DROP SCHEMA IF EXISTS adv_other CASCADE",
-        *(f"DROP TABLE IF EXISTS {name}" for name in (*STATE_TABLES, VERSION_TABLE)),
-    )
+_drop = _databases.dropper(
+    TABLE,
+    "adv_log",
+    "adv_child",
+    '"Order"',
+    '"Bücher"',
+    '"adv""we.ird"',
+    *STATE_TABLES,
+    VERSION_TABLE,
+    views=["adv_v"],
+    functions=["adv_f()"],
+    schemas=["adv_other"],
+)
 
 
 @pytest.fixture
@@ -254,35 +257,20 @@ def test_every_op_on_names_that_need_quoting(
 # -- the session and other sessions ------------------------------------------------------
 
 
-def _hold_a_snapshot_past(engine: Engine, statement: str, hold: float) -> threading.Thread:
+def _hold_a_snapshot_past(engine: Engine, statement: str, hold: float) -> _sessions.Release:
     """A reader holding a snapshot until ``statement`` has waited on a lock ``hold`` s.
 
     A concurrent index build waits for every older snapshot, whoever holds it.
     """
-    ready = threading.Event()
-
-    def reader() -> None:
-        with engine.connect() as conn, engine.connect() as watch:
-            conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            conn.exec_driver_sql("SELECT 1")
-            ready.set()
-            for _ in range(3000):
-                waiting = watch.exec_driver_sql(
-                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                    "AND wait_event_type = 'Lock' AND query LIKE %(q)s",
-                    {"q": statement + "%"},
-                ).scalar()
-                watch.rollback()
-                if waiting:
-                    break
-                time.sleep(0.02)
-            time.sleep(hold)
-            conn.rollback()
-
-    thread = threading.Thread(target=reader)
-    thread.start()
-    ready.wait()
-    return thread
+    return _sessions.hold(
+        engine,
+        "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ",
+        "SELECT 1",
+        end="rollback",
+        like=statement + "%",
+        after=hold,
+        bound=60,
+    )
 
 
 def test_a_database_statement_timeout_does_not_cancel_the_concurrent_build(pg: Engine) -> None:
@@ -356,34 +344,16 @@ def test_key_conversion_keeps_the_not_null_names_there_and_back(
 
 def _writer_in_the_next_batch(
     engine: Engine, row: int
-) -> tuple[Callable[[object], None], list[threading.Thread]]:
+) -> tuple[Callable[[object], None], list[_sessions.Release]]:
     """A progress callback: after the first batch a writer locks ``row`` (in the next
     batch) and commits once the op's batch waits for it."""
-    threads: list[threading.Thread] = []
+    threads: list[_sessions.Release] = []
 
     def progress(_: object) -> None:
         if threads:
             return
-        writer = engine.connect()
-        writer.exec_driver_sql(f"UPDATE {TABLE} SET created_at = created_at WHERE id = {row}")
-
-        def commit_when_waited_for() -> None:
-            with engine.connect() as watch:
-                for _ in range(3000):
-                    waiting = watch.exec_driver_sql(
-                        "SELECT count(*) FROM pg_stat_activity WHERE datname = "
-                        "current_database() AND wait_event_type = 'Lock'"
-                    ).scalar()
-                    watch.rollback()
-                    if waiting:
-                        break
-                    time.sleep(0.02)
-            writer.commit()
-            writer.close()
-
-        thread = threading.Thread(target=commit_when_waited_for)
-        threads.append(thread)
-        thread.start()
+        update = f"UPDATE {TABLE} SET created_at = created_at WHERE id = {row}"
+        threads.append(_sessions.hold(engine, update, bound=60))
 
     return progress, threads
 

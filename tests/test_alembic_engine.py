@@ -56,8 +56,7 @@ ROWS = 40
 
 
 def _drop(engine: Engine) -> None:
-    with engine.begin() as conn:
-        _databases.drop_tables(conn, _q(engine), STATE_TABLE)
+    _databases.drop_tables(engine, _q(engine), STATE_TABLE)
 
 
 def _q(engine: Engine) -> str:

@@ -12,7 +12,6 @@ same as interrupting before the next write.
 from __future__ import annotations
 
 import hashlib
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -28,6 +27,7 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection, Engine
 
 import _databases
+import _writers
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from _sessions import kill_session, session_id
 from conftest import recording
@@ -244,28 +244,19 @@ def test_interrupted_at_every_boundary_then_rerun(
 
 def test_rows_written_during_the_backfill_get_ids_or_a_clear_refusal(server: Engine) -> None:
     _seed(server)
-    inserted = []
-    stop = threading.Event()
     table = sa.table(TABLE, sa.column("id"), sa.column("created_at"), sa.column("note"))
 
-    def writer() -> None:
-        key = 1000
-        while not stop.is_set():
-            try:
-                with server.begin() as conn:
-                    # Later than the seeded rows, in key order: ids made in a
-                    # catch-up round still sort like the rows' times.
-                    when = BASE + timedelta(hours=1, milliseconds=key)
-                    conn.execute(table.insert().values(id=key, created_at=when, note="late"))
-            except sa.exc.DBAPIError:
-                return  # the column is NOT NULL now: the application's problem
-            inserted.append(key)
-            key += 1
+    def insert(conn: Connection, n: int, i: int) -> None:
+        # Later than the seeded rows, in key order: ids made in a catch-up
+        # round still sort like the rows' times.
+        when = BASE + timedelta(hours=1, milliseconds=1000 + i)
+        conn.execute(table.insert().values(id=1000 + i, created_at=when, note="late"))
 
-    thread = threading.Thread(target=writer)
-    thread.start()
-    try:
-        time.sleep(0.05)
+    # The writer ends once the column is NOT NULL: the application's problem.
+    writers = _writers.Loop(
+        server, 1, insert, connection="write", ends=sa.exc.DBAPIError, settle=0.05
+    )
+    with writers:
         refusal = ""
         try:
             _run(server, _add)
@@ -273,12 +264,9 @@ def test_rows_written_during_the_backfill_get_ids_or_a_clear_refusal(server: Eng
             refusal = str(exc)
         if refusal:
             assert "rows were written" in refusal
-            stop.set()
-            thread.join()
+            writers.halt()
             _run(server, _add)
-    finally:
-        stop.set()
-        thread.join(timeout=10)
+    inserted = [1000 + i for i in range(writers.done)]
     rows = _public_ids(server)
     assert inserted, "the writer never wrote: the test proves nothing"
     assert {r[0] for r in rows} >= set(inserted)
@@ -292,42 +280,25 @@ def test_with_server_default_the_unchanged_application_keeps_writing(server: Eng
     _seed(server)
     with server.begin() as conn:
         _op(conn).create_ulid_function()  # PostgreSQL's DEFAULT calls gen_ulid()
-    inserted: list[int] = []
-    errors: list[Exception] = []
-    stop = threading.Event()
     table = sa.table(TABLE, sa.column("id"), sa.column("created_at"), sa.column("note"))
 
-    def writer() -> None:
-        key = 1000
-        while not stop.is_set():
-            try:
-                with server.begin() as conn:
-                    conn.execute(
-                        table.insert().values(id=key, created_at=datetime.now(), note="app")
-                    )
-            except sa.exc.DBAPIError as exc:
-                errors.append(exc)
-                return
-            inserted.append(key)
-            key += 1
+    def insert(conn: Connection, n: int, i: int) -> None:
+        conn.execute(table.insert().values(id=1000 + i, created_at=datetime.now(), note="app"))
 
-    thread = threading.Thread(target=writer)
-    thread.start()
+    writers = _writers.Loop(server, 1, insert, connection="write", settle=0.05)
     try:
-        time.sleep(0.05)
-        with server.begin() as conn:
-            _op(conn).add_ulid_column(
-                TABLE, "public_id", "created_at", batch_size=4, server_default=True
-            )
-        time.sleep(0.1)  # the application goes on writing after the migration
+        with writers:
+            with server.begin() as conn:
+                _op(conn).add_ulid_column(
+                    TABLE, "public_id", "created_at", batch_size=4, server_default=True
+                )
+            time.sleep(0.1)  # the application goes on writing after the migration
     finally:
-        stop.set()
-        thread.join(timeout=10)
         with server.begin() as conn:
             _op(conn).drop_ulid_column(TABLE, "public_id")
             _op(conn).drop_ulid_function()
-    assert errors == []
-    assert inserted
+    writers.check()
+    assert writers.done
 
 
 def test_server_default_rows_have_ids(server: Engine) -> None:

@@ -11,8 +11,6 @@ its own row's time. On PostgreSQL and MariaDB (PostgreSQL 18 too, with
 from __future__ import annotations
 
 import random
-import threading
-import time
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 
@@ -24,6 +22,7 @@ from sqlalchemy.engine import Connection, Engine
 
 import _databases
 import sqlalchemy_ulid.alembic
+from _sessions import Release, hold
 from conftest import Backend, private_engine
 from sqlalchemy_ulid import ULID
 from sqlalchemy_ulid.alembic import BackfillProgress
@@ -286,51 +285,22 @@ def test_the_one_transaction_op_finds_double_keys_too(mariadb: Engine) -> None:
 # -- a writer changes a row's time while its batch waits ---------------------------
 
 
-def _waiting_on(engine: Engine) -> bool:
-    """Whether the backfill's UPDATE of ``TABLE`` waits (this database only)."""
-    if engine.dialect.name == "mysql":
-        # The batch's UPDATE is running: with one row a batch, it waits for ours.
-        query = (
-            "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = DATABASE() "
-            f"AND INFO LIKE 'UPDATE {TABLE} AS t JOIN%%'"
-        )
-    else:
-        query = (
-            "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() "
-            f"AND wait_event_type = 'Lock' AND query LIKE 'UPDATE {TABLE} %%'"
-        )
-    with engine.connect() as conn:
-        return bool(conn.exec_driver_sql(query).scalar())
-
-
 def test_a_row_whose_time_changes_while_its_batch_waits_gets_its_new_time(
     server: Engine,
 ) -> None:
     _seed(server, "INTEGER", ["1", "2", "3"])
-    holding = threading.Event()
-    seen: list[bool] = []
-
-    def writer() -> None:
-        with server.connect() as conn:
-            conn.exec_driver_sql(
-                f"UPDATE {TABLE} SET created_at = '2030-01-01 00:00:00' WHERE k = 2"
-            )
-            holding.set()
-            # Commit once the backfill's UPDATE waits for this row (bounded).
-            for _ in range(400):
-                if _waiting_on(server):
-                    seen.append(True)
-                    break
-                time.sleep(0.01)
-            conn.commit()
-
-    threads: list[threading.Thread] = []
+    releases: list[Release] = []
 
     def after_first_batch(report: BackfillProgress) -> None:
-        if not threads:
-            threads.append(threading.Thread(target=writer))
-            threads[0].start()
-            holding.wait(10)
+        if releases:
+            return
+        # Commit once the backfill's UPDATE waits for this row (bounded); on
+        # MariaDB, once it runs: with one row a batch, it waits for ours.
+        like = (
+            f"UPDATE {TABLE} AS t JOIN%" if server.dialect.name == "mysql" else f"UPDATE {TABLE} %"
+        )
+        update = f"UPDATE {TABLE} SET created_at = '2030-01-01 00:00:00' WHERE k = 2"
+        releases.append(hold(server, update, like=like, bound=10))
 
     with server.connect() as conn:
         context = MigrationContext.configure(conn)
@@ -344,6 +314,6 @@ def test_a_row_whose_time_changes_while_its_batch_waits_gets_its_new_time(
                 unique=False,
                 progress=after_first_batch,
             )
-    threads[0].join()
-    assert seen, "the backfill's UPDATE was never seen waiting for the writer"
+    releases[0].join()
+    assert releases[0].seen, "the backfill's UPDATE was never seen waiting for the writer"
     _check(server, 3)

@@ -117,8 +117,7 @@ def add_imports(project: Path, *modules: str) -> None:
 def _drop(url: str, *tables: str) -> None:
     engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
     try:
-        with engine.begin() as conn:
-            _databases.drop_tables(conn, *tables)
+        _databases.drop_tables(engine, *tables)
     finally:
         engine.dispose()
 

@@ -47,10 +47,7 @@ def engine(backends: dict[str, Backend]) -> Iterator[Engine]:
         yield engine
 
 
-def _drop(engine: Engine) -> None:
-    with engine.begin() as conn:
-        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {TABLE}, {PARENT} CASCADE")
-        _databases.forget_conversions(conn, TABLE)
+_drop = _databases.dropper(TABLE, PARENT, conversions=[TABLE])
 
 
 def _value(op: str, type_: str) -> str:

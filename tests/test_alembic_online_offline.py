@@ -24,6 +24,7 @@ from alembic.util import CommandError
 from sqlalchemy.engine import Connection, Engine
 
 import _clients
+import _databases
 import _writers
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from _offline_scripts import VERSION_TABLE, alembic_sql, op_sql
@@ -63,11 +64,6 @@ def _make(engine: Engine, table: str, time_type: str, values: list[str]) -> str:
     return quoted
 
 
-def _drop(engine: Engine, quoted: str) -> None:
-    with engine.begin() as conn:
-        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {quoted}")
-
-
 @pytest.mark.parametrize(
     ("table", "time_type", "values", "millis"),
     [
@@ -96,7 +92,7 @@ def test_offline_script_runs_for_a_table_name_with_a_quote_or_percent(
         assert made == millis
         assert column["nullable"] is False
     finally:
-        _drop(pg, quoted)
+        _databases.drop_tables(pg, quoted)
 
 
 @pytest.mark.parametrize(
@@ -122,7 +118,7 @@ def test_offline_script_refuses_a_time_column_that_cannot_date_ids(
             columns = [c["name"] for c in sa.inspect(conn).get_columns("offline_num")]
         assert columns == ["id", "created_at"]  # stopped before any change
     finally:
-        _drop(pg, quoted)
+        _databases.drop_tables(pg, quoted)
 
 
 def _pg_schema(engine: Engine, table: str) -> tuple[object, ...]:
@@ -173,7 +169,7 @@ def test_offline_script_run_whole_a_second_time_does_nothing(pg: Engine, table: 
         assert safe_name(f"uq_{table}_public_id", pg.dialect) in names
         assert not any(n.startswith("ck_") for n in names)
     finally:
-        _drop(pg, quoted)
+        _databases.drop_tables(pg, quoted)
 
 
 def test_offline_script_rerun_drops_an_invalid_index_left_by_a_failed_build(pg: Engine) -> None:
@@ -208,7 +204,7 @@ def test_offline_script_rerun_drops_an_invalid_index_left_by_a_failed_build(pg: 
         assert ("uq_offline_invalid_public_id", "u", True) in constraints
         assert ("uq_offline_invalid_public_id", True, True) in indexes
     finally:
-        _drop(pg, quoted)
+        _databases.drop_tables(pg, quoted)
 
 
 # -- MariaDB --------------------------------------------------------------------
@@ -331,7 +327,7 @@ def test_mariadb_offline_script_fills_while_a_writer_inserts(maria: Engine, tmp_
     with maria.connect() as conn:
         after = conn.exec_driver_sql(f"SELECT id, public_id FROM {LIVE} ORDER BY id").all()
     assert [(r[0], r[2]) for r in table] == [tuple(r) for r in after[: len(table)]]
-    _drop(maria, LIVE)
+    _databases.drop_tables(maria, LIVE)
 
 
 def test_mariadb_offline_script_runs_for_odd_names(maria: Engine, tmp_path: Path) -> None:
@@ -358,7 +354,7 @@ def test_mariadb_offline_script_runs_for_odd_names(maria: Engine, tmp_path: Path
         assert [m.timestamp_ms for m in made] == [1700000000123, 1700000000123, 0]
         assert made[0] < made[1]
     finally:
-        _drop(maria, quoted)
+        _databases.drop_tables(maria, quoted)
 
 
 @pytest.mark.parametrize(
@@ -401,7 +397,7 @@ def test_mariadb_offline_script_dates_ids_exactly(
         expected = [to_ms(datetime.fromisoformat(v).replace(tzinfo=timezone.utc)) for v in values]
         assert made == expected
     finally:
-        _drop(maria, "offline_exact")
+        _databases.drop_tables(maria, "offline_exact")
 
 
 @pytest.mark.parametrize(
@@ -451,7 +447,7 @@ def test_mariadb_offline_script_refuses_before_any_change(
         assert "ERROR 1644 (45000)" in done.stderr
         assert _columns(maria, "offline_bad") == before  # stopped before any change
     finally:
-        _drop(maria, "offline_bad")
+        _databases.drop_tables(maria, "offline_bad")
 
 
 @pytest.mark.parametrize(
@@ -510,7 +506,7 @@ def test_mariadb_offline_batch_stops_at_a_time_no_ulid_holds(
         assert all(raw is not None for _, raw in after)
         assert _columns(maria, "offline_times")["public_id"] == ("BINARY(16)", False)
     finally:
-        _drop(maria, "offline_times")
+        _databases.drop_tables(maria, "offline_times")
 
 
 @pytest.mark.parametrize(
@@ -576,7 +572,7 @@ def test_mariadb_offline_not_null_step_stops_at_a_row_written_without_an_id(
         assert made == [1700000000000, 1700000000001, 5]
         assert _columns(maria, "offline_late")["public_id"] == ("BINARY(16)", False)
     finally:
-        _drop(maria, "offline_late")
+        _databases.drop_tables(maria, "offline_late")
 
 
 def test_mariadb_offline_script_is_written_outside_the_migration_transaction() -> None:

@@ -402,10 +402,7 @@ def test_convert_a_table_whose_name_has_a_percent(odd_names: tuple[Engine, str, 
     assert _no_state(engine)
 
 
-def _drop_backtick(engine: Engine) -> None:
-    with engine.begin() as conn:
-        for name in ("ulid_key_conversions", "`adv``kid`", "`adv``par`"):
-            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name}")
+_drop_backtick = _databases.dropper("ulid_key_conversions", "`adv``kid`", "`adv``par`")
 
 
 @pytest.fixture

@@ -72,10 +72,9 @@ class Interrupted(Exception):
     """The fault a hook raises in place of a statement."""
 
 
-def _drop(engine: Engine) -> None:
-    with engine.begin() as conn:
-        conn.execute(sa.text("DROP VIEW IF EXISTS pk_customer_names"))
-        _databases.drop_tables(conn, *TABLES, "pk_pairs", VERSION_TABLE, STATE_TABLE)
+_drop = _databases.dropper(
+    *TABLES, "pk_pairs", VERSION_TABLE, STATE_TABLE, views=["pk_customer_names"]
+)
 
 
 def _seed(engine: Engine) -> None:

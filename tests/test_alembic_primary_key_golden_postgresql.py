@@ -59,6 +59,7 @@ from alembic.config import Config
 from sqlalchemy.engine import Engine
 
 import _clients
+import _databases
 from conftest import Backend
 from sqlalchemy_ulid.alembic._primary_key._plan import STATE_TABLE
 from test_alembic_primary_key import VERSION_TABLE
@@ -200,11 +201,9 @@ DROP VIEW IF EXISTS pkg_golden_namespaces;
 Change = tuple[str, ...]
 
 
-def _drop_tables(engine: Engine) -> None:
-    with engine.begin() as conn:
-        for name in (*TABLES, VERSION_TABLE, STATE_TABLE):
-            conn.exec_driver_sql(f'DROP TABLE IF EXISTS "{name}" CASCADE')
-        conn.exec_driver_sql(f"DROP SCHEMA IF EXISTS {SCHEMA_NAME} CASCADE")
+_drop_tables = _databases.dropper(
+    *(f'"{name}"' for name in (*TABLES, VERSION_TABLE, STATE_TABLE)), schemas=[SCHEMA_NAME]
+)
 
 
 @pytest.fixture

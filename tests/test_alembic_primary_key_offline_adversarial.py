@@ -29,6 +29,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 import _clients
+import _databases
+import _writers
+from _sessions import Release, wait_for, waiting
 from conftest import Backend, private_engine
 from sqlalchemy_ulid.alembic import ConversionRefused
 from test_alembic_primary_key_offline_postgresql import (
@@ -48,16 +51,15 @@ TABLES = ("adv_events", "adv_slots", "adv_orders", "adv_regions", "adv_customers
 READER = f"adv_reader_{os.getpid()}"
 
 
-def _drop(engine: Engine) -> None:
-    with engine.begin() as conn:
-        for name in TABLES:
-            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name} CASCADE")
-        conn.exec_driver_sql("DROP TABLE IF EXISTS alembic_version_pk_test")
-        conn.exec_driver_sql("DROP TABLE IF EXISTS ulid_key_conversions")  # online's state
-        conn.exec_driver_sql(
-            f"DO $$ BEGIN IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{READER}') "
-            f"THEN DROP OWNED BY {READER}; DROP ROLE {READER}; END IF; END $$"
-        )
+_drop = _databases.dropper(
+    *TABLES,
+    "alembic_version_pk_test",
+    "ulid_key_conversions",  # online's state
+    also=[
+        f"DO $$ BEGIN IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{READER}') "
+        f"THEN DROP OWNED BY {READER}; DROP ROLE {READER}; END IF; END $$"
+    ],
+)
 
 
 @pytest.fixture
@@ -306,24 +308,6 @@ def test_a_from_time_out_of_range_stops_the_script_naming_it(
     assert _schema(pg) == schema
 
 
-def _waiting(engine: Engine, wait: float = 20) -> None:
-    """Return once the script's session waits for a lock (or fail after ``wait`` s)."""
-    deadline = time.monotonic() + wait
-    with engine.connect() as conn:
-        while time.monotonic() < deadline:
-            found = conn.exec_driver_sql(
-                "SELECT 1 FROM pg_stat_activity WHERE application_name = %(app)s "
-                "AND datname = current_database() "
-                "AND wait_event_type = 'Lock'",
-                {"app": APP},
-            ).first()
-            conn.rollback()
-            if found is not None:
-                return
-            time.sleep(0.02)
-    pytest.fail("the script never waited for the row")
-
-
 # -- an application's row lock during the fills -------------------------------------------------
 
 
@@ -357,20 +341,15 @@ def test_a_row_locked_for_a_while_during_a_fill_delays_the_script_only(
     try:
         holder.exec_driver_sql(hold).all()  # an application's transaction, open for a while
 
-        def release() -> None:
-            # Once the script waits for the row, past one lock_timeout.
-            _waiting(pg)
-            time.sleep(0.5)
-            holder.rollback()
-
-        releaser = threading.Thread(target=release)
-        releaser.start()
+        # Once the script waits for the row, past one lock_timeout.
+        releaser = Release(pg, holder.rollback, application=APP, after=0.5, bound=20)
         try:
             log = _ok(pg, up)
         finally:
             releaser.join(timeout=30)
     finally:
         holder.close()
+    assert releaser.seen, "the script never waited for the row"
     assert "lock timeout on" in log, log
     assert _version(pg) == "pk0001"
     assert _rows(pg, rows) == before
@@ -518,7 +497,9 @@ def test_the_swap_taking_its_locks_never_deadlocks_an_application_transaction(
             text=True, env=env,
         )  # fmt: skip
         try:
-            _waiting(pg)  # the swap holds adv_orders and waits for adv_events
+            # The swap holds adv_orders and waits for adv_events.
+            waited = wait_for(pg, lambda conn: waiting(conn, application=APP), 20)
+            assert waited, "the script never waited for the row"
             blocked = threading.Thread(target=read_customers)
             blocked.start()
             time.sleep(0.2)
@@ -577,49 +558,32 @@ def test_writers_moving_and_deleting_references_throughout_lose_nothing(
     )
     up = _script(config, "upgrade")
     wanted: dict[int, int | None] = {}  # order id -> the customer it got last (None: deleted)
-    errors: list[BaseException] = []
-    stop = threading.Event()
+    picks = [random.Random(seed) for seed in (1, 2)]
 
-    def write(seed: int) -> None:
-        pick = random.Random(seed)
-        raw = pg.raw_connection()  # the driver's own: as fast as an application's loop
-        try:
-            raw.driver_connection.autocommit = True
-            cursor = raw.cursor()
-            while not stop.is_set():
-                order = 2 * pick.randint(1, 5000) - seed % 2  # its own orders
-                customer = pick.randint(1, 20000)
-                try:
-                    if pick.random() < 0.75:
-                        cursor.execute(
-                            "UPDATE adv_orders SET customer_id = %s WHERE id = %s",
-                            (customer, order),
-                        )
-                        if cursor.rowcount:
-                            wanted[order] = customer
-                    else:
-                        cursor.execute("DELETE FROM adv_orders WHERE id = %s", (order,))
-                        wanted[order] = None
-                except psycopg.errors.DatatypeMismatch:
-                    return  # swapped: the column is a ULID now
-                except BaseException as exc:  # reported by the test
-                    errors.append(exc)
-                    return
-        finally:
-            raw.close()
+    def autocommit(conn: sa.Connection, n: int) -> None:
+        # The driver's own cursor: as fast as an application's loop.
+        conn.connection.driver_connection.autocommit = True  # type: ignore[union-attr]
 
-    threads = [threading.Thread(target=write, args=(seed,)) for seed in (1, 2)]
-    for thread in threads:
-        thread.start()
-    try:
-        time.sleep(0.2)
+    def write(conn: sa.Connection, n: int, i: int) -> None:
+        pick, seed = picks[n], n + 1
+        order = 2 * pick.randint(1, 5000) - seed % 2  # its own orders
+        customer = pick.randint(1, 20000)
+        cursor = conn.connection.cursor()
+        if pick.random() < 0.75:
+            cursor.execute(
+                "UPDATE adv_orders SET customer_id = %s WHERE id = %s", (customer, order)
+            )
+            if cursor.rowcount:
+                wanted[order] = customer
+        else:
+            cursor.execute("DELETE FROM adv_orders WHERE id = %s", (order,))
+            wanted[order] = None
+
+    # A writer ends once swapped: the column is a ULID now.
+    ends = psycopg.errors.DatatypeMismatch
+    with _writers.Loop(pg, 2, write, begin=autocommit, ends=ends, settle=0.2, join=30) as writers:
         log = _ok(pg, up)
-        time.sleep(0.2)
-    finally:
-        stop.set()
-        for thread in threads:
-            thread.join(timeout=30)
-    assert not errors, errors
+    writers.check()
     assert "adv_customers done" in log
     assert len(wanted) > 100
     found = dict(
@@ -679,12 +643,8 @@ def test_a_repeatable_read_default_does_not_fail_a_batch_that_waited_for_a_write
     try:
         writer.exec_driver_sql("UPDATE adv_customers SET name = 'c7!' WHERE name = 'c7'")
 
-        def commit() -> None:
-            _waiting(pg)  # the batch waits for the writer's row
-            writer.commit()
-
-        committer = threading.Thread(target=commit)
-        committer.start()
+        # Once the batch waits for the writer's row.
+        committer = Release(pg, writer.commit, application=APP, bound=20)
         try:
             options = "-c default_transaction_isolation=repeatable\\ read"
             done = _clients.psql(pg, up, app=APP, env={"PGOPTIONS": options})
@@ -692,6 +652,7 @@ def test_a_repeatable_read_default_does_not_fail_a_batch_that_waited_for_a_write
             committer.join(timeout=30)
     finally:
         writer.close()
+    assert committer.seen, "the script never waited for the row"
     assert done.returncode == 0, done.stderr
     assert _version(pg) == "pk0001"
     assert _rows(pg, "SELECT name FROM adv_customers WHERE legacy_id = 7") == [("c7!",)]

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import io
 import subprocess
-import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,9 @@ from alembic.util import CommandError
 from sqlalchemy.engine import Engine
 
 import _clients
+import _databases
 import _offline_scripts
+import _writers
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from conftest import Backend, private_engine
 from sqlalchemy_ulid import ULID, new_ulid
@@ -59,14 +60,12 @@ with context.begin_transaction():
 """
 
 
-def _drop(engine: Engine) -> None:
-    with engine.begin() as conn:
-        conn.exec_driver_sql("DROP VIEW IF EXISTS pk_customer_names")
-        conn.exec_driver_sql("DROP TRIGGER IF EXISTS pk_orders_touch")
-        for name in (
-            "pk_pairs", "pk_texts", *TABLES, "pk_regions", VERSION_TABLE, STATE_TABLE, STEPS_TABLE
-        ):  # fmt: skip
-            conn.exec_driver_sql(f"DROP TABLE IF EXISTS `{name}`")
+_drop = _databases.dropper(
+    *(f"`{name}`" for name in ("pk_pairs", "pk_texts", *TABLES, "pk_regions")),
+    *(f"`{name}`" for name in (VERSION_TABLE, STATE_TABLE, STEPS_TABLE)),
+    views=["pk_customer_names"],
+    triggers=["pk_orders_touch"],
+)
 
 
 @pytest.fixture
@@ -911,26 +910,27 @@ def _write(conn: sa.Connection, kind: str, i: int, written: dict[str, int]) -> N
         written["customers after"] += 1
 
 
-def _writer(
-    engine: Engine, kind: str, stop: threading.Event, written: dict[str, int], errors: list[Any]
-) -> None:
+def _writer(written: dict[str, int]) -> Callable[[sa.Connection, int, int], bool]:
+    """Writer 0 inserts orders, writer 1 customers; a lock wait or deadlock is tried again."""
     deadline = time.monotonic() + 60  # bounded, whatever happens to the test
-    with engine.connect() as conn:
-        conn.exec_driver_sql("SET SESSION innodb_lock_wait_timeout = 10, lock_wait_timeout = 10")
-        conn.exec_driver_sql("SET SESSION time_zone = '+00:00'")
-        i = 0
-        while not stop.is_set() and time.monotonic() < deadline:
-            i += 1
-            try:
-                _write(conn, kind, i, written)
-                conn.commit()
-            except sa.exc.DBAPIError as exc:
-                conn.rollback()
-                code = exc.orig.args[0] if exc.orig is not None else None
-                if code not in RETRIED:
-                    errors.append(exc)
-                    return
-            time.sleep(0.003)
+
+    def step(conn: sa.Connection, n: int, i: int) -> bool:
+        try:
+            _write(conn, ("orders", "customers")[n], i + 1, written)
+            conn.commit()
+        except sa.exc.DBAPIError as exc:
+            conn.rollback()
+            code = exc.orig.args[0] if exc.orig is not None else None
+            if code not in RETRIED:
+                raise
+        return time.monotonic() < deadline
+
+    return step
+
+
+def _session_timeouts(conn: sa.Connection, n: int) -> None:
+    conn.exec_driver_sql("SET SESSION innodb_lock_wait_timeout = 10, lock_wait_timeout = 10")
+    conn.exec_driver_sql("SET SESSION time_zone = '+00:00'")
 
 
 def test_two_writers_while_the_script_runs(maria: Engine, tmp_path: Path) -> None:
@@ -938,24 +938,15 @@ def test_two_writers_while_the_script_runs(maria: Engine, tmp_path: Path) -> Non
     _fresh(maria, config)
     _more_customers(maria, 600)
     script = _script(config, "upgrade")
-    stop, errors = threading.Event(), []
     written = {"orders": 0, "customers before": 0, "customers after": 0}
-    writers = [
-        threading.Thread(target=_writer, args=(maria, kind, stop, written, errors), daemon=True)
-        for kind in ("orders", "customers")
-    ]
-    for writer in writers:
-        writer.start()
-    try:
+    step = _writer(written)
+    with _writers.Loop(
+        maria, 2, step, begin=_session_timeouts, pause=0.003, join=30, daemon=True
+    ) as writers:
         _wait_for("the writers to start", lambda: written["orders"] and written["customers before"])
         out = _applied(maria, script)
         _wait_for("writes after the swap", lambda: written["customers after"] >= 5)
-    finally:
-        stop.set()
-        for writer in writers:
-            writer.join(timeout=30)
-    assert not any(writer.is_alive() for writer in writers)
-    assert not errors, errors
+    writers.check()
     assert "rows filled" in out
     with maria.connect() as conn:
         conn.exec_driver_sql("SET SESSION time_zone = '+00:00'")

@@ -16,7 +16,6 @@ from __future__ import annotations
 import io
 import itertools
 import subprocess
-import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import timezone
@@ -28,10 +27,11 @@ import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
 from alembic.util import CommandError
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 import _clients
 import _offline_scripts
+import _writers
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from conftest import Backend, private_engine
 from sqlalchemy_ulid._time import to_ms
@@ -740,62 +740,46 @@ def test_two_writers_insert_while_the_script_runs(pg: Engine, tmp_path: Path) ->
         conn.exec_driver_sql("SELECT setval('pk_orders_id_seq', 1000)")
     config = _project(tmp_path, pg, up="from_time='created_at', batch_size=50")
     up = _script(config, "upgrade")
-    stop = threading.Event()
     written: dict[str, int] = {"customers": 0, "orders": 0, "events": 0}
-    errors: list[BaseException] = []
 
-    def customers_and_orders() -> None:
-        n = 0
-        with pg.connect() as conn:
-            conn = conn.execution_options(isolation_level="AUTOCOMMIT")
-            while not stop.is_set():
-                n += 1
-                try:
-                    conn.exec_driver_sql(
-                        "WITH c AS (INSERT INTO pk_customers (created_at, name) "
-                        f"VALUES (now(), 'w{n}') RETURNING id) "
-                        f"INSERT INTO pk_orders (customer_id, note) SELECT id, 'w{n}' FROM c"
-                    )
-                except sa.exc.IntegrityError:
-                    return  # swapped: the key has no default any more, as online
-                written["customers"] += 1
-                written["orders"] += 1
-                time.sleep(0.002)  # an application pauses between writes (see below)
+    def customers_and_orders(conn: Connection, n: int) -> bool:
+        try:
+            conn.exec_driver_sql(
+                "WITH c AS (INSERT INTO pk_customers (created_at, name) "
+                f"VALUES (now(), 'w{n}') RETURNING id) "
+                f"INSERT INTO pk_orders (customer_id, note) SELECT id, 'w{n}' FROM c"
+            )
+        except sa.exc.IntegrityError:
+            return False  # swapped: the key has no default any more, as online
+        written["customers"] += 1
+        written["orders"] += 1
+        return True
 
-    def orders_and_events() -> None:
-        n = 0
-        with pg.connect() as conn:
-            conn = conn.execution_options(isolation_level="AUTOCOMMIT")
-            while not stop.is_set():
-                n += 1
-                conn.exec_driver_sql(
-                    "INSERT INTO pk_orders (customer_id, note) SELECT id, "
-                    f"'x{n}' FROM pk_customers WHERE name = 'c{1 + n % 30}'"
-                )
-                conn.exec_driver_sql(
-                    "INSERT INTO pk_account_events (id, account_id, kind) SELECT "
-                    f"{1000 + n}, customer_id, 'x{n}' FROM pk_accounts "
-                    f"WHERE plan = 'p{1 + n % 20}'"
-                )
-                written["orders"] += 1
-                written["events"] += 1
-                time.sleep(0.002)
+    def orders_and_events(conn: Connection, n: int) -> bool:
+        conn.exec_driver_sql(
+            "INSERT INTO pk_orders (customer_id, note) SELECT id, "
+            f"'x{n}' FROM pk_customers WHERE name = 'c{1 + n % 30}'"
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO pk_account_events (id, account_id, kind) SELECT "
+            f"{1000 + n}, customer_id, 'x{n}' FROM pk_accounts "
+            f"WHERE plan = 'p{1 + n % 20}'"
+        )
+        written["orders"] += 1
+        written["events"] += 1
+        return True
 
-    def guarded(work: Callable[[], None]) -> Callable[[], None]:
-        def run() -> None:
-            try:
-                work()
-            except BaseException as exc:  # reported by the test
-                errors.append(exc)
+    def write(conn: Connection, writer: int, i: int) -> bool:
+        return (customers_and_orders, orders_and_events)[writer](conn, i + 1)
 
-        return run
-
-    threads = [
-        threading.Thread(target=guarded(w)) for w in (customers_and_orders, orders_and_events)
-    ]
-    for thread in threads:
-        thread.start()
-    try:
+    with _writers.Loop(
+        pg,
+        2,
+        write,
+        begin=lambda conn, n: conn.execution_options(isolation_level="AUTOCOMMIT"),
+        pause=0.002,  # an application pauses between writes (see above)
+        join=30,
+    ) as writers:
         deadline = time.monotonic() + 10
         while min(written.values()) < 3 and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -803,11 +787,7 @@ def test_two_writers_insert_while_the_script_runs(pg: Engine, tmp_path: Path) ->
         log = _ok(pg, up)
         during = {name: written[name] - started[name] for name in written}
         time.sleep(0.1)
-    finally:
-        stop.set()
-        for thread in threads:
-            thread.join(timeout=30)
-    assert not errors, errors
+    writers.check()
     assert "pk_customers done" in log
     assert during["customers"] > 0, during
     assert during["events"] > 0, during

@@ -64,18 +64,9 @@ def either(request: pytest.FixtureRequest, backends: dict[str, Backend]) -> Iter
         yield engine
 
 
-def _drop(engine: Engine) -> None:
-    postgresql = engine.dialect.name == "postgresql"
-    with engine.begin() as conn:
-        if not postgresql:
-            _databases.drop_conversion_leftovers(conn, TABLE)
-        _databases.drop_tables(
-            conn,
-            TABLE,
-            "ulid_key_conversions",
-            "ulid_key_conversions_offline",
-            cascade=postgresql,
-        )
+_drop = _databases.dropper(
+    TABLE, "ulid_key_conversions", "ulid_key_conversions_offline", conversions=[TABLE]
+)
 
 
 def _here(engine: Engine) -> str:

@@ -35,6 +35,7 @@ from alembic.operations import Operations
 from sqlalchemy.engine import Engine, make_url
 
 import _clients
+import _databases
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from _offline_scripts import op_sql, run_online
 from conftest import Backend, private_engine
@@ -48,10 +49,7 @@ ROWS = 40
 BOUND = 60.0
 
 
-def _drop(engine: Engine) -> None:
-    with engine.begin() as conn:
-        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {TABLE}")
-        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {STATE_TABLE}")
+_drop = _databases.dropper(TABLE, STATE_TABLE)
 
 
 def _seed(engine: Engine) -> None:

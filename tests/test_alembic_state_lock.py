@@ -30,6 +30,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+import _databases
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from _offline_scripts import run_online
 from conftest import Backend, private_engine
@@ -41,11 +42,7 @@ ROWS = 30
 TABLES = [f"lock_orders_{i}" for i in range(RUNNERS)]
 
 
-def _drop(engine: Engine) -> None:
-    with engine.begin() as conn:
-        for table in TABLES:
-            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {table}")
-        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {STATE_TABLE}")
+_drop = _databases.dropper(*TABLES, STATE_TABLE)
 
 
 def _seed(engine: Engine, table: str) -> None:

@@ -48,14 +48,7 @@ def maria(backends: dict[str, Backend]) -> Iterator[Engine]:
     yield from _engine(backends, "mysql")
 
 
-def _drop(engine: Engine) -> None:
-    with engine.begin() as conn:
-        if engine.dialect.name == "postgresql":
-            _databases.drop_tables(conn, TABLE, cascade=True)
-            _databases.forget_conversions(conn, TABLE)
-            return
-        _databases.drop_tables(conn, TABLE)
-        _databases.drop_conversion_leftovers(conn, TABLE)
+_drop = _databases.dropper(TABLE, conversions=[TABLE])
 
 
 def _run(engine: Engine, **options: Any) -> None:

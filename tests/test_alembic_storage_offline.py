@@ -31,6 +31,7 @@ import _databases
 import _writers
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from _offline_scripts import VERSION_TABLE, alembic_sql, op_sql
+from _sessions import When, kill_application
 from conftest import Backend, private_engine
 from sqlalchemy_ulid import ULID, ULIDType, new_ulid, new_uuid7
 
@@ -63,12 +64,13 @@ def engine(backends: dict[str, Backend]) -> Iterator[Engine]:
         yield engine
 
 
-def _drop(engine: Engine) -> None:
-    with engine.begin() as conn:
-        _databases.drop_tables(conn, TABLE, TWIN, VERSION_TABLE, cascade=True)
-        for name in (TABLE, TWIN):
-            conn.exec_driver_sql(f"DROP FUNCTION IF EXISTS {name}_ref__ulid_sync()")
-        _databases.forget_conversions(conn, TABLE, TWIN)
+_drop = _databases.dropper(
+    TABLE,
+    TWIN,
+    VERSION_TABLE,
+    functions=[f"{name}_ref__ulid_sync()" for name in (TABLE, TWIN)],
+    conversions=[TABLE, TWIN],
+)
 
 
 def _new(op: str) -> str:
@@ -267,14 +269,7 @@ class _Writers(_writers.Writers):
             new, changed = _new(self.op), _new(self.op)
             target = mine[self.writes % len(mine)]
             with conn.begin():
-                conn.execute(
-                    sa.text(f"INSERT INTO {TABLE} (id, ref, n) VALUES (:i, :r, 0)"),
-                    {"i": next_id, "r": new},
-                )
-                conn.execute(
-                    sa.text(f"UPDATE {TABLE} SET ref = :r WHERE id = :i"),
-                    {"i": target, "r": changed},
-                )
+                _writers.insert_and_change(conn, TABLE, next_id, new, target, changed)
             with self.lock:
                 self.expected[next_id], self.expected[target] = new, changed
                 self.writes += 1
@@ -314,16 +309,7 @@ def test_a_non_ulid_written_mid_script_fails_that_writers_statement(engine: Engi
     failures: list[str] = []
 
     def write_bad() -> None:
-        deadline = time.monotonic() + 30
         with engine.connect() as conn:
-            while time.monotonic() < deadline:
-                if conn.exec_driver_sql(
-                    "SELECT count(*) FROM pg_trigger WHERE tgname = 'sf_items_ref__ulid_sync'"
-                ).scalar():
-                    break
-                conn.rollback()
-                time.sleep(0.01)
-            conn.rollback()
             try:
                 with conn.begin():
                     conn.exec_driver_sql(
@@ -332,8 +318,14 @@ def test_a_non_ulid_written_mid_script_fails_that_writers_statement(engine: Engi
             except sa.exc.DBAPIError as exc:
                 failures.append(str(exc))
 
-    thread = threading.Thread(target=write_bad)
-    thread.start()
+    thread = When(
+        engine,
+        lambda conn: conn.exec_driver_sql(
+            "SELECT count(*) FROM pg_trigger WHERE tgname = 'sf_items_ref__ulid_sync'"
+        ).scalar(),
+        write_bad,
+        anyway=True,
+    )
     done = _clients.psql(engine, script)
     thread.join(timeout=30)
     assert done.returncode == 0, done.stderr
@@ -342,29 +334,16 @@ def test_a_non_ulid_written_mid_script_fails_that_writers_statement(engine: Engi
     assert _values(engine, TABLE, op) == seeded  # the row is nowhere
 
 
-def _terminate_when(engine: Engine, app: str, sql: str) -> threading.Thread:
+def _terminate_when(engine: Engine, app: str, sql: str) -> When:
     """Kill psql's session (by its application_name) once ``sql`` returns true."""
 
-    def watch() -> None:
-        deadline = time.monotonic() + 30
-        with engine.connect() as conn:
-            while time.monotonic() < deadline:
-                try:
-                    ready = conn.exec_driver_sql(sql).scalar()
-                except sa.exc.ProgrammingError:  # the state table is not there yet
-                    ready = False
-                if ready:
-                    conn.exec_driver_sql(
-                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                        f"WHERE application_name = '{app}' AND datname = current_database()"
-                    )
-                    return
-                conn.rollback()
-                time.sleep(0.01)
+    def ready(conn: Connection) -> object:
+        try:
+            return conn.exec_driver_sql(sql).scalar()
+        except sa.exc.ProgrammingError:  # the state table is not there yet
+            return False
 
-    thread = threading.Thread(target=watch)
-    thread.start()
-    return thread
+    return When(engine, ready, lambda: kill_application(engine, app))
 
 
 def _finish_and_rerun(engine: Engine, script: str, op: str, values: dict[int, str]) -> str:

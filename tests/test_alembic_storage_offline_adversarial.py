@@ -11,7 +11,6 @@ the same refusals where it shares the cause.
 from __future__ import annotations
 
 import io
-import subprocess
 import threading
 import time
 import uuid
@@ -23,11 +22,14 @@ import pytest
 import sqlalchemy as sa
 from alembic.migration import MigrationContext
 from alembic.operations import Operations
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 import _clients
+import _databases
+import _writers
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from _offline_scripts import VERSION_TABLE, alembic_sql, op_sql
+from _sessions import Release, When, kill_application, waiting
 from conftest import Backend, private_engine
 from sqlalchemy_ulid import ULID, new_ulid
 
@@ -42,19 +44,13 @@ def engine(backends: dict[str, Backend]) -> Iterator[Engine]:
         yield engine
 
 
-def _drop(engine: Engine) -> None:
-    with engine.begin() as conn:
-        for name in (TABLE, f"{TABLE}_a", f"{TABLE}_b", f"{TABLE}_kid", VERSION_TABLE):
-            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name} CASCADE")
-        conn.exec_driver_sql(f"DROP SCHEMA IF EXISTS {OTHER_SCHEMA} CASCADE")
-        conn.exec_driver_sql(f"DROP FUNCTION IF EXISTS {TABLE}_ref__ulid_sync()")
-        conn.exec_driver_sql(f"DROP PUBLICATION IF EXISTS {TABLE}_pub")
-        conn.exec_driver_sql(
-            "DO $$ BEGIN IF to_regclass('sqlalchemy_ulid_migrations') IS NOT NULL THEN "
-            f"DELETE FROM sqlalchemy_ulid_migrations WHERE target LIKE '{TABLE}%%'; "
-            "IF NOT EXISTS (SELECT 1 FROM sqlalchemy_ulid_migrations) THEN "
-            "DROP TABLE sqlalchemy_ulid_migrations; END IF; END IF; END $$"
-        )
+_drop = _databases.dropper(
+    *(TABLE, f"{TABLE}_a", f"{TABLE}_b", f"{TABLE}_kid", VERSION_TABLE),
+    functions=[f"{TABLE}_ref__ulid_sync()"],
+    schemas=[OTHER_SCHEMA],
+    conversions=[TABLE, f"{TABLE}_a", f"{TABLE}_b", f"{TABLE}_kid"],
+    also=[f"DROP PUBLICATION IF EXISTS {TABLE}_pub"],
+)
 
 
 def _create(engine: Engine, ddl: str = "", *, nullable: bool = False) -> None:
@@ -290,7 +286,7 @@ def _ulid_values(engine: Engine) -> dict[int, str]:
     }
 
 
-class _Writers:
+class _Writers(_writers.Writers):
     """Four writers inserting, updating and deleting rows of their own, timed.
 
     They write ``ref`` (bound as text) until the copy is proved, then only
@@ -298,69 +294,54 @@ class _Writers:
     """
 
     def __init__(self, engine: Engine, seeded: dict[int, str]) -> None:
-        self.engine = engine
+        super().__init__(engine, 4, settle=0, join=30)
         self.expected = dict(seeded)
-        self.stop = threading.Event()
-        self.errors: list[BaseException] = []
         self.waits: list[float] = []
         self.lock = threading.Lock()
-        self.threads = [threading.Thread(target=self._run, args=(w,)) for w in range(4)]
 
-    def _run(self, writer: int) -> None:
+    def write(self, conn: Connection, writer: int) -> None:
         mine = [k for k in self.expected if k % 4 == writer]
         next_id = 1_000_000 * (writer + 1)
-        try:
-            with self.engine.connect() as conn:
-                while not self.stop.is_set():
-                    proved = conn.exec_driver_sql(
-                        f"SELECT count(*) FROM pg_constraint WHERE conname = "
-                        f"'ck_{TABLE}_ref__ulid_same' OR (conrelid = to_regclass('{TABLE}') "
-                        "AND contype = 'u' AND conname = 'uq_ref' AND (SELECT atttypid FROM "
-                        f"pg_attribute WHERE attrelid = to_regclass('{TABLE}') AND attname = "
-                        "'ref') = 'uuid'::regtype)"
-                    ).scalar()
-                    conn.rollback()
-                    started = time.monotonic()
-                    with conn.begin():
-                        if proved:
-                            conn.execute(
-                                sa.text(f"UPDATE {TABLE} SET n = n + 1 WHERE id = :i"),
-                                {"i": mine[len(self.waits) % len(mine)]},
-                            )
-                            gone = mine.pop()
-                            conn.execute(sa.text(f"DELETE FROM {TABLE} WHERE id = :i"), {"i": gone})
-                        else:
-                            new, changed, gone = str(new_ulid()), str(new_ulid()), mine.pop()
-                            target = mine[len(self.waits) % len(mine)]
-                            conn.execute(
-                                sa.text(f"INSERT INTO {TABLE} (id, ref, n) VALUES (:i, :r, 0)"),
-                                {"i": next_id, "r": new},
-                            )
-                            conn.execute(
-                                sa.text(f"UPDATE {TABLE} SET ref = :r WHERE id = :i"),
-                                {"i": target, "r": changed},
-                            )
-                            conn.execute(sa.text(f"DELETE FROM {TABLE} WHERE id = :i"), {"i": gone})
-                    with self.lock:
-                        self.waits.append(time.monotonic() - started)
-                        self.expected.pop(gone)
-                        if not proved:
-                            self.expected[next_id], self.expected[target] = new, changed
-                    next_id += 1
-                    time.sleep(0.003)
-        except BaseException as exc:  # reported by the test
-            self.errors.append(exc)
+        while not self.stop.is_set():
+            proved = conn.exec_driver_sql(
+                f"SELECT count(*) FROM pg_constraint WHERE conname = "
+                f"'ck_{TABLE}_ref__ulid_same' OR (conrelid = to_regclass('{TABLE}') "
+                "AND contype = 'u' AND conname = 'uq_ref' AND (SELECT atttypid FROM "
+                f"pg_attribute WHERE attrelid = to_regclass('{TABLE}') AND attname = "
+                "'ref') = 'uuid'::regtype)"
+            ).scalar()
+            conn.rollback()
+            started = time.monotonic()
+            with conn.begin():
+                if proved:
+                    conn.execute(
+                        sa.text(f"UPDATE {TABLE} SET n = n + 1 WHERE id = :i"),
+                        {"i": mine[len(self.waits) % len(mine)]},
+                    )
+                    gone = mine.pop()
+                    conn.execute(sa.text(f"DELETE FROM {TABLE} WHERE id = :i"), {"i": gone})
+                else:
+                    new, changed, gone = str(new_ulid()), str(new_ulid()), mine.pop()
+                    target = mine[len(self.waits) % len(mine)]
+                    _writers.insert_and_change(conn, TABLE, next_id, new, target, changed)
+                    conn.execute(sa.text(f"DELETE FROM {TABLE} WHERE id = :i"), {"i": gone})
+            with self.lock:
+                self.waits.append(time.monotonic() - started)
+                self.expected.pop(gone)
+                if not proved:
+                    self.expected[next_id], self.expected[target] = new, changed
+            next_id += 1
+            time.sleep(0.003)
 
-    def __enter__(self) -> _Writers:
-        for thread in self.threads:
-            thread.start()
-        return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(timeout=30)
-            assert not thread.is_alive()
+def _killed_waiting(engine: Engine, like: str, bound: float) -> When:
+    """psql's session (``adv-kill``) ended once it waits for a lock in a statement ``LIKE like``."""
+    return When(
+        engine,
+        lambda conn: waiting(conn, like, "adv-kill"),
+        lambda: kill_application(engine, "adv-kill"),
+        bound=bound,
+    )
 
 
 def _reverse_sql() -> str:
@@ -397,27 +378,13 @@ def test_killed_in_an_index_build_then_downgraded_then_run_again_under_four_writ
     upto_builds = script[: script.index("-- indexes (concurrent)")]
     first = _clients.psql(engine, upto_builds)
     assert first.returncode == 0, first.stderr
-    with engine.connect() as writer, engine.connect() as watcher:
+    with engine.connect() as writer:
         writer.exec_driver_sql(f"UPDATE {TABLE} SET n = n WHERE id = 1")
-
-        def kill_in_build() -> None:
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                found = watcher.exec_driver_sql(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE application_name = 'adv-kill' AND datname = current_database() "
-                    "AND query LIKE 'CREATE %%INDEX CONCURRENTLY%%' AND wait_event_type = 'Lock'"
-                ).scalar()
-                watcher.rollback()
-                if found:
-                    return
-                time.sleep(0.01)
-
-        thread = threading.Thread(target=kill_in_build)
-        thread.start()
+        thread = _killed_waiting(engine, "CREATE %INDEX CONCURRENTLY%", bound=60)
         killed = _clients.psql(engine, script, app="adv-kill")
         thread.join(timeout=70)
         writer.rollback()
+    assert thread.seen
     assert killed.returncode != 0
     assert "terminating connection" in killed.stderr, killed.stderr
     assert _scalar(engine, "SELECT count(*) FROM pg_index WHERE NOT indisvalid") >= 1
@@ -485,28 +452,13 @@ def test_killed_inside_the_swap_waiting_for_its_lock_the_rerun_finishes(engine: 
         _clients.psql(engine, script[: script.index("-- swap (ddl)")], stop=False).returncode == 0
     )
     # A writer's open transaction: the swap's LOCK TABLE waits, and is killed.
-    with engine.connect() as writer, engine.connect() as watcher:
+    with engine.connect() as writer:
         writer.exec_driver_sql(f"UPDATE {TABLE} SET name = 'w' WHERE id = 1")
-
-        def kill_in_swap() -> None:
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                found = watcher.exec_driver_sql(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE application_name = 'adv-kill' AND datname = current_database() "
-                    "AND query LIKE 'DO $ulid%%' "
-                    "AND wait_event_type = 'Lock'"
-                ).scalar()
-                watcher.rollback()
-                if found:
-                    return
-                time.sleep(0.01)
-
-        thread = threading.Thread(target=kill_in_swap)
-        thread.start()
+        thread = _killed_waiting(engine, "DO $ulid%", bound=30)
         killed = _clients.psql(engine, script, app="adv-kill", stop=False)
         thread.join(timeout=40)
         writer.rollback()
+    assert thread.seen
     assert "server closed the connection" in killed.stderr, killed.stderr
     assert "ref__ulid" in {column for column, *_ in _shape(engine)["columns"]}  # nothing swapped
     done = _clients.psql(engine, script, stop=False)
@@ -531,32 +483,17 @@ def test_a_serializable_default_isolation_does_not_fail_the_copy_behind_a_writer
         ).returncode
         == 0
     )
-    with engine.connect() as writer, engine.connect() as watcher:
+    with engine.connect() as writer:
         writer.exec_driver_sql(f"UPDATE {TABLE} SET name = 'w' WHERE id = 1")
-        result: list[subprocess.CompletedProcess[str]] = []
-        thread = threading.Thread(
-            target=lambda: result.append(
-                _clients.psql(
-                    engine, script, env={**serializable, "PGAPPNAME": "adv-iso"}, stop=False
-                )
+        # Committed once the copy's batch waits for this row.
+        committer = Release(engine, writer.commit, application="adv-iso")
+        try:
+            done = _clients.psql(
+                engine, script, env={**serializable, "PGAPPNAME": "adv-iso"}, stop=False
             )
-        )
-        thread.start()
-        deadline = time.monotonic() + 30
-        while (
-            time.monotonic() < deadline
-            and not watcher.exec_driver_sql(
-                "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'adv-iso' "
-                "AND datname = current_database() "
-                "AND wait_event_type = 'Lock'"
-            ).scalar()
-        ):
-            watcher.rollback()
-            time.sleep(0.01)
-        writer.commit()  # the copy's batch waited for this row
-        thread.join(timeout=60)
-    assert result
-    assert result[0].returncode == 0, result[0].stderr
+        finally:
+            committer.join()
+    assert done.returncode == 0, done.stderr
     assert _ulid_values(engine) == seeded
 
 

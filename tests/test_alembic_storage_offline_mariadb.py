@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import io
 import random
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -53,12 +52,14 @@ def server(backends: dict[str, Backend]) -> Iterator[Engine]:
         yield engine
 
 
-def _drop(engine: Engine) -> None:
-    with engine.begin() as conn:
-        conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {TABLE}_mine")
-        _databases.drop_tables(conn, f"{TABLE}_child", TABLE)
-        _databases.drop_conversion_leftovers(conn, TABLE)
-        _databases.drop_tables(conn, VERSION_TABLE, f"{TABLE}_session")
+_drop = _databases.dropper(
+    f"{TABLE}_child",
+    TABLE,
+    VERSION_TABLE,
+    f"{TABLE}_session",
+    triggers=[f"{TABLE}_mine"],
+    conversions=[TABLE],
+)
 
 
 def _value(op: str) -> str:
@@ -294,19 +295,12 @@ def test_killed_inside_the_copy_the_rerun_goes_on_and_a_second_is_a_no_op(
     script = _op_sql(op, "id", "text", "binary", batch_size=10, pause=0.1)
     killed: list[int] = []
 
-    def kill() -> None:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if _count(server, f"_{TABLE}__new") >= 100:
-                session = _session(server)
-                if session is not None:
-                    _sessions.kill_session(server, session)
-                    killed.append(session)
-                    return
-            time.sleep(0.01)
+    def copying(conn: Connection) -> bool:
+        if _count(server, f"_{TABLE}__new") >= 100:
+            killed[:] = [session for session in [_session(server)] if session is not None]
+        return bool(killed)
 
-    watcher = threading.Thread(target=kill, daemon=True)
-    watcher.start()
+    watcher = _sessions.When(server, copying, lambda: _sessions.kill_session(server, killed[0]))
     first = _clients.mariadb(server, NOTE_SESSION + script)
     watcher.join(timeout=35)
     assert killed, first.stdout[-500:]
@@ -342,17 +336,14 @@ def test_killed_at_a_phase_boundary_the_rerun_finishes(server: Engine, phase: in
     _rerun_is_a_no_op(server, script)
 
 
-def _wait_for_triggers(engine: Engine, deadline: float) -> bool:
-    while time.monotonic() < deadline:
-        with engine.connect() as conn:
-            found = conn.exec_driver_sql(
-                "SELECT COUNT(*) FROM information_schema.TRIGGERS "
-                f"WHERE TRIGGER_SCHEMA = DATABASE() AND EVENT_OBJECT_TABLE = '{TABLE}'"
-            ).scalar()
-        if found == 3:
-            return True
-        time.sleep(0.01)
-    return False
+def _triggers(conn: Connection) -> bool:
+    return (
+        conn.exec_driver_sql(
+            "SELECT COUNT(*) FROM information_schema.TRIGGERS "
+            f"WHERE TRIGGER_SCHEMA = DATABASE() AND EVENT_OBJECT_TABLE = '{TABLE}'"
+        ).scalar()
+        == 3
+    )
 
 
 def test_a_non_ulid_written_mid_script_fails_that_writers_statement(server: Engine) -> None:
@@ -363,8 +354,6 @@ def test_a_non_ulid_written_mid_script_fails_that_writers_statement(server: Engi
     failures: list[BaseException] = []
 
     def write_bad() -> None:
-        if not _wait_for_triggers(server, time.monotonic() + 30):
-            return
         with server.connect() as conn:
             conn.exec_driver_sql("SET SESSION innodb_lock_wait_timeout = 10")
             try:
@@ -375,8 +364,7 @@ def test_a_non_ulid_written_mid_script_fails_that_writers_statement(server: Engi
             except sa.exc.DBAPIError as exc:
                 failures.append(exc)
 
-    writer = threading.Thread(target=write_bad, daemon=True)
-    writer.start()
+    writer = _sessions.When(server, _triggers, write_bad)  # once they are there
     done = _clients.mariadb(server, script)
     writer.join(timeout=35)
     assert done.returncode == 0, done.stderr

@@ -44,11 +44,7 @@ def engine(backends: dict[str, Backend]) -> Iterator[Engine]:
         yield engine
 
 
-def _drop(engine: Engine) -> None:
-    with engine.begin() as conn:
-        _databases.drop_tables(conn, TABLE, TWIN, cascade=True)
-        _databases.forget_conversions(conn, TABLE, TWIN)
-        conn.exec_driver_sql("DROP VIEW IF EXISTS so_view")
+_drop = _databases.dropper(TABLE, TWIN, views=["so_view"], conversions=[TABLE, TWIN])
 
 
 def _create(engine: Engine, name: str, storage: str, rows: int, *, key: bool = False) -> None:

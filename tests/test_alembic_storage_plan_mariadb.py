@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from sqlalchemy.engine import Engine
 
+import _databases
 import sqlalchemy_ulid.alembic  # noqa: F401  (registers the ops)
 from _clients import mariadb
 from _offline_scripts import op_sql, run_online
@@ -34,12 +35,7 @@ OPS = [
 ]
 
 
-def _drop(engine: Engine) -> None:
-    with engine.begin() as conn:
-        for name in ("del", "upd", "ins"):
-            conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS _{TABLE}__ulid_{name}")
-        for name in (TABLE, f"_{TABLE}__new", f"_{TABLE}__old"):
-            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name}")
+_drop = _databases.dropper(TABLE, conversions=[TABLE])
 
 
 @pytest.fixture

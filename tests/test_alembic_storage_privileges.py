@@ -25,10 +25,7 @@ PASSWORD = "ulid-test-only"
 HOSTS = ("localhost", "127.0.0.1")
 
 
-def _drop(engine: Engine) -> None:
-    with engine.begin() as conn:
-        _databases.drop_tables(conn, TABLE)
-        _databases.drop_conversion_leftovers(conn, TABLE)
+_drop = _databases.dropper(TABLE, conversions=[TABLE])
 
 
 @pytest.fixture

@@ -45,11 +45,7 @@ def server(backends: dict[str, Backend]) -> Iterator[Engine]:
         yield engine
 
 
-def _drop(engine: Engine) -> None:
-    with engine.begin() as conn:
-        _databases.drop_tables(conn, "shadow_child", TABLE)
-        _databases.drop_conversion_leftovers(conn, TABLE)
-        _databases.drop_tables(conn, PLAIN)
+_drop = _databases.dropper("shadow_child", TABLE, PLAIN, conversions=[TABLE])
 
 
 def _create(engine: Engine, name: str = TABLE) -> None:

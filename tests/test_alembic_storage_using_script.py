@@ -45,9 +45,7 @@ def engine(backends: dict[str, Backend]) -> Iterator[Engine]:
         yield engine
 
 
-def _drop(engine: Engine) -> None:
-    with engine.begin() as conn:
-        _databases.drop_tables(conn, TABLE, PARENT, cascade=True)
+_drop = _databases.dropper(TABLE, PARENT)
 
 
 def _column(engine: Engine) -> tuple[str, str | None]:

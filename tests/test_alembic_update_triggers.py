@@ -79,21 +79,15 @@ FIRINGS: dict[tuple[str, str, str], tuple[int, int] | str] = {
 }
 
 
-def _drop(engine: Engine) -> None:
-    with engine.begin() as conn:
-        if engine.dialect.name == "mysql":
-            _databases.drop_conversion_leftovers(conn, TABLE)
-        _databases.drop_tables(
-            conn,
-            TABLE,
-            AUDIT,
-            "sqlalchemy_ulid_migrations",
-            "ulid_key_conversions",
-            "ulid_key_conversions_offline",
-            cascade=engine.dialect.name == "postgresql",
-        )
-        if engine.dialect.name == "postgresql":
-            conn.exec_driver_sql("DROP FUNCTION IF EXISTS trg_count() CASCADE")
+_drop = _databases.dropper(
+    TABLE,
+    AUDIT,
+    "sqlalchemy_ulid_migrations",
+    "ulid_key_conversions",
+    "ulid_key_conversions_offline",
+    functions=["trg_count()"],
+    conversions=[TABLE],
+)
 
 
 def _seed(engine: Engine) -> None:

@@ -54,10 +54,7 @@ def downgrade():
 """
 
 
-def _drop(engine: Engine) -> None:
-    with engine.begin() as conn:
-        _databases.drop_tables(conn, ORDERS, VERSION_TABLE)
-        drop_uuid7_function(conn)
+_drop = _databases.dropper(ORDERS, VERSION_TABLE, also=[drop_uuid7_function])
 
 
 @pytest.fixture

@@ -61,16 +61,12 @@ def _name(engine: Engine) -> str:
     return "postgresql" if engine.dialect.name == "postgresql" else "mysql"
 
 
-def _drop(engine: Engine) -> None:
-    with engine.begin() as conn:
-        if engine.dialect.name == "postgresql":
-            _databases.drop_tables(conn, TABLE, TWIN, cascade=True)
-            conn.exec_driver_sql(f"DROP FUNCTION IF EXISTS {TABLE}_ref__ulid_sync()")
-            conn.exec_driver_sql("DROP FUNCTION IF EXISTS u7o_touch()")
-            _databases.forget_conversions(conn, TABLE, TWIN)
-            return
-        _databases.drop_tables(conn, TABLE, TWIN)
-        _databases.drop_conversion_leftovers(conn, TABLE)
+_drop = _databases.dropper(
+    TABLE,
+    TWIN,
+    functions=[f"{TABLE}_ref__ulid_sync()", "u7o_touch()"],
+    conversions=[TABLE, TWIN],
+)
 
 
 def _type(storage: str, dialect: sa.engine.Dialect) -> sa.types.TypeEngine[Any]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import random
 import subprocess
 import sys
 import threading
@@ -26,6 +25,7 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.orm import Session, sessionmaker
 
+import _writers
 from _sessions import mariadb_held_up
 from conftest import Backend, recording
 from sqlalchemy_ulid import (
@@ -421,46 +421,31 @@ def concurrent_run(
     engine: Engine, settle: Any, seconds: float, max_tx: float, margin: timedelta = MARGIN
 ) -> None:
     """Four writer threads, transactions of 0..max_tx s, one follower; compare."""
-    written: list[ULID] = []
-    lock = threading.Lock()
-    stop_writing = threading.Event()
-
     # SQLite has one writer at a time: a writer that made its ids and then
     # waited for the database lock would spend that wait before its commit,
     # too. Taking the turn first (as BEGIN IMMEDIATE does) keeps ids fresh.
-    turn = threading.Lock() if engine.dialect.name == "sqlite" else contextlib.nullcontext()
-
-    def write(seed: int) -> None:
-        rng = random.Random(seed)
-        while not stop_writing.is_set():
-            with turn, engine.begin() as conn:
-                batch = [new_ulid() for _ in range(rng.randint(1, 3))]
-                conn.execute(feed.insert(), [{"id": i, "writer": str(seed)} for i in batch])
-                time.sleep(rng.uniform(0, max_tx))
-            with lock:
-                written.extend(batch)
-
-    writers = [threading.Thread(target=write, args=(n,)) for n in range(4)]
+    turn = threading.Lock() if engine.dialect.name == "sqlite" else None
+    writers = _writers.Appenders(
+        engine, 4, feed, max_tx, values=lambda n, new: {"id": new, "writer": str(n)}, turn=turn
+    )
     stop = threading.Event()
 
     def control() -> None:
         time.sleep(seconds)
-        stop_writing.set()
-        for thread in writers:
-            thread.join()
+        writers.halt()
         window = settle if isinstance(settle, timedelta) else margin
         time.sleep(0.5 + window.total_seconds())
         stop.set()
 
-    for thread in [*writers, threading.Thread(target=control)]:
-        thread.start()
     got: list[ULID] = []
     cursor: str | None = None
-    for page in follow(
-        engine, ALL, feed.c.id, settle=settle, margin=margin, interval=0.02, limit=50, stop=stop
-    ):
-        got += page.items
-        cursor = page.next_cursor
+    with writers:
+        threading.Thread(target=control).start()
+        for page in follow(
+            engine, ALL, feed.c.id, settle=settle, margin=margin, interval=0.02, limit=50, stop=stop
+        ):
+            got += page.items
+            cursor = page.next_cursor
     # Writers are done and settled: drain whatever the last poll left.
     with reader(engine) as conn:
         while True:
@@ -469,6 +454,8 @@ def concurrent_run(
             cursor = page.next_cursor
             if not page.has_more:
                 break
+    writers.check()
+    written = writers.written
     assert len(written) > 20
     assert len(got) == len(set(got)), "a row was delivered twice"
     assert got == sorted(got), "not in id order"

@@ -19,10 +19,11 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 from sqlalchemy.orm import scoped_session, sessionmaker
 
+import _writers
 from conftest import Backend, recording
 from sqlalchemy_ulid import (
     ULID,
@@ -364,15 +365,16 @@ def run_with_kills(
     killed = threading.Event()
     failures: list[BaseException] = []
 
-    def write() -> None:
-        deadline = time.monotonic() + 1.5
-        while time.monotonic() < deadline or not killed.is_set():
-            row = new_ulid()
-            with writer_engine.begin() as conn:
-                conn.execute(feed.insert(), {"id": row})
-            written.append(row)
-            writing.set()
-            time.sleep(0.015)
+    deadline = time.monotonic() + 1.5
+
+    def write(conn: Connection, n: int, i: int) -> bool:
+        if time.monotonic() >= deadline and killed.is_set():
+            return False  # the writer goes on until the last kill (each wait is bounded)
+        row = new_ulid()
+        conn.execute(feed.insert(), {"id": row})
+        written.append(row)
+        writing.set()
+        return True
 
     def kill() -> None:
         try:
@@ -384,12 +386,13 @@ def run_with_kills(
         except BaseException as error:  # reported by the main thread
             failures.append(error)
         finally:
-            killed.set()  # the writer goes on until the last kill (each wait is bounded)
+            killed.set()
 
-    threads = [threading.Thread(target=write), threading.Thread(target=kill)]
+    writer = _writers.Loop(writer_engine, 1, write, connection="write", pause=0.015, join=15)
+    killing = threading.Thread(target=kill)
 
     def control() -> None:
-        for thread in threads:
+        for thread in [*writer.threads, killing]:
             thread.join(15)
         deadline = time.monotonic() + 30  # exits as soon as every row arrived
         while len(got) < len(written) and time.monotonic() < deadline:
@@ -397,11 +400,13 @@ def run_with_kills(
         stop.set()
 
     controller = threading.Thread(target=control)
-    for thread in [*threads, controller]:
-        thread.start()
-    consume(stop, got)
-    for thread in [*threads, controller]:
-        thread.join(15)
+    with writer:
+        for thread in (killing, controller):
+            thread.start()
+        consume(stop, got)
+        for thread in (killing, controller):
+            thread.join(15)
+    writer.check()
     assert not failures, failures
     return written, got
 
@@ -649,33 +654,35 @@ def test_follow_under_an_updater(live: Backend, caplog: pytest.LogCaptureFixture
     got: list[Any] = []
     stop = threading.Event()
     writing_done = threading.Event()
-    problems: list[BaseException] = []
     order = " ORDER BY id DESC" if live.name == "mysql" else ""
     bump = sa.text(f"UPDATE feed_faults SET seq = seq + 1 WHERE id >= :recent{order}")
     bump = bump.bindparams(sa.bindparam("recent", type_=ULIDType()))
 
-    def write() -> None:
-        deadline = time.monotonic() + 2.0
-        while time.monotonic() < deadline:
-            row = new_ulid()
-            with engine.begin() as conn:
-                conn.execute(feed.insert(), {"id": row})
-            written.append(row)
-            time.sleep(0.01)
-        writing_done.set()
+    deadline = time.monotonic() + 2.0
 
-    def update() -> None:
-        while not writing_done.is_set():
-            if len(written) < 10:
-                time.sleep(0.01)
-                continue
-            try:
-                with engine.begin() as conn:
-                    conn.execute(bump, {"recent": written[-10]})
-                    time.sleep(0.2)
-            except sa.exc.OperationalError as error:  # the updater lost a deadlock
-                if "1213" not in str(error):
-                    problems.append(error)
+    def write(conn: Connection, n: int, i: int) -> bool:
+        if time.monotonic() >= deadline:
+            writing_done.set()
+            return False
+        row = new_ulid()
+        conn.execute(feed.insert(), {"id": row})
+        written.append(row)
+        return True
+
+    def update(_: None, n: int, i: int) -> bool:
+        if writing_done.is_set():
+            return False
+        if len(written) < 10:
+            time.sleep(0.01)
+            return True
+        try:
+            with engine.begin() as conn:
+                conn.execute(bump, {"recent": written[-10]})
+                time.sleep(0.2)
+        except sa.exc.OperationalError as error:  # the updater lost a deadlock
+            if "1213" not in str(error):
+                raise
+        return True
 
     def control() -> None:
         writing_done.wait(10)
@@ -684,20 +691,22 @@ def test_follow_under_an_updater(live: Backend, caplog: pytest.LogCaptureFixture
             time.sleep(0.02)
         stop.set()
 
-    threads = [threading.Thread(target=f) for f in (write, update, control)]
-    for thread in threads:
-        thread.start()
+    writer = _writers.Loop(engine, 1, write, connection="write", pause=0.01, join=15)
+    updater = _writers.Loop(engine, 1, update, connection=None, join=15)
+    controller = threading.Thread(target=control)
     try:
-        for page in follow(
-            engine, ALL, feed.c.id, margin=MARGIN, interval=0.02, retry=FAST, stop=stop
-        ):
-            got.extend(page.items)
+        with writer, updater:
+            controller.start()
+            for page in follow(
+                engine, ALL, feed.c.id, margin=MARGIN, interval=0.02, retry=FAST, stop=stop
+            ):
+                got.extend(page.items)
     finally:
         stop.set()
         writing_done.set()
-        for thread in threads:
-            thread.join(15)
-    assert not problems, problems
+        controller.join(15)
+    writer.check()
+    updater.check()
     assert len(written) > 10  # on MariaDB the updater's gap locks hold the writer back too
     assert got == sorted(written), "every row once, in id order"
 

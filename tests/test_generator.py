@@ -8,7 +8,6 @@ import multiprocessing
 import os
 import select
 import signal
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from itertools import pairwise
@@ -16,6 +15,7 @@ from itertools import pairwise
 import pytest
 import sqlalchemy as sa
 
+from _threads import at_once
 from sqlalchemy_ulid import ULID, MonotonicGenerator, ULIDType, new_ulid
 
 MS = 1_712_345_678_901
@@ -213,25 +213,16 @@ class _LockedOnly(MonotonicGenerator):
 )
 def test_many_threads_never_collide(generate: Callable[[], ULID]) -> None:
     threads_count, per_thread = 8, 20_000
-    results: list[list[ULID]] = [[] for _ in range(threads_count)]
-    start = threading.Barrier(threads_count)
 
-    def work(out: list[ULID]) -> None:
-        start.wait()
+    def work(n: int) -> list[ULID]:
+        out: list[ULID] = []
         append = out.append
         for _ in range(per_thread):
             append(generate())
+        return out
 
-    threads = [threading.Thread(target=work, args=(out,)) for out in results]
-    old_interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)  # switch threads as often as possible
-    try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    finally:
-        sys.setswitchinterval(old_interval)
+    # switch threads as often as possible
+    results = at_once(threads_count, work, switch=1e-6, timeout=600)
     everything = [u for out in results for u in out]
     assert len(everything) == threads_count * per_thread
     assert len(set(everything)) == len(everything)

@@ -58,11 +58,7 @@ def backend(backend: Backend, tmp_path: Path) -> Iterator[Backend]:
             engine.dispose()
 
 
-def _drop_all(engine: Engine) -> None:
-    with engine.begin() as conn:
-        for name in TABLES:
-            conn.execute(sa.text(f"DROP TABLE IF EXISTS {name}"))
-        drop_ulid_function(conn)
+_drop_all = _databases.dropper(*TABLES, also=[drop_ulid_function])
 
 
 @pytest.fixture

@@ -27,6 +27,7 @@ from alembic.operations import Operations
 from sqlalchemy.engine import Engine
 
 import _pooler
+import _writers
 import sqlalchemy_ulid
 import sqlalchemy_ulid.alembic  # registers the ops
 from _offline_scripts import run_online
@@ -68,51 +69,24 @@ def table(direct: Engine) -> Iterator[str]:
         conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name} CASCADE")
 
 
-class AppWriters:
+class AppWriters(_writers.Loop):
     """Application threads inserting rows through the pool while the migration runs."""
 
     def __init__(self, engine: Engine, table: str, count: int = 3, insert: bool = True) -> None:
         # insert=False: UPDATEs of seeded rows, found by created_at (for an op
         # that changes the primary key's type).
-        self.engine, self.table, self.insert = engine, table, insert
-        self.stop = threading.Event()
-        self.errors: list[BaseException] = []
-        self.written = 0
-        self.threads = [threading.Thread(target=self._run, args=(n,)) for n in range(count)]
+        super().__init__(
+            engine, count, self._write, connection="write", pause=0.002, settle=0.2, join=20
+        )
+        self.sql = (
+            f"INSERT INTO {table} (id, created_at, note) VALUES (:id, clock_timestamp(), 'app')"
+            if insert
+            else f"UPDATE {table} SET note = 'app' "
+            "WHERE created_at = :base + (:id % 3000 + 1) * interval '1 ms'"
+        )
 
-    def _run(self, n: int) -> None:
-        key = 1_000_000 * (n + 1)
-        while not self.stop.is_set():
-            insert = (
-                f"INSERT INTO {self.table} (id, created_at, note) "
-                "VALUES (:id, clock_timestamp(), 'app')"
-            )
-            update = (
-                f"UPDATE {self.table} SET note = 'app' "
-                "WHERE created_at = :base + (:id % 3000 + 1) * interval '1 ms'"
-            )
-            try:
-                with self.engine.begin() as conn:
-                    conn.execute(
-                        sa.text(insert if self.insert else update), {"id": key, "base": BASE}
-                    )
-                self.written += 1
-            except sa.exc.DBAPIError as exc:
-                self.errors.append(exc)
-            key += 1
-            time.sleep(0.002)
-
-    def __enter__(self) -> AppWriters:
-        for thread in self.threads:
-            thread.start()
-        time.sleep(0.2)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        time.sleep(0.2)
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(20)
+    def _write(self, conn: sa.Connection, n: int, i: int) -> None:
+        conn.execute(sa.text(self.sql), {"id": 1_000_000 * (n + 1) + i, "base": BASE})
 
 
 def _every_session(pooled_engine: Engine) -> list[tuple[int, str, str]]:
@@ -200,7 +174,7 @@ def test_an_online_op_through_the_pool_leaves_every_server_session_as_it_was(
     with AppWriters(engine, table) as writers:
         run_online(engine, lambda ops: op(ops, table))
     assert not writers.errors, writers.errors[:3]
-    assert writers.written > 10, "the application hardly wrote: the test proves nothing"
+    assert writers.done > 10, "the application hardly wrote: the test proves nothing"
     after = _every_session(engine)
     assert len({row[0] for row in after}) == POOL
     assert {row[1:] for row in after} == {defaults}, after

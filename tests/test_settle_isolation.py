@@ -12,7 +12,6 @@ statement itself.
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -24,6 +23,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+import _writers
 from _sessions import mariadb_held_up
 from sqlalchemy_ulid import ULID, Page, SettleError, ULIDType, follow, new_ulid, paginate
 from sqlalchemy_ulid._dialects import dialect_row
@@ -235,34 +235,6 @@ def test_late_commit_at_the_default_isolation(engine: Engine, table: sa.Table) -
         assert len(ids) == 2
 
 
-def run_writers(engine: Engine, seconds: float, max_tx: float) -> tuple[list[ULID], Any]:
-    written: list[ULID] = []
-    lock = threading.Lock()
-    stop = threading.Event()
-
-    def write(seed: int) -> None:
-        rng = random.Random(seed)
-        while not stop.is_set():
-            with engine.begin() as conn:
-                batch = [new_ulid() for _ in range(rng.randint(1, 3))]
-                conn.execute(events.insert(), [{"id": i} for i in batch])
-                time.sleep(rng.uniform(0, max_tx))
-            with lock:
-                written.extend(batch)
-
-    threads = [threading.Thread(target=write, args=(n,)) for n in range(3)]
-    for thread in threads:
-        thread.start()
-
-    def finish() -> None:
-        time.sleep(seconds)
-        stop.set()
-        for thread in threads:
-            thread.join(30)
-
-    return written, finish
-
-
 @pytest.mark.parametrize("source", ["sessionmaker", "engine"])
 def test_concurrent_writers_at_the_default_isolation(
     engine: Engine, table: sa.Table, source: str
@@ -272,26 +244,30 @@ def test_concurrent_writers_at_the_default_isolation(
             next(follow(engine, ALL, events.c.id, settle="auto"))
         return
     margin = timedelta(milliseconds=300)
-    written, finish = run_writers(engine, seconds=1.5, max_tx=0.6)
+    writers = _writers.Appenders(engine, 3, events, max_tx=0.6, join=30)
     stop = threading.Event()
 
     def control() -> None:
-        finish()
+        time.sleep(1.5)
+        writers.halt()
         time.sleep(1.0)
         stop.set()
 
-    threading.Thread(target=control).start()
     feed_source: Any = sessionmaker(engine) if source == "sessionmaker" else engine
     got: list[Any] = []
     cursor = None
-    for page in follow(
-        feed_source, ALL, events.c.id, margin=margin, interval=0.02, limit=50, stop=stop
-    ):
-        got += [item if isinstance(item, ULID) else item[0] for item in page.items]
-        cursor = page.next_cursor
+    with writers:
+        threading.Thread(target=control).start()
+        for page in follow(
+            feed_source, ALL, events.c.id, margin=margin, interval=0.02, limit=50, stop=stop
+        ):
+            got += [item if isinstance(item, ULID) else item[0] for item in page.items]
+            cursor = page.next_cursor
     with Session(engine) as session:
         rest = paginate(session, ALL, events.c.id, after=cursor, settle="auto", margin=margin)
     got += rest.items
+    writers.check()
+    written = writers.written
     assert len(written) > 10
     assert got == sorted(set(got)), "out of order, or delivered twice"
     assert set(got) == set(written), f"missed {len(set(written) - set(got))} rows"

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from _threads import at_once
 from sqlalchemy_ulid import (
     ULID,
     InvalidTypeID,
@@ -274,20 +275,7 @@ def test_new_typeid_is_a_uuid7_from_the_shared_generator() -> None:
 
 def test_new_typeid_from_many_threads_is_unique_and_ordered_per_thread() -> None:
     # new_typeid takes new_uuid7's lock-free path itself: the same promises.
-    import threading
-
-    results: list[list[TypeID]] = [[] for _ in range(8)]
-    start = threading.Barrier(len(results))
-
-    def make(out: list[TypeID]) -> None:
-        start.wait()
-        out.extend(new_typeid("user") for _ in range(3000))
-
-    threads = [threading.Thread(target=make, args=(out,)) for out in results]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    results = at_once(8, lambda n: [new_typeid("user") for _ in range(3000)])
     everything = [t for out in results for t in out]
     assert len(set(everything)) == len(everything) == 8 * 3000
     for out in results:

@@ -62,10 +62,7 @@ def clean(engine: Engine) -> Iterator[Engine]:
     _drop(engine)
 
 
-def _drop(engine: Engine) -> None:
-    with engine.begin() as conn:
-        _databases.drop_tables(conn, ITEMS, ORDERS, VERSION_TABLE)
-        drop_uuid7_function(conn)
+_drop = _databases.dropper(ITEMS, ORDERS, VERSION_TABLE, also=[drop_uuid7_function])
 
 
 def _op(conn: Connection) -> Operations:

@@ -5,8 +5,6 @@ from __future__ import annotations
 import copy
 import os
 import pickle
-import sys
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -18,6 +16,7 @@ import sqlalchemy as sa
 import uuid_utils
 from sqlalchemy.engine import Engine
 
+from _threads import at_once
 from sqlalchemy_ulid import (
     InvalidULID,
     UUIDv7Generator,
@@ -220,26 +219,15 @@ class _LockedOnly(UUIDv7Generator):
 @pytest.mark.parametrize("generate", [new_uuid7, _LockedOnly()], ids=["default", "locked-only"])
 def test_threads_never_collide(generate: Callable[[], uuid.UUID]) -> None:
     threads_count, per_thread = 4, 75_000
-    results: list[list[uuid.UUID]] = [[] for _ in range(threads_count)]
-    start = threading.Barrier(threads_count, timeout=30)
 
-    def work(out: list[uuid.UUID]) -> None:
-        start.wait()
+    def work(n: int) -> list[uuid.UUID]:
+        out: list[uuid.UUID] = []
         append = out.append
         for _ in range(per_thread):
             append(generate())
+        return out
 
-    threads = [threading.Thread(target=work, args=(out,)) for out in results]
-    old_interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
-    finally:
-        sys.setswitchinterval(old_interval)
-    assert not any(t.is_alive() for t in threads)
+    results = at_once(threads_count, work, switch=1e-6)
     everything = {u.int for out in results for u in out}
     assert len(everything) == threads_count * per_thread
     for out in results:

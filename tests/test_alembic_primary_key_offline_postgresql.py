@@ -590,11 +590,14 @@ def test_the_script_stopped_after_each_phase_then_rerun(pg: Engine, tmp_path: Pa
                 _check_ulids(pg)
 
 
-def _blocked(pg: Engine, hold: str, wait: float = 20) -> int:
+def _blocked(pg: Engine, hold: str, script: subprocess.Popen[str], wait: float = 60) -> int:
     """The pid of the script's session once it waits for the lock ``hold`` took."""
     deadline = time.monotonic() + wait
     with pg.connect() as conn:
         while time.monotonic() < deadline:
+            if script.poll() is not None:  # it ended without waiting: say how
+                _, err = script.communicate()
+                pytest.fail(f"the script ended before waiting behind {hold}:\n{err[-3000:]}")
             pid = conn.exec_driver_sql(
                 "SELECT pid FROM pg_stat_activity WHERE application_name = %(app)s "
                 "AND datname = current_database() "
@@ -663,7 +666,7 @@ def test_the_session_terminated_inside_a_phase_then_rerun(
             text=True, env=env,
         )  # fmt: skip
         try:
-            pid = _blocked(pg, hold)
+            pid = _blocked(pg, hold, script)
             with pg.connect() as admin:
                 admin.exec_driver_sql(f"SELECT pg_terminate_backend({pid})")
             _, err = script.communicate(timeout=30)
